@@ -1,0 +1,56 @@
+// Error statistics of a result y against a reference ref (normally the fp64 reference).
+//
+// Definitions (all over the pairs where both y and ref are finite, "compared"):
+//   abs = |y - ref|, computed in fp64.
+//   rel = |y - ref| / max(|ref|, smallest normal of y's dtype). The floor keeps rel finite and
+//         meaningful at ref = 0 and among subnormals, where a relative error says nothing; at
+//         ref = 0 it equals abs divided by the smallest normal.
+//   ulp = the fractional ULP error in y's format (see ulp_error in compare.hpp).
+// Each metric reports max (with the first index where it occurs), mean, and the exact P50 and
+// P99: no sampling; the percentile is numpy's default ("linear": sorted x, h = (n-1)p,
+// x[floor h] + (h - floor h)(x[floor h + 1] - x[floor h])).
+// Non-finite pairs are counted, never averaged: NaN and inf counts on each side, and
+// "mismatches" where y and ref disagree (NaN against a number, inf against a finite value or
+// against the other infinity).
+// The histogram bins the integer ULP distance between y and ref rounded to y's dtype (0 means y
+// is the correctly rounded reference); it covers every pair without a NaN.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "fusebench/compare.hpp"
+#include "fusebench/tensor.hpp"
+
+namespace fusebench {
+
+struct ErrorSummary {
+  double max = 0, mean = 0, p50 = 0, p99 = 0;
+  std::int64_t max_index = -1;  // -1 when nothing was compared
+};
+
+struct ErrorStatsOptions {
+  int histogram_bins = 16;
+  std::size_t max_reported_indices = 16;
+};
+
+struct ErrorStats {
+  DType dtype = DType::f32;      // y's
+  DType ref_dtype = DType::f64;  // ref's
+  std::int64_t count = 0;        // all elements
+  std::int64_t compared = 0;     // pairs with both sides finite
+  std::int64_t nan_y = 0, nan_ref = 0, inf_y = 0, inf_ref = 0;
+  std::int64_t mismatches = 0;  // non-finite disagreements
+  std::vector<std::int64_t> first_mismatch_indices;
+  double rel_floor = 0;  // the denominator floor used for rel
+  ErrorSummary abs, rel, ulp;
+  UlpHistogram ulp_histogram;
+};
+
+// y: f16, bf16, f32 or f64; ref: any floating dtype of the same shape.
+ErrorStats error_stats(const Tensor& y, const Tensor& ref, const ErrorStatsOptions& options = {});
+
+// Exact percentile (numpy "linear") of values; p in [0, 1]. Reorders values. NaN if empty.
+double percentile(std::vector<double>& values, double p);
+
+}  // namespace fusebench

@@ -1,0 +1,195 @@
+#include "fusebench/compare.hpp"
+
+#include "ulp_kernels.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace fusebench {
+
+namespace {
+constexpr std::int64_t kBlock = 4096;  // fits the narrowest counter (u16) and L1
+
+template <class Bits>
+const Bits* bits_pointer(const Tensor& t) {
+  return reinterpret_cast<const Bits*>(t.raw_data());
+}
+
+void push_index(std::vector<std::int64_t>& indices, std::size_t limit, std::int64_t index) {
+  if (indices.size() < limit) indices.push_back(index);
+}
+}  // namespace
+
+// ---- bit_equal
+namespace {
+template <class T>
+BitEqualResult bit_equal_floating(const Tensor& a, const Tensor& b, const BitEqualOptions& options) {
+  using F = FormatTraits<T>;
+  using Bits = typename F::Bits;
+  const Bits* pa = bits_pointer<Bits>(a);
+  const Bits* pb = bits_pointer<Bits>(b);
+  BitEqualResult result;
+  result.count = a.numel();
+  for (std::int64_t begin = 0; begin < result.count; begin += kBlock) {
+    const std::int64_t end = std::min(result.count, begin + kBlock);
+    // Equal blocks are the common case; memcmp decides them at memory speed.
+    if (std::memcmp(pa + begin, pb + begin, std::size_t(end - begin) * sizeof(Bits)) == 0) continue;
+    for (std::int64_t i = begin; i < end; ++i) {
+      const Bits x = pa[i], y = pb[i];
+      if (x == y) continue;
+      if (options.nan == NanPolicy::AnyNanEqual && is_nan_bits<T>(x) && is_nan_bits<T>(y)) continue;
+      if (options.zero == ZeroPolicy::SignedZerosEqual && (x & F::magnitude_mask) == 0 &&
+          (y & F::magnitude_mask) == 0) {
+        continue;
+      }
+      ++result.mismatches;
+      push_index(result.first_mismatch_indices, options.max_reported_indices, i);
+    }
+  }
+  result.equal = result.mismatches == 0;
+  return result;
+}
+
+BitEqualResult bit_equal_raw(const Tensor& a, const Tensor& b, const BitEqualOptions& options) {
+  BitEqualResult result;
+  result.count = a.numel();
+  const std::size_t size = a.element_size();
+  const std::byte* pa = a.raw_data();
+  const std::byte* pb = b.raw_data();
+  for (std::int64_t i = 0; i < result.count; ++i) {
+    if (std::memcmp(pa + std::size_t(i) * size, pb + std::size_t(i) * size, size) != 0) {
+      ++result.mismatches;
+      push_index(result.first_mismatch_indices, options.max_reported_indices, i);
+    }
+  }
+  result.equal = result.mismatches == 0;
+  return result;
+}
+}  // namespace
+
+BitEqualResult bit_equal(const Tensor& a_in, const Tensor& b_in, const BitEqualOptions& options) {
+  check_same_dtype_and_shape(a_in, b_in, "bit_equal");
+  const Tensor a = a_in.contiguous();
+  const Tensor b = b_in.contiguous();
+  if (!is_floating(a.dtype())) {
+    if (std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0) return {true, a.numel(), 0, {}};
+    return bit_equal_raw(a, b, options);
+  }
+  return visit_floating(a.dtype(), "bit_equal", [&](auto tag) {
+    return bit_equal_floating<decltype(tag)>(a, b, options);
+  });
+}
+
+// ---- histograms
+std::uint64_t UlpHistogram::total() const {
+  std::uint64_t sum = 0;
+  for (auto c : counts) sum += c;
+  return sum;
+}
+
+void UlpHistogram::merge(const UlpHistogram& other) {
+  if (counts.size() != other.counts.size()) {
+    throw_input_error("UlpHistogram::merge: {} bins vs {}", counts.size(), other.counts.size());
+  }
+  for (std::size_t k = 0; k < counts.size(); ++k) counts[k] += other.counts[k];
+  nan_pairs += other.nan_pairs;
+}
+
+// ---- ulp_diff
+namespace {
+template <class T>
+UlpDiffResult ulp_diff_typed(const Tensor& a, const Tensor& b, const UlpDiffOptions& options) {
+  using Bits = typename FloatFormat<T>::Bits;
+  const std::int64_t n = a.numel();
+  const Bits* pa = bits_pointer<Bits>(a);
+  const Bits* pb = bits_pointer<Bits>(b);
+  UlpDiffResult result;
+  result.distance = Tensor::uninitialized(dtype_of<Bits>, a.shape());
+  Bits* distance = reinterpret_cast<Bits*>(result.distance.raw_data());
+  const int exact_bins = options.histogram_bins;
+  auto& counts = result.histogram.counts;
+  counts.assign(std::size_t(exact_bins + 1), 0);
+  Bits max_distance = 0;
+  std::int64_t max_index = -1;
+
+  for (std::int64_t begin = 0; begin < n; begin += kBlock) {
+    const std::int64_t count = std::min(n, begin + kBlock) - begin;
+    const auto block = detail::block_distances<T>(pa + begin, pb + begin, distance + begin, count);
+    if (block.nan_pairs != 0) {
+      result.nan_pairs += block.nan_pairs;
+      for (std::int64_t i = begin; i < begin + count && result.first_nan_indices.size() < options.max_reported_indices; ++i) {
+        if (is_nan_bits<T>(pa[i]) || is_nan_bits<T>(pb[i])) result.first_nan_indices.push_back(i);
+      }
+    }
+    // Rescan only a block that raises the maximum (or holds the first comparable pair).
+    if (std::int64_t(block.nan_pairs) < count && (block.max_distance > max_distance || max_index < 0)) {
+      for (std::int64_t i = begin; i < begin + count; ++i) {
+        if (!is_nan_bits<T>(pa[i]) && !is_nan_bits<T>(pb[i]) && (distance[i] == block.max_distance)) {
+          max_distance = block.max_distance;
+          max_index = i;
+          break;
+        }
+      }
+    }
+    detail::block_histogram(distance + begin, count, exact_bins, counts.data());
+  }
+  // NaN entries hold the type's maximum and fell into the overflow bin: take them out.
+  counts[std::size_t(exact_bins)] -= result.nan_pairs;
+  result.histogram.nan_pairs = result.nan_pairs;
+  result.max_distance = max_distance;
+  result.max_index = max_index;
+  return result;
+}
+}  // namespace
+
+UlpDiffResult ulp_diff(const Tensor& a_in, const Tensor& b_in, const UlpDiffOptions& options) {
+  check_same_dtype_and_shape(a_in, b_in, "ulp_diff");
+  if (options.histogram_bins < 1) {
+    throw_input_error("ulp_diff: histogram_bins must be >= 1, got {}", options.histogram_bins);
+  }
+  const Tensor a = a_in.contiguous();
+  const Tensor b = b_in.contiguous();
+  return visit_floating(a.dtype(), "ulp_diff", [&](auto tag) {
+    return ulp_diff_typed<decltype(tag)>(a, b, options);
+  });
+}
+
+// ---- ulp_error
+namespace {
+template <class Y, class R>
+void ulp_error_typed(const Tensor& y, const Tensor& ref, double* out) {
+  const Y* py = reinterpret_cast<const Y*>(y.raw_data());
+  const R* pr = reinterpret_cast<const R*>(ref.raw_data());
+  const std::int64_t n = y.numel();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double yv = to_double(py[i]);
+    const double rv = to_double(pr[i]);
+    if (!std::isfinite(yv) || !std::isfinite(rv)) {
+      const bool agree = (std::isnan(yv) && std::isnan(rv)) || yv == rv;
+      out[i] = agree ? 0.0 : std::numeric_limits<double>::infinity();
+      continue;
+    }
+    // Scaling by a power of two is exact, so the only rounding is the fp64 subtraction.
+    const int exponent = spacing_exponent<Y>(rv);
+    out[i] = std::ldexp(std::fabs(yv - rv), -exponent);
+  }
+}
+}  // namespace
+
+Tensor ulp_error(const Tensor& y_in, const Tensor& ref_in) {
+  check_same_shape(y_in, ref_in, "ulp_error");
+  const Tensor y = y_in.contiguous();
+  const Tensor ref = ref_in.contiguous();
+  Tensor out = Tensor::uninitialized(DType::f64, y.shape());
+  double* po = reinterpret_cast<double*>(out.raw_data());
+  visit_floating(y.dtype(), "ulp_error (y)", [&](auto y_tag) {
+    visit_floating(ref.dtype(), "ulp_error (ref)", [&](auto ref_tag) {
+      ulp_error_typed<decltype(y_tag), decltype(ref_tag)>(y, ref, po);
+    });
+  });
+  return out;
+}
+
+}  // namespace fusebench

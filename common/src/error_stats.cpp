@@ -1,0 +1,430 @@
+#include "fusebench/error_stats.hpp"
+
+#include "ulp_kernels.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <stdexcept>
+
+namespace fusebench {
+
+double percentile(std::vector<double>& values, double p) {
+  if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
+  const double h = double(values.size() - 1) * p;
+  const auto lo = std::size_t(std::floor(h));
+  std::nth_element(values.begin(), values.begin() + std::ptrdiff_t(lo), values.end());
+  const double low_value = values[lo];
+  if (lo + 1 >= values.size()) return low_value;
+  const double high_value = *std::min_element(values.begin() + std::ptrdiff_t(lo) + 1, values.end());
+  return low_value + (h - double(lo)) * (high_value - low_value);
+}
+
+namespace {
+constexpr std::int64_t kBlock = 4096;
+constexpr int kMetrics = 3;  // abs, rel, ulp
+// Exact percentiles by radix selection: a histogram of the top bits of each (non-negative)
+// error's fp64 pattern, whose order is the numeric order, finds the bin of each wanted rank; a
+// second pass keeps only that bin's values and nth_element finishes.
+constexpr int kKeyShift = 48;
+constexpr std::size_t kKeyBins = std::size_t(1) << 15;
+
+std::uint32_t radix_key(double nonnegative) {
+  return std::uint32_t(std::bit_cast<std::uint64_t>(nonnegative) >> kKeyShift);
+}
+
+
+template <class Y>
+typename FloatFormat<Y>::Bits to_format_bits(double value) {
+  if constexpr (std::is_same_v<Y, double>) {
+    return std::bit_cast<std::uint64_t>(value);
+  } else if constexpr (std::is_same_v<Y, float>) {
+    return std::bit_cast<std::uint32_t>(float(value));
+  } else {
+    return round_to_format_bits<Y>(value);
+  }
+}
+
+constexpr std::uint64_t kExponentMask = 0x7ff0'0000'0000'0000ULL;
+
+bool finite_bits(double v) {
+  return (std::bit_cast<std::uint64_t>(v) & 0x7ff0'0000'0000'0000ULL) != 0x7ff0'0000'0000'0000ULL;
+}
+
+// The three metrics of one block; non-finite pairs get 0 and finite[i] = 0.
+template <class Y, class R>
+struct BlockMetrics {
+  std::array<double, kBlock> y_value, ref_value;
+  std::array<std::array<double, kBlock>, kMetrics> metric;
+  std::array<std::uint8_t, kBlock> finite;
+  std::int64_t size = 0;
+  std::int64_t nonfinite = 0;
+
+  void compute(const Y* y, const R* ref, std::int64_t count, double rel_floor) {
+    size = count;
+    for (std::int64_t i = 0; i < count; ++i) {
+      y_value[std::size_t(i)] = to_double(y[i]);
+      ref_value[std::size_t(i)] = to_double(ref[i]);
+    }
+    using F = FormatTraits<Y>;
+    std::int64_t finite_pairs = 0;
+    for (std::int64_t i = 0; i < count; ++i) {
+      const bool ok = finite_bits(y_value[std::size_t(i)]) & finite_bits(ref_value[std::size_t(i)]);
+      finite[std::size_t(i)] = ok;
+      finite_pairs += ok;
+    }
+    // Only fp64 and 64-bit integer operations below, so that the loop vectorises.
+    for (std::int64_t i = 0; i < count; ++i) {
+      const auto k = std::size_t(i);
+      const double yv = y_value[k], rv = ref_value[k];
+      const std::uint64_t ref_bits = std::bit_cast<std::uint64_t>(rv);
+      const bool ok = ((std::bit_cast<std::uint64_t>(yv) & kExponentMask) != kExponentMask) &
+                      ((ref_bits & kExponentMask) != kExponentMask);
+      const double diff = ok ? std::fabs(yv - rv) : 0.0;
+      const double magnitude = std::fabs(rv);
+      metric[0][k] = diff;
+      metric[1][k] = diff / (magnitude > rel_floor ? magnitude : rel_floor);
+      // ULP error: diff * 2^-(e - p + 1), e = floor(log2 |ref|) clamped to the format's range,
+      // scaled in two exact power-of-two steps (fp64's own subnormal spacing, 2^-1074, does not
+      // fit one).
+      std::int64_t exponent = std::int64_t((ref_bits >> 52) & 0x7ff) - 1023;
+      exponent = std::clamp<std::int64_t>(exponent, F::min_normal_exponent, F::max_exponent);
+      const std::int64_t scale = F::mantissa_bits - exponent;
+      const std::int64_t first = scale / 2;
+      const double step1 = std::bit_cast<double>(std::uint64_t(1023 + first) << 52);
+      const double step2 = std::bit_cast<double>(std::uint64_t(1023 + scale - first) << 52);
+      metric[2][k] = diff * step1 * step2;
+    }
+    nonfinite = count - finite_pairs;
+  }
+};
+
+// Exact order statistics of a stream of non-negative doubles that can be replayed, in bounded
+// memory. The fp64 bit pattern of a non-negative value orders like the value, so a rank can be
+// found 16 bits at a time: pass 1 histograms the top 16 bits (the callers' count()), which puts
+// each wanted rank in one bin. Each further pass looks only at the values in the wanted bins: a
+// bin small enough is stored and finished with nth_element; a large one is histogrammed on its
+// next 16 bits while its min and max are tracked, and a large bin whose min equals its max (the
+// usual case for discrete errors such as integer ULP distances) is resolved without storage. At
+// most four levels exist, and a level-4 bin holds one value.
+class RankSelector {
+ public:
+  static constexpr std::int64_t kStoreLimit = std::int64_t(1) << 18;
+
+  void count(double v) {
+    const std::uint32_t key = radix_key(v);
+    ++top_histogram_[key];
+    top_min_[key] = std::min(top_min_[key], v);
+    top_max_[key] = std::max(top_max_[key], v);
+  }
+
+  void plan(const std::vector<std::int64_t>& ranks) {
+    for (auto rank : ranks) {
+      std::int64_t before = 0;
+      std::uint64_t bin = 0;
+      while (rank >= before + std::int64_t(top_histogram_[bin])) before += top_histogram_[bin++];
+      if (top_min_[bin] == top_max_[bin]) {
+        resolved_[rank] = top_min_[bin];  // one distinct value in the bin: no further pass
+      } else {
+        add_probe(rank, 1, bin, before, top_histogram_[bin]);
+      }
+    }
+    top_histogram_ = {};
+    top_min_ = {};
+    top_max_ = {};
+    mark_wanted_top_bins();
+  }
+
+  bool active() const { return !probes_.empty(); }
+
+  void observe(double v) {
+    const std::uint64_t bits = std::bit_cast<std::uint64_t>(v);
+    if (!wanted_top_[bits >> 48]) return;  // the common case: one table load
+    for (auto& probe : probes_) {
+      if ((bits >> (64 - 16 * probe.level)) != probe.prefix) continue;
+      if (probe.store) {
+        probe.values.push_back(v);
+      } else {
+        probe.min = std::min(probe.min, v);
+        probe.max = std::max(probe.max, v);
+        ++probe.histogram[(bits >> (48 - 16 * probe.level)) & 0xffffu];
+      }
+    }
+  }
+
+  // After a pass: resolve what can be, descend a level where it cannot.
+  void finish_pass() {
+    std::vector<Probe> next;
+    for (auto& probe : probes_) {
+      for (auto rank : probe.ranks) {
+        if (probe.store) {
+          const auto within = std::ptrdiff_t(rank - probe.rank_base);
+          std::nth_element(probe.values.begin(), probe.values.begin() + within, probe.values.end());
+          resolved_[rank] = probe.values[std::size_t(within)];
+        } else if (probe.min == probe.max) {
+          resolved_[rank] = probe.min;
+        } else {
+          std::int64_t before = probe.rank_base;
+          std::uint64_t sub = 0;
+          while (rank >= before + std::int64_t(probe.histogram[sub])) before += probe.histogram[sub++];
+          add_probe_to(next, rank, probe.level + 1, (probe.prefix << 16) | sub, before, probe.histogram[sub]);
+        }
+      }
+    }
+    probes_ = std::move(next);
+    mark_wanted_top_bins();
+  }
+
+  double value(std::int64_t rank) const { return resolved_.at(rank); }
+
+ private:
+  struct Probe {
+    int level = 1;             // 16-bit groups fixed by prefix
+    std::uint64_t prefix = 0;  // the top 16 * level bits
+    std::int64_t rank_base = 0, count = 0;
+    std::vector<std::int64_t> ranks;
+    bool store = true;
+    std::vector<double> values;
+    double min = std::numeric_limits<double>::infinity();
+    double max = -std::numeric_limits<double>::infinity();
+    std::vector<std::uint32_t> histogram;
+  };
+
+  static void add_probe_to(std::vector<Probe>& probes, std::int64_t rank, int level, std::uint64_t prefix,
+                           std::int64_t rank_base, std::int64_t count) {
+    for (auto& probe : probes) {
+      if (probe.level == level && probe.prefix == prefix) {
+        probe.ranks.push_back(rank);
+        return;
+      }
+    }
+    Probe probe;
+    probe.level = level;
+    probe.prefix = prefix;
+    probe.rank_base = rank_base;
+    probe.count = count;
+    probe.ranks = {rank};
+    probe.store = count <= kStoreLimit || level == 4;
+    if (probe.store) {
+      probe.values.reserve(std::size_t(level == 4 ? 1 : count));
+    } else {
+      probe.histogram.assign(std::size_t(1) << 16, 0);
+    }
+    probes.push_back(std::move(probe));
+  }
+  void mark_wanted_top_bins() {
+    wanted_top_.assign(kKeyBins, 0);
+    for (const auto& probe : probes_) wanted_top_[probe.prefix >> (16 * (probe.level - 1))] = 1;
+  }
+  void add_probe(std::int64_t rank, int level, std::uint64_t prefix, std::int64_t rank_base, std::int64_t count) {
+    add_probe_to(probes_, rank, level, prefix, rank_base, count);
+  }
+
+  std::vector<std::uint32_t> top_histogram_ = std::vector<std::uint32_t>(kKeyBins, 0);
+  std::vector<double> top_min_ = std::vector<double>(kKeyBins, std::numeric_limits<double>::infinity());
+  std::vector<double> top_max_ = std::vector<double>(kKeyBins, -std::numeric_limits<double>::infinity());
+  std::vector<Probe> probes_;
+  std::vector<std::uint8_t> wanted_top_;
+  std::map<std::int64_t, double> resolved_;
+};
+
+struct MetricAccumulator {
+  double max = -1;
+  std::int64_t max_index = -1;
+  double sum = 0, compensation = 0;  // Neumaier summation of the block sums
+  RankSelector ranks;
+
+  void add_sum(double block_sum) {
+    const double t = sum + block_sum;
+    if (!std::isfinite(t)) {  // an overflowing sum stays +inf; no compensation to carry
+      sum = t;
+      compensation = 0;
+      return;
+    }
+    compensation += std::fabs(sum) >= std::fabs(block_sum) ? (sum - t) + block_sum : (block_sum - t) + sum;
+    sum = t;
+  }
+};
+
+template <class Y, class R>
+ErrorStats error_stats_typed(const Tensor& y, const Tensor& ref, const ErrorStatsOptions& options) {
+  using F = FormatTraits<Y>;
+  const std::int64_t n = y.numel();
+  const Y* py = reinterpret_cast<const Y*>(y.raw_data());
+  const R* pr = reinterpret_cast<const R*>(ref.raw_data());
+  ErrorStats stats;
+  stats.dtype = y.dtype();
+  stats.ref_dtype = ref.dtype();
+  stats.count = n;
+  stats.rel_floor = std::ldexp(1.0, F::min_normal_exponent);
+  std::array<MetricAccumulator, kMetrics> accumulators;
+  const int exact_bins = options.histogram_bins;
+  stats.ulp_histogram.counts.assign(std::size_t(exact_bins + 1), 0);
+  auto block = std::make_unique<BlockMetrics<Y, R>>();
+  std::vector<typename FloatFormat<Y>::Bits> rounded_ref(kBlock), distances(kBlock);
+
+  // ---- pass 1: counts, sums, maxima, key histograms, the integer ULP histogram
+  for (std::int64_t begin = 0; begin < n; begin += kBlock) {
+    const std::int64_t count = std::min(kBlock, n - begin);
+    block->compute(py + begin, pr + begin, count, stats.rel_floor);
+    stats.compared += count - block->nonfinite;
+    if (block->nonfinite != 0) {
+      for (std::int64_t i = 0; i < count; ++i) {
+        const auto k = std::size_t(i);
+        if (block->finite[k]) continue;
+        const double yv = block->y_value[k], rv = block->ref_value[k];
+        const bool y_nan = std::isnan(yv), ref_nan = std::isnan(rv);
+        stats.nan_y += y_nan;
+        stats.nan_ref += ref_nan;
+        stats.inf_y += std::isinf(yv);
+        stats.inf_ref += std::isinf(rv);
+        const bool agree = (y_nan && ref_nan) || (std::isinf(yv) && yv == rv);
+        if (!agree) {
+          ++stats.mismatches;
+          if (stats.first_mismatch_indices.size() < options.max_reported_indices) {
+            stats.first_mismatch_indices.push_back(begin + i);
+          }
+        }
+      }
+    }
+    for (int m = 0; m < kMetrics; ++m) {
+      auto& acc = accumulators[std::size_t(m)];
+      const auto& values = block->metric[std::size_t(m)];
+      // Eight independent partial sums in a fixed order: deterministic, and the dependency
+      // chain of one running fp64 sum no longer limits the loop (it vectorises).
+      constexpr int kLanes = 8;
+      double lane_sum[kLanes] = {}, lane_max[kLanes] = {};
+      std::int64_t i = 0;
+      for (; i + kLanes <= count; i += kLanes) {
+        for (int l = 0; l < kLanes; ++l) {
+          const double v = values[std::size_t(i + l)];
+          lane_sum[l] += v;
+          lane_max[l] = lane_max[l] > v ? lane_max[l] : v;
+        }
+      }
+      for (; i < count; ++i) {
+        lane_sum[0] += values[std::size_t(i)];
+        lane_max[0] = std::max(lane_max[0], values[std::size_t(i)]);
+      }
+      double block_sum = 0, block_max = 0;
+      for (int l = 0; l < kLanes; ++l) {
+        block_sum += lane_sum[l];
+        block_max = std::max(block_max, lane_max[l]);
+      }
+      acc.add_sum(block_sum);
+      if (block_max > acc.max) {
+        for (std::int64_t i = 0; i < count; ++i) {
+          if (block->finite[std::size_t(i)] && values[std::size_t(i)] == block_max) {
+            acc.max = block_max;
+            acc.max_index = begin + i;
+            break;
+          }
+        }
+      } else if (acc.max_index < 0 && block->nonfinite < count) {
+        for (std::int64_t i = 0; i < count; ++i) {
+          if (block->finite[std::size_t(i)]) {
+            acc.max = values[std::size_t(i)];
+            acc.max_index = begin + i;
+            break;
+          }
+        }
+      }
+      if (block->nonfinite == 0) {
+        for (std::int64_t i = 0; i < count; ++i) acc.ranks.count(values[std::size_t(i)]);
+      } else {
+        for (std::int64_t i = 0; i < count; ++i) {
+          if (block->finite[std::size_t(i)]) acc.ranks.count(values[std::size_t(i)]);
+        }
+      }
+    }
+    // Integer ULP distances to the reference rounded to y's format.
+    using Bits = typename FloatFormat<Y>::Bits;
+    const Bits* y_bits = reinterpret_cast<const Bits*>(py + begin);
+    const Bits* ref_bits;
+    if constexpr (std::is_same_v<R, Y>) {
+      ref_bits = reinterpret_cast<const Bits*>(pr + begin);
+    } else {
+      for (std::int64_t i = 0; i < count; ++i) {
+        rounded_ref[std::size_t(i)] = to_format_bits<Y>(block->ref_value[std::size_t(i)]);
+      }
+      ref_bits = rounded_ref.data();
+    }
+    const auto summary = detail::block_distances<Y>(y_bits, ref_bits, distances.data(), count);
+    detail::block_histogram(distances.data(), count, exact_bins, stats.ulp_histogram.counts.data());
+    stats.ulp_histogram.nan_pairs += summary.nan_pairs;
+  }
+  // NaN pairs were counted into the overflow bin (their distance entry is all ones).
+  stats.ulp_histogram.counts.back() -= stats.ulp_histogram.nan_pairs;
+  if (stats.compared == 0) {
+    for (ErrorSummary* s : {&stats.abs, &stats.rel, &stats.ulp}) {
+      s->max = s->mean = s->p50 = s->p99 = std::numeric_limits<double>::quiet_NaN();
+    }
+    return stats;
+  }
+
+  // ---- the exact percentiles: ranks floor(h) and floor(h) + 1 of each, h = (compared - 1) p
+  const std::int64_t compared = stats.compared;
+  constexpr double kPercentiles[] = {0.5, 0.99};
+  std::vector<std::int64_t> wanted;
+  for (double p : kPercentiles) {
+    const auto low = std::int64_t(std::floor(double(compared - 1) * p));
+    wanted.push_back(low);
+    wanted.push_back(std::min(low + 1, compared - 1));
+  }
+  for (auto& acc : accumulators) acc.ranks.plan(wanted);
+  auto replay = [&] {
+    for (std::int64_t begin = 0; begin < n; begin += kBlock) {
+      const std::int64_t count = std::min(kBlock, n - begin);
+      block->compute(py + begin, pr + begin, count, stats.rel_floor);
+      for (int m = 0; m < kMetrics; ++m) {
+        RankSelector& ranks = accumulators[std::size_t(m)].ranks;
+        if (!ranks.active()) continue;
+        const auto& values = block->metric[std::size_t(m)];
+        for (std::int64_t i = 0; i < count; ++i) {
+          if (block->finite[std::size_t(i)]) ranks.observe(values[std::size_t(i)]);
+        }
+      }
+    }
+  };
+  auto any_active = [&] {
+    return std::any_of(accumulators.begin(), accumulators.end(), [](const auto& acc) { return acc.ranks.active(); });
+  };
+  while (any_active()) {
+    replay();
+    for (auto& acc : accumulators) acc.ranks.finish_pass();
+  }
+
+  std::array<ErrorSummary*, kMetrics> summaries = {&stats.abs, &stats.rel, &stats.ulp};
+  for (int m = 0; m < kMetrics; ++m) {
+    auto& acc = accumulators[std::size_t(m)];
+    ErrorSummary& summary = *summaries[std::size_t(m)];
+    summary.max = acc.max;
+    summary.max_index = acc.max_index;
+    summary.mean = (acc.sum + acc.compensation) / double(compared);
+    for (std::size_t q = 0; q < std::size(kPercentiles); ++q) {
+      const double h = double(compared - 1) * kPercentiles[q];
+      const double low = acc.ranks.value(wanted[2 * q]), high = acc.ranks.value(wanted[2 * q + 1]);
+      (q == 0 ? summary.p50 : summary.p99) = low + (h - double(wanted[2 * q])) * (high - low);
+    }
+  }
+  return stats;
+}
+}  // namespace
+
+ErrorStats error_stats(const Tensor& y_in, const Tensor& ref_in, const ErrorStatsOptions& options) {
+  check_same_shape(y_in, ref_in, "error_stats");
+  if (options.histogram_bins < 1) {
+    throw_input_error("error_stats: histogram_bins must be >= 1, got {}", options.histogram_bins);
+  }
+  const Tensor y = y_in.contiguous();
+  const Tensor ref = ref_in.contiguous();
+  return visit_floating(y.dtype(), "error_stats (y)", [&](auto y_tag) {
+    return visit_floating(ref.dtype(), "error_stats (ref)", [&](auto ref_tag) {
+      return error_stats_typed<decltype(y_tag), decltype(ref_tag)>(y, ref, options);
+    });
+  });
+}
+
+}  // namespace fusebench

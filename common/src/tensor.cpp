@@ -1,0 +1,290 @@
+#include "fusebench/tensor.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <sys/mman.h>
+#include <numeric>
+
+namespace fusebench {
+
+std::int64_t shape_numel(const Shape& shape) {
+  std::int64_t n = 1;
+  for (auto extent : shape) n *= extent;
+  return n;
+}
+
+std::string shape_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape strides(shape.size());
+  std::int64_t stride = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  return strides;
+}
+
+namespace {
+std::shared_ptr<std::byte[]> allocate_aligned(std::size_t bytes) {
+  // Large buffers are aligned to 2 MiB and offered to transparent huge pages: a fresh 64 MiB
+  // output otherwise costs 16k page faults, which would dominate a memory-bound comparison.
+  constexpr std::size_t kHugePage = std::size_t(2) << 20;
+  const std::size_t alignment = bytes >= 2 * kHugePage ? kHugePage : 64;
+  const std::size_t rounded = std::max<std::size_t>(alignment, (bytes + alignment - 1) / alignment * alignment);
+  void* memory = std::aligned_alloc(alignment, rounded);
+  if (memory == nullptr) throw std::bad_alloc();
+  if (alignment == kHugePage) ::madvise(memory, rounded, MADV_HUGEPAGE);
+  return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(memory), [](std::byte* p) { std::free(p); });
+}
+
+void check_shape(const Shape& shape, std::string_view what) {
+  for (auto extent : shape) {
+    if (extent < 0) throw_input_error("{}: negative extent in shape {}", what, shape_string(shape));
+  }
+}
+}  // namespace
+
+Tensor Tensor::uninitialized(DType dtype, Shape shape) {
+  check_shape(shape, "Tensor");
+  Tensor t;
+  t.dtype_ = dtype;
+  t.strides_ = contiguous_strides(shape);
+  t.shape_ = std::move(shape);
+  t.storage_ = allocate_aligned(t.nbytes());
+  return t;
+}
+
+Tensor::Tensor(DType dtype, Shape shape) {
+  *this = uninitialized(dtype, std::move(shape));
+  std::memset(raw_data(), 0, nbytes());
+}
+
+bool Tensor::is_contiguous() const { return strides_ == contiguous_strides(shape_) || numel() <= 1; }
+
+std::string Tensor::describe() const { return fmt::format("{}{}", dtype_name(dtype_), shape_string(shape_)); }
+
+std::span<const std::byte> Tensor::bytes() const {
+  if (!is_contiguous()) throw_input_error("Tensor::bytes: {} is a strided view", describe());
+  return {raw_data(), nbytes()};
+}
+
+Tensor Tensor::reshape(Shape new_shape) const {
+  const auto inferred = std::count(new_shape.begin(), new_shape.end(), -1);
+  if (inferred > 1) throw_input_error("reshape {} -> {}: more than one -1", describe(), shape_string(new_shape));
+  if (inferred == 1) {
+    std::int64_t known = 1;
+    for (auto extent : new_shape) known *= extent == -1 ? 1 : extent;
+    if (known == 0 || numel() % known != 0) {
+      throw_input_error("reshape {} -> {}: cannot infer the -1 extent", describe(), shape_string(new_shape));
+    }
+    *std::find(new_shape.begin(), new_shape.end(), -1) = numel() / known;
+  }
+  check_shape(new_shape, "reshape");
+  if (shape_numel(new_shape) != numel()) {
+    throw_input_error("reshape {} -> {}: {} elements cannot become {}", describe(), shape_string(new_shape),
+                      numel(), shape_numel(new_shape));
+  }
+  if (!is_contiguous()) throw_input_error("reshape {}: strided view; call contiguous() first", describe());
+  Tensor out = *this;
+  out.strides_ = contiguous_strides(new_shape);
+  out.shape_ = std::move(new_shape);
+  return out;
+}
+
+Tensor Tensor::permute(const std::vector<int>& order) const {
+  std::vector<int> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int> identity(shape_.size());
+  std::iota(identity.begin(), identity.end(), 0);
+  if (sorted != identity) {
+    throw_input_error("permute {}: order [{}] is not a permutation of the {} axes", describe(),
+                      fmt::join(order, ", "), rank());
+  }
+  Tensor out = *this;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    out.shape_[i] = shape_[std::size_t(order[i])];
+    out.strides_[i] = strides_[std::size_t(order[i])];
+  }
+  return out;
+}
+
+Tensor Tensor::transpose(int axis_a, int axis_b) const {
+  std::vector<int> order(shape_.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (axis_a < 0) axis_a += rank();
+  if (axis_b < 0) axis_b += rank();
+  if (axis_a < 0 || axis_b < 0 || axis_a >= rank() || axis_b >= rank()) {
+    throw_input_error("transpose {}: axes ({}, {}) out of range", describe(), axis_a, axis_b);
+  }
+  std::swap(order[std::size_t(axis_a)], order[std::size_t(axis_b)]);
+  return permute(order);
+}
+
+Tensor Tensor::slice(int axis, std::int64_t start, std::int64_t stop) const {
+  if (axis < 0) axis += rank();
+  if (axis < 0 || axis >= rank()) throw_input_error("slice {}: axis {} out of range", describe(), axis);
+  const auto extent = shape_[std::size_t(axis)];
+  if (start < 0 || stop < start || stop > extent) {
+    throw_input_error("slice {}: range [{}, {}) outside axis {} of extent {}", describe(), start, stop, axis,
+                      extent);
+  }
+  Tensor out = *this;
+  out.offset_bytes_ += std::size_t(start * strides_[std::size_t(axis)]) * element_size();
+  out.shape_[std::size_t(axis)] = stop - start;
+  return out;
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor Tensor::clone() const {
+  Tensor out = uninitialized(dtype_, shape_);
+  const std::size_t size = element_size();
+  if (is_contiguous()) {
+    std::memcpy(out.raw_data(), raw_data(), nbytes());
+    return out;
+  }
+  // Strided gather in row-major order of the view; the innermost axis is copied as a run.
+  const std::int64_t n = numel();
+  if (n == 0) return out;
+  std::vector<std::int64_t> index(shape_.size(), 0);
+  std::byte* dst = out.raw_data();
+  const int last = rank() - 1;
+  const std::int64_t inner = shape_[std::size_t(last)];
+  const std::int64_t inner_stride = strides_[std::size_t(last)];
+  for (std::int64_t done = 0; done < n; done += inner) {
+    std::int64_t offset = 0;
+    for (int axis = 0; axis < last; ++axis) offset += index[std::size_t(axis)] * strides_[std::size_t(axis)];
+    const std::byte* src = raw_data() + offset * std::int64_t(size);
+    for (std::int64_t i = 0; i < inner; ++i) {
+      std::memcpy(dst, src + i * inner_stride * std::int64_t(size), size);
+      dst += size;
+    }
+    for (int axis = last - 1; axis >= 0; --axis) {
+      if (++index[std::size_t(axis)] < shape_[std::size_t(axis)]) break;
+      index[std::size_t(axis)] = 0;
+    }
+  }
+  return out;
+}
+
+namespace {
+template <class From, class To>
+void convert_elements(const From* in, To* out, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    if constexpr (FloatingStorage<To>) {
+      if constexpr (FloatingStorage<From>) {
+        if constexpr (std::is_same_v<To, double>) {
+          out[i] = to_double(in[i]);
+        } else if constexpr (!std::is_same_v<From, double> && !std::is_same_v<To, double>) {
+          out[i] = from_float<To>(to_float(in[i]));  // through fp32: exact widening, one rounding
+        } else {
+          out[i] = round_to<To>(to_double(in[i]));
+        }
+      } else {
+        out[i] = round_to<To>(double(in[i]));
+      }
+    } else if constexpr (FloatingStorage<From>) {
+      out[i] = To(to_double(in[i]));
+    } else {
+      out[i] = To(in[i]);
+    }
+  }
+}
+
+template <class Fn>
+decltype(auto) visit_any(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::f16: return fn(Half{});
+    case DType::bf16: return fn(BFloat16{});
+    case DType::f32: return fn(float{});
+    case DType::f64: return fn(double{});
+    case DType::i8: return fn(std::int8_t{});
+    case DType::i16: return fn(std::int16_t{});
+    case DType::i32: return fn(std::int32_t{});
+    case DType::i64: return fn(std::int64_t{});
+    case DType::u8: return fn(std::uint8_t{});
+    case DType::u16: return fn(std::uint16_t{});
+    case DType::u32: return fn(std::uint32_t{});
+    case DType::u64: return fn(std::uint64_t{});
+    case DType::boolean: return fn(bool{});
+  }
+  throw_input_error("invalid dtype code {}", int(dtype));
+}
+}  // namespace
+
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == dtype_) return clone();
+  const Tensor source = contiguous();
+  Tensor out = uninitialized(dtype, shape_);
+  visit_any(dtype_, [&](auto from) {
+    visit_any(dtype, [&](auto to) {
+      using From = decltype(from);
+      using To = decltype(to);
+      if constexpr ((FloatingStorage<From> || FloatingStorage<To>) &&
+                    (std::is_same_v<From, bool> || std::is_same_v<To, bool>)) {
+        throw_input_error("Tensor::to: no conversion between {} and {}", dtype_name(dtype_), dtype_name(dtype));
+      } else {
+        convert_elements(reinterpret_cast<const From*>(source.raw_data()), reinterpret_cast<To*>(out.raw_data()),
+                         numel());
+      }
+    });
+  });
+  return out;
+}
+
+namespace {
+std::int64_t strided_offset(const Tensor& t, std::int64_t flat_index) {
+  if (flat_index < 0 || flat_index >= t.numel()) {
+    throw_input_error("element {} out of range for {}", flat_index, t.describe());
+  }
+  std::int64_t offset = 0;
+  for (int axis = t.rank() - 1; axis >= 0; --axis) {
+    const auto extent = t.shape()[std::size_t(axis)];
+    offset += (flat_index % extent) * t.strides()[std::size_t(axis)];
+    flat_index /= extent;
+  }
+  return offset;
+}
+}  // namespace
+
+double Tensor::value_at(std::int64_t flat_index) const {
+  const std::byte* element = raw_data() + strided_offset(*this, flat_index) * std::int64_t(element_size());
+  return visit_any(dtype_, [&](auto tag) -> double {
+    using T = decltype(tag);
+    T value;
+    std::memcpy(&value, element, sizeof(T));
+    if constexpr (FloatingStorage<T>) {
+      return to_double(value);
+    } else {
+      return double(value);
+    }
+  });
+}
+
+std::uint64_t Tensor::bits_at(std::int64_t flat_index) const {
+  const std::byte* element = raw_data() + strided_offset(*this, flat_index) * std::int64_t(element_size());
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, element, element_size());  // little-endian: the low bytes
+  return bits;
+}
+
+void check_same_shape(const Tensor& a, const Tensor& b, std::string_view what) {
+  if (a.shape() != b.shape()) {
+    throw_input_error("{}: shape mismatch, {} vs {}", what, a.describe(), b.describe());
+  }
+}
+
+void check_same_dtype_and_shape(const Tensor& a, const Tensor& b, std::string_view what) {
+  if (a.dtype() != b.dtype()) {
+    throw_input_error("{}: dtype mismatch, {} vs {}", what, a.describe(), b.describe());
+  }
+  check_same_shape(a, b, what);
+}
+
+}  // namespace fusebench

@@ -1,0 +1,304 @@
+// bit_equal, ulp_diff, ulp_error and error_stats on tensors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "fusebench/compare.hpp"
+#include "fusebench/error_stats.hpp"
+#include "fusebench/rng.hpp"
+
+namespace fusebench {
+namespace {
+
+Tensor f16(std::initializer_list<double> values) {
+  std::vector<Half> halves;
+  for (double v : values) halves.push_back(round_to<Half>(v));
+  return Tensor::from_values<Half>({std::int64_t(halves.size())}, halves);
+}
+Tensor f16_bits(std::initializer_list<std::uint16_t> bits) {
+  std::vector<Half> halves;
+  for (auto b : bits) halves.push_back(Half{b});
+  return Tensor::from_values<Half>({std::int64_t(halves.size())}, halves);
+}
+Tensor f64(const std::vector<double>& values) {
+  return Tensor::from_values<double>({std::int64_t(values.size())}, values);
+}
+
+// ---- bit_equal
+TEST(BitEqual, ReportsCountAndFirstIndices) {
+  const Tensor a = f16({1, 2, 3, 4, 5});
+  const Tensor b = f16({1, 2.001, 3, 4.01, 5});
+  const auto result = bit_equal(a, b);
+  EXPECT_FALSE(result.equal);
+  EXPECT_EQ(result.mismatches, 2);
+  EXPECT_EQ(result.first_mismatch_indices, (std::vector<std::int64_t>{1, 3}));
+  EXPECT_TRUE(bit_equal(a, a.clone()).equal);
+}
+
+TEST(BitEqual, NanAndSignedZeroPolicies) {
+  const Tensor a = f16_bits({0x7e00, 0x0000, 0x3c00});
+  const Tensor b = f16_bits({0x7e01, 0x8000, 0x3c00});  // other NaN payload, -0
+  EXPECT_EQ(bit_equal(a, b).mismatches, 2);
+  EXPECT_EQ(bit_equal(a, b, {.nan = NanPolicy::AnyNanEqual}).mismatches, 1);
+  EXPECT_EQ(bit_equal(a, b, {.zero = ZeroPolicy::SignedZerosEqual}).mismatches, 1);
+  EXPECT_TRUE(bit_equal(a, b, {.nan = NanPolicy::AnyNanEqual, .zero = ZeroPolicy::SignedZerosEqual}).equal);
+}
+
+TEST(BitEqual, LargeTensorsAcrossBlocksAndIntegerDtypes) {
+  Tensor a = random_uniform(DType::f32, {3, 5000}, -1, 1, 5);
+  Tensor b = a.clone();
+  b.span<float>()[12345] = std::nextafter(b.span<float>()[12345], 2.0f);
+  const auto result = bit_equal(a, b);
+  EXPECT_EQ(result.mismatches, 1);
+  EXPECT_EQ(result.first_mismatch_indices.at(0), 12345);
+  const std::vector<std::int32_t> x = {1, 2, 3}, y = {1, 5, 3};
+  EXPECT_EQ(bit_equal(Tensor::from_values<std::int32_t>({3}, x), Tensor::from_values<std::int32_t>({3}, y)).mismatches, 1);
+}
+
+TEST(BitEqual, StridedViewsCompareByLogicalElement) {
+  const Tensor a = random_uniform(DType::f16, {4, 6}, -1, 1, 1);
+  EXPECT_TRUE(bit_equal(a.transpose(0, 1), a.transpose(0, 1).contiguous()).equal);
+  EXPECT_FALSE(bit_equal(a.slice(1, 0, 3), a.slice(1, 3, 6)).equal);
+}
+
+// ---- ulp_diff
+TEST(UlpDiff, DistancesHistogramAndNanFlags) {
+  const Tensor a = f16_bits({0x3c00, 0x3c00, 0x0000, 0x7c00, 0x7e00, 0x3c00, 0x8001});
+  const Tensor b = f16_bits({0x3c00, 0x3c03, 0x8000, 0x7bff, 0x3c00, 0x7e00, 0x0001});
+  const auto result = ulp_diff(a, b, {.histogram_bins = 2});
+  EXPECT_EQ(result.distance.dtype(), DType::u16);
+  const auto d = result.distance.span<std::uint16_t>();
+  EXPECT_EQ(d[0], 0);
+  EXPECT_EQ(d[1], 3);
+  EXPECT_EQ(d[2], 0);  // +0 vs -0
+  EXPECT_EQ(d[3], 1);  // inf is one step beyond the largest finite value
+  EXPECT_EQ(d[6], 2);  // the two smallest subnormals of opposite sign
+  EXPECT_EQ(result.nan_pairs, 2u);
+  EXPECT_EQ(result.first_nan_indices, (std::vector<std::int64_t>{4, 5}));
+  EXPECT_EQ(result.max_distance, 3u);
+  EXPECT_EQ(result.max_index, 1);
+  // bins: 0 -> {0, 2}, 1 -> {3}, >=2 -> {1, 6}; NaN pairs are not binned
+  EXPECT_EQ(result.histogram.counts, (std::vector<std::uint64_t>{2, 1, 2}));
+  EXPECT_EQ(result.histogram.nan_pairs, 2u);
+  EXPECT_EQ(result.histogram.total(), 5u);
+}
+
+TEST(UlpDiff, WidthsOfEveryDtype) {
+  const Tensor a32 = random_uniform(DType::f32, {1000}, -1, 1, 3);
+  EXPECT_EQ(ulp_diff(a32, a32).distance.dtype(), DType::u32);
+  const Tensor a64 = a32.to(DType::f64);
+  const auto r64 = ulp_diff(a64, a64.to(DType::f32).to(DType::f64));
+  EXPECT_EQ(r64.distance.dtype(), DType::u64);
+  EXPECT_EQ(r64.max_distance, 0u);
+  // fp64 extreme: -max to +max does not overflow the u64 distance.
+  const Tensor lo = f64({-std::numeric_limits<double>::max()}), hi = f64({std::numeric_limits<double>::max()});
+  EXPECT_EQ(ulp_diff(lo, hi).max_distance, 2 * 0x7fefffffffffffffULL);
+  const Tensor bf = random_uniform(DType::bf16, {100}, -1, 1, 3);
+  EXPECT_EQ(ulp_diff(bf, bf).distance.dtype(), DType::u16);
+}
+
+TEST(UlpDiff, AgreesWithElementwiseDistanceAcrossManyBlocks) {
+  const Tensor a = random_uniform(DType::f16, {100003}, -4, 4, 11);
+  const Tensor b = random_uniform(DType::f16, {100003}, -4, 4, 12);
+  const auto result = ulp_diff(a, b, {.histogram_bins = 4096});
+  std::vector<std::uint64_t> expected(4097, 0);
+  const auto pa = a.span<Half>(), pb = b.span<Half>();
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    const auto d = ulp_distance_bits<Half>(pa[i].bits, pb[i].bits);
+    ASSERT_EQ(result.distance.span<std::uint16_t>()[i], d);
+    ++expected[std::min<std::size_t>(d, 4096)];
+  }
+  EXPECT_EQ(result.histogram.counts, expected);
+}
+
+// ---- ulp_error
+TEST(UlpError, FractionalErrorInTheResultFormat) {
+  // 1 + 2^-10 is one fp16 ULP above 1; against ref 1 + 2^-11 it is half an ULP off.
+  const Tensor y = f16({1 + std::ldexp(1.0, -10), 0, 1});
+  const Tensor ref = f64({1 + std::ldexp(1.0, -11), std::ldexp(1.0, -26), 1});
+  const auto e = ulp_error(y, ref);
+  EXPECT_DOUBLE_EQ(e.value_at(0), 0.5);
+  EXPECT_DOUBLE_EQ(e.value_at(1), 0.25);  // subnormal spacing 2^-24 is the floor
+  EXPECT_DOUBLE_EQ(e.value_at(2), 0.0);
+  // Non-finite: the same infinity agrees; NaN against a number is infinitely wrong.
+  const auto special = ulp_error(f16_bits({0x7c00, 0x7e00, 0x7e00}),
+                                 f64({INFINITY, std::nan(""), 1.0}));
+  EXPECT_EQ(special.value_at(0), 0.0);
+  EXPECT_EQ(special.value_at(1), 0.0);
+  EXPECT_TRUE(std::isinf(special.value_at(2)));
+  // fp64 results against an fp64 reference at the bottom of the subnormal range.
+  const auto tiny = ulp_error(f64({std::ldexp(1.0, -1073)}), f64({std::ldexp(1.0, -1074)}));
+  EXPECT_EQ(tiny.value_at(0), 1.0);
+}
+
+// ---- error_stats against a plain double-precision computation
+struct PlainStats {
+  std::vector<double> abs, rel, ulp;
+  std::int64_t nan_y = 0, nan_ref = 0, inf_y = 0, inf_ref = 0, mismatches = 0;
+};
+
+double plain_percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  const double h = double(v.size() - 1) * p;
+  const auto lo = std::size_t(std::floor(h));
+  const double hi_value = lo + 1 < v.size() ? v[lo + 1] : v[lo];
+  return v[lo] + (h - double(lo)) * (hi_value - v[lo]);
+}
+
+template <class Y>
+PlainStats plain_stats(const Tensor& y, const Tensor& ref) {
+  using F = FormatTraits<Y>;
+  PlainStats s;
+  const double floor = std::ldexp(1.0, F::min_normal_exponent);
+  for (std::int64_t i = 0; i < y.numel(); ++i) {
+    const double a = y.value_at(i), r = ref.value_at(i);
+    s.nan_y += std::isnan(a);
+    s.nan_ref += std::isnan(r);
+    s.inf_y += std::isinf(a);
+    s.inf_ref += std::isinf(r);
+    if (!std::isfinite(a) || !std::isfinite(r)) {
+      if (!((std::isnan(a) && std::isnan(r)) || (std::isinf(a) && a == r))) ++s.mismatches;
+      continue;
+    }
+    const double diff = std::fabs(a - r);
+    s.abs.push_back(diff);
+    s.rel.push_back(diff / std::max(std::fabs(r), floor));
+    int e = std::ilogb(r == 0 ? floor : r);
+    e = std::clamp(e, F::min_normal_exponent, F::max_exponent);
+    s.ulp.push_back(diff / std::ldexp(1.0, e - F::mantissa_bits));
+  }
+  return s;
+}
+
+void expect_summary(const ErrorSummary& got, const std::vector<double>& values, const char* name) {
+  SCOPED_TRACE(name);
+  const double max = *std::max_element(values.begin(), values.end());
+  double sum = 0;
+  for (double v : values) sum += v;
+  EXPECT_EQ(got.max, max);
+  const double mean = sum / double(values.size());
+  if (std::isinf(mean)) {
+    EXPECT_EQ(got.mean, mean);
+  } else {
+    EXPECT_NEAR(got.mean, mean, 1e-12 * std::max(1.0, std::fabs(mean)));
+  }
+  EXPECT_EQ(got.p50, plain_percentile(values, 0.5));
+  EXPECT_EQ(got.p99, plain_percentile(values, 0.99));
+}
+
+template <class Y>
+void check_against_plain(const Tensor& y, const Tensor& ref) {
+  const auto stats = error_stats(y, ref);
+  const auto plain = plain_stats<Y>(y, ref);
+  EXPECT_EQ(stats.count, y.numel());
+  EXPECT_EQ(stats.compared, std::int64_t(plain.abs.size()));
+  EXPECT_EQ(stats.nan_y, plain.nan_y);
+  EXPECT_EQ(stats.nan_ref, plain.nan_ref);
+  EXPECT_EQ(stats.inf_y, plain.inf_y);
+  EXPECT_EQ(stats.inf_ref, plain.inf_ref);
+  EXPECT_EQ(stats.mismatches, plain.mismatches);
+  expect_summary(stats.abs, plain.abs, "abs");
+  expect_summary(stats.rel, plain.rel, "rel");
+  expect_summary(stats.ulp, plain.ulp, "ulp");
+  // the index of each max holds the max
+  const auto per_element = ulp_error(y, ref);
+  EXPECT_EQ(per_element.value_at(stats.ulp.max_index), stats.ulp.max);
+}
+
+Tensor inject_specials(Tensor t, std::uint64_t seed) {
+  const CounterRng rng(seed, 77);
+  const std::vector<double> specials = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e-40, 6e-8, -3e-5, 1e-310};
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    if (rng.u32(std::uint64_t(i)) % 50 != 0) continue;
+    const double v = specials[rng.u32(std::uint64_t(i) + (1u << 30)) % specials.size()];
+    visit_floating(t.dtype(), "inject", [&](auto tag) {
+      using T = decltype(tag);
+      t.span<T>()[std::size_t(i)] = round_to<T>(v);
+    });
+  }
+  return t;
+}
+
+TEST(ErrorStats, Fp16AgainstFp64WithNanInfSubnormals) {
+  const Tensor ref = inject_specials(random_normal(DType::f64, {50000}, 0, 2, 1), 2);
+  const Tensor y = inject_specials(ref.to(DType::f16), 3);
+  check_against_plain<Half>(y, ref);
+}
+
+TEST(ErrorStats, Bf16AndFp32AndFp64ResultsAndSameDtypeReference) {
+  const Tensor ref = inject_specials(random_uniform(DType::f64, {30011}, -3, 3, 4), 5);
+  check_against_plain<BFloat16>(inject_specials(ref.to(DType::bf16), 6), ref);
+  check_against_plain<float>(inject_specials(random_uniform(DType::f32, {30011}, -3, 3, 4), 7), ref);
+  check_against_plain<double>(random_uniform(DType::f64, {30011}, -3, 3, 8), ref);
+  const Tensor ref16 = random_uniform(DType::f16, {20000}, -1, 1, 9);
+  check_against_plain<Half>(random_uniform(DType::f16, {20000}, -1, 1, 10), ref16);
+}
+
+TEST(ErrorStats, LargeInputWhereManyValuesShareARadixBin) {
+  // Errors of the correctly rounded fp16 of U(1, 2) all lie in a narrow band: the radix bins
+  // hold many values each, and the second pass must still find the exact order statistics.
+  const Tensor ref = random_uniform(DType::f64, {1 << 20}, 1, 2, 13);
+  check_against_plain<Half>(ref.to(DType::f16), ref);
+}
+
+TEST(ErrorStats, IntegerUlpHistogramAgainstReferenceRoundedToResultFormat) {
+  const Tensor ref = f64({1.0, 1.0 + std::ldexp(1.0, -11) * 1.1, 1.0, 2.0, NAN});
+  const Tensor y = f16({1.0, 1.0, 1.0 + std::ldexp(1.0, -10), 2.0 + std::ldexp(1.0, -9) * 3, 1.0});
+  const auto stats = error_stats(y, ref, {.histogram_bins = 3});
+  // distances: 0, 1 (ref rounds up to 1 + 2^-10), 1, 3 (in the >= 3 bin), NaN pair
+  EXPECT_EQ(stats.ulp_histogram.counts, (std::vector<std::uint64_t>{1, 2, 0, 1}));
+  EXPECT_DOUBLE_EQ(stats.ulp.max, 3.0);  // fp16 spacing in [2, 4) is 2^-9
+  EXPECT_EQ(stats.ulp_histogram.nan_pairs, 1u);
+  EXPECT_EQ(stats.mismatches, 1);
+  EXPECT_EQ(stats.first_mismatch_indices, (std::vector<std::int64_t>{4}));
+}
+
+TEST(ErrorStats, SmallAndDegenerateInputs) {
+  const auto one = error_stats(f16({1.5}), f64({1.5}));
+  EXPECT_EQ(one.compared, 1);
+  EXPECT_EQ(one.ulp.p99, 0.0);
+  EXPECT_EQ(one.abs.max_index, 0);
+  const auto none = error_stats(f16_bits({0x7e00}), f64({1.0}));
+  EXPECT_EQ(none.compared, 0);
+  EXPECT_TRUE(std::isnan(none.abs.p50));
+  const auto zero_ref = error_stats(f16({std::ldexp(1.0, -20)}), f64({0.0}));
+  // rel at ref = 0 is abs over the smallest normal, 2^-14
+  EXPECT_DOUBLE_EQ(zero_ref.rel.max, std::ldexp(1.0, -6));
+  EXPECT_EQ(zero_ref.rel_floor, std::ldexp(1.0, -14));
+}
+
+TEST(Percentile, MatchesNumpyLinearDefinition) {
+  std::vector<double> v = {5, 1, 4, 2, 3};
+  EXPECT_EQ(percentile(v, 0.5), 3.0);
+  v = {1, 2, 3, 4};
+  EXPECT_DOUBLE_EQ(percentile(v, 0.99), 3.97);
+  std::vector<double> empty;
+  EXPECT_TRUE(std::isnan(percentile(empty, 0.5)));
+}
+
+// ---- bad input
+TEST(BadInput, MismatchesAndUnsupportedDtypesNameTheProblem) {
+  const Tensor a = f16({1, 2, 3});
+  auto expect_error = [](auto&& fn, const std::string& fragment) {
+    try {
+      fn();
+      FAIL() << "no error; expected one mentioning '" << fragment << "'";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { bit_equal(a, f16({1, 2})); }, "shape mismatch, f16[3] vs f16[2]");
+  expect_error([&] { ulp_diff(a, a.to(DType::f32)); }, "dtype mismatch, f16[3] vs f32[3]");
+  const std::vector<std::int32_t> ints = {1, 2, 3};
+  const Tensor i = Tensor::from_values<std::int32_t>({3}, ints);
+  expect_error([&] { ulp_diff(i, i); }, "ulp_diff: dtype i32 is not a floating type");
+  expect_error([&] { error_stats(a, f64({1, 2})); }, "error_stats: shape mismatch");
+  expect_error([&] { error_stats(i, f64({1, 2, 3})); }, "error_stats (y): dtype i32");
+  expect_error([&] { ulp_diff(a, a, {.histogram_bins = 0}); }, "histogram_bins must be >= 1");
+  expect_error([&] { parse_dtype("float8"); }, "unknown dtype 'float8'");
+}
+
+}  // namespace
+}  // namespace fusebench

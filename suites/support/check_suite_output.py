@@ -1,0 +1,57 @@
+"""Smoke run of one suite binary: a tiny min-time, JSON out, then checks that every benchmark ran
+without error and carries throughput and the suite's context. Suite-specific counter checks are
+listed in EXPECTED_COUNTERS."""
+import argparse
+import json
+import pathlib
+import subprocess
+import sys
+
+EXPECTED_COUNTERS = {
+    "bench_precision_toolkit": {
+        "UlpDiff/": ["ulp_max", "frac_ulp0", "frac_ulp1", "bytes_per_second"],
+        "ErrorStats/": ["ulp_max", "ulp_p99", "ulp_p50", "rel_err_p99", "abs_err_max", "bytes_per_second"],
+        "BitEqual/": ["bit_equal", "bytes_per_second"],
+        "MemoryCopy/": ["bytes_per_second"],
+    },
+}
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--binary", required=True)
+parser.add_argument("--suite", required=True)
+parser.add_argument("--work", required=True)
+args = parser.parse_args()
+work = pathlib.Path(args.work)
+work.mkdir(parents=True, exist_ok=True)
+out = work / "smoke.json"
+cmd = [args.binary, "--profile=quick", "--benchmark_min_time=0.01", f"--benchmark_out={out}",
+       "--benchmark_out_format=json", "--benchmark_format=console"]
+run = subprocess.run(cmd, capture_output=True, text=True)
+print(run.stdout[-4000:])
+failures = []
+if run.returncode != 0:
+    failures.append(f"exit {run.returncode}: {run.stderr[-2000:]}")
+else:
+    data = json.loads(out.read_text())
+    context = data["context"]
+    for key in ["fusebench_suite", "fusebench_profile", "compiler", "compile_flags", "cpu_isa", "git_revision"]:
+        if key not in context:
+            failures.append(f"context lacks {key}")
+    if not data["benchmarks"]:
+        failures.append("no benchmarks ran")
+    for bench in data["benchmarks"]:
+        if bench.get("error_occurred"):
+            failures.append(f"{bench['name']}: {bench.get('error_message')}")
+        for prefix, counters in EXPECTED_COUNTERS.get(args.suite, {}).items():
+            if bench["name"].startswith(prefix):
+                failures += [f"{bench['name']} lacks {c}" for c in counters if c not in bench]
+    if data["benchmarks"] and all(b.get("error_occurred") for b in data["benchmarks"]):
+        failures.append("every benchmark was skipped")
+# Bad flags are refused with exit 2.
+bad = subprocess.run([args.binary, "--profile=huge"], capture_output=True, text=True)
+if bad.returncode != 2 or "--profile=huge" not in bad.stderr:
+    failures.append(f"--profile=huge: exit {bad.returncode}, stderr {bad.stderr!r}")
+for f in failures:
+    print("FAIL:", f)
+print(f"{args.suite} smoke: {len(failures)} failures")
+sys.exit(1 if failures else 0)

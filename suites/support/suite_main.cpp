@@ -1,0 +1,99 @@
+#include "support/suite_main.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace fusebench::suite {
+
+namespace {
+std::string cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
+}
+
+// The vector extensions that decide kernel speed, as the kernel reports them.
+std::string isa_summary() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream flags(line.substr(line.find(':') + 1));
+    std::string flag, isa;
+    while (flags >> flag) {
+      for (const char* wanted : {"avx512f", "avx512fp16", "avx512_bf16", "avx2", "fma", "f16c"}) {
+        if (flag == wanted) isa += (isa.empty() ? "" : " ") + flag;
+      }
+    }
+    return isa;
+  }
+  return "unknown";
+}
+
+[[noreturn]] void usage_error(std::string_view message) {
+  fmt::print(stderr, "error: {}\n", message);
+  std::exit(2);
+}
+}  // namespace
+
+int run_suite(int argc, char** argv, const char* suite_name) {
+  SuiteConfig config;
+  std::vector<char*> remaining;
+  for (int i = 0; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    auto value_of = [&](std::string_view flag) -> std::optional<std::string_view> {
+      if (arg.rfind(flag, 0) == 0 && arg.size() > flag.size() && arg[flag.size()] == '=') {
+        return arg.substr(flag.size() + 1);
+      }
+      return std::nullopt;
+    };
+    if (auto v = value_of("--profile")) {
+      if (*v == "quick") config.profile = Profile::Quick;
+      else if (*v == "full") config.profile = Profile::Full;
+      else usage_error(fmt::format("--profile={}: expected quick or full", *v));
+    } else if (auto d = value_of("--device")) {
+      if (*d != "cpu") usage_error(fmt::format("--device={}: this build has only the cpu device", *d));
+      config.device = std::string(*d);
+    } else if (auto dir = value_of("--dump-dir")) {
+      config.dump_dir = std::string(*dir);
+    } else {
+      remaining.push_back(argv[i]);
+    }
+  }
+  int remaining_count = int(remaining.size());
+  benchmark::Initialize(&remaining_count, remaining.data());
+  if (benchmark::ReportUnrecognizedArguments(remaining_count, remaining.data())) return 2;
+
+  const char* revision = std::getenv("FUSEBENCH_GIT_REVISION");
+  benchmark::AddCustomContext("fusebench_suite", suite_name);
+  benchmark::AddCustomContext("fusebench_profile", config.profile_name());
+  benchmark::AddCustomContext("fusebench_device", config.device);
+  benchmark::AddCustomContext("compiler", FUSEBENCH_COMPILER);
+  benchmark::AddCustomContext("compile_flags", FUSEBENCH_COMPILE_FLAGS);
+  benchmark::AddCustomContext("cpu_model", cpu_model());
+  benchmark::AddCustomContext("cpu_isa", isa_summary());
+  benchmark::AddCustomContext("hardware_threads", std::to_string(std::thread::hardware_concurrency()));
+  benchmark::AddCustomContext("git_revision", revision != nullptr && *revision ? revision : FUSEBENCH_CONFIGURE_REVISION);
+  if (!config.dump_dir.empty()) {
+    std::filesystem::create_directories(config.dump_dir);
+    benchmark::AddCustomContext("dump_dir", config.dump_dir.string());
+  }
+
+  register_benchmarks(config);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
+}  // namespace fusebench::suite

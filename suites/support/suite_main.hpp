@@ -1,0 +1,33 @@
+// What every suite binary shares: the profile flag, the system context recorded in the JSON, and
+// main(). A suite registers its benchmarks at run time, after the profile is known, because the
+// profile decides shapes and run counts.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <filesystem>
+#include <string>
+
+namespace fusebench::suite {
+
+enum class Profile { Quick, Full };
+
+struct SuiteConfig {
+  Profile profile = Profile::Quick;
+  std::string device = "cpu";
+  std::filesystem::path dump_dir;  // empty: no dumps
+  bool quick() const { return profile == Profile::Quick; }
+  const char* profile_name() const { return quick() ? "quick" : "full"; }
+};
+
+// Defined by each suite.
+void register_benchmarks(const SuiteConfig& config);
+
+// Parses --profile=quick|full, --device=cpu, --dump-dir=DIR (removing them from argv), records the
+// context and runs the benchmarks.
+int run_suite(int argc, char** argv, const char* suite_name);
+
+}  // namespace fusebench::suite
+
+#define FUSEBENCH_SUITE_MAIN(suite_name) \
+  int main(int argc, char** argv) { return ::fusebench::suite::run_suite(argc, argv, suite_name); }

@@ -1,0 +1,111 @@
+// Throughput of the precision toolkit (task S) next to a plain memory copy measured in the same
+// run, so that "comparing never dominates a run" is a ratio, not a guess:
+//   MemoryCopy   memcpy of as many bytes as one comparison reads (the yardstick)
+//   UlpDiff      integer ULP distance per element plus its histogram
+//   ErrorStats   abs / rel / ULP error with exact P50 / P99, NaN/inf accounting, integer histogram
+//   BitEqual     bitwise verdict (equal inputs: the memcmp fast path)
+// bytes_per_second counts the input bytes of both operands. Targets (one core): UlpDiff >= 50 % of
+// MemoryCopy, ErrorStats >= 5 %; the report computes the ratios from this JSON.
+#include <cstring>
+#include <map>
+
+#include "fusebench/compare.hpp"
+#include "fusebench/error_stats.hpp"
+#include "fusebench/rng.hpp"
+#include "support/suite_main.hpp"
+
+namespace fusebench::suite {
+
+namespace {
+constexpr std::int64_t kElements = std::int64_t(1) << 25;
+
+struct Operands {
+  Tensor a, b;
+};
+
+// a = x rounded to dtype; b = x (1 + 2^-9 u) rounded: mostly 0 to a few ULP apart in 16-bit
+// formats, so the histogram sees a realistic spread.
+const Operands& operands(DType dtype) {
+  static std::map<DType, Operands> cache;
+  auto it = cache.find(dtype);
+  if (it != cache.end()) return it->second;
+  const Tensor x = random_uniform(DType::f32, {kElements}, -1, 1, 2024, 0);
+  const Tensor u = random_uniform(DType::f32, {kElements}, -1, 1, 2024, 1);
+  Tensor perturbed = Tensor::uninitialized(DType::f32, {kElements});
+  const auto px = x.span<float>(), pu = u.span<float>();
+  auto pp = perturbed.span<float>();
+  for (std::size_t i = 0; i < pp.size(); ++i) pp[i] = px[i] * (1.0f + 0.001953125f * pu[i]);
+  return cache.emplace(dtype, Operands{x.to(dtype), perturbed.to(dtype)}).first->second;
+}
+
+void memory_copy(benchmark::State& state) {
+  const std::size_t bytes = std::size_t(kElements) * 2 * 2;  // two f16 operands' worth
+  std::vector<std::byte> source(bytes, std::byte{1}), destination(bytes);
+  for (auto _ : state) {
+    std::memcpy(destination.data(), source.data(), bytes);
+    benchmark::DoNotOptimize(destination.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(bytes));
+}
+
+void ulp_diff_benchmark(benchmark::State& state, DType dtype) {
+  const Operands& in = operands(dtype);
+  UlpDiffResult result;
+  for (auto _ : state) {
+    result = ulp_diff(in.a, in.b);
+    benchmark::DoNotOptimize(result.distance.raw_data());
+  }
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(2 * in.a.nbytes()));
+  state.SetItemsProcessed(std::int64_t(state.iterations()) * in.a.numel());
+  const double n = double(in.a.numel());
+  state.counters["ulp_max"] = double(result.max_distance);
+  state.counters["frac_ulp0"] = double(result.histogram.counts[0]) / n;
+  state.counters["frac_ulp1"] = double(result.histogram.counts[1]) / n;
+}
+
+void error_stats_benchmark(benchmark::State& state, DType dtype) {
+  const Operands& in = operands(dtype);
+  ErrorStats stats;
+  for (auto _ : state) {
+    stats = error_stats(in.a, in.b);
+    benchmark::DoNotOptimize(stats.ulp.p99);
+  }
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(2 * in.a.nbytes()));
+  state.SetItemsProcessed(std::int64_t(state.iterations()) * in.a.numel());
+  state.counters["ulp_max"] = stats.ulp.max;
+  state.counters["ulp_p99"] = stats.ulp.p99;
+  state.counters["ulp_p50"] = stats.ulp.p50;
+  state.counters["rel_err_p99"] = stats.rel.p99;
+  state.counters["abs_err_max"] = stats.abs.max;
+}
+
+void bit_equal_benchmark(benchmark::State& state, DType dtype) {
+  const Operands& in = operands(dtype);
+  const Tensor copy = in.a.clone();
+  BitEqualResult result;
+  for (auto _ : state) {
+    result = bit_equal(in.a, copy);
+    benchmark::DoNotOptimize(result.equal);
+  }
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(2 * in.a.nbytes()));
+  state.counters["bit_equal"] = result.equal ? 1 : 0;
+}
+}  // namespace
+
+void register_benchmarks(const SuiteConfig& config) {
+  // Names stay the same across profiles so that runs compare; tools/run sets the min time.
+  (void)config;
+  auto tune = [](benchmark::internal::Benchmark* b) { b->Unit(benchmark::kMillisecond); };
+  tune(benchmark::RegisterBenchmark(fmt::format("MemoryCopy/bytes:{}", kElements * 4).c_str(), memory_copy));
+  for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
+    const auto suffix = fmt::format("dtype:{}/n:{}", dtype_name(dtype), kElements);
+    tune(benchmark::RegisterBenchmark(("UlpDiff/" + suffix).c_str(), ulp_diff_benchmark, dtype));
+    tune(benchmark::RegisterBenchmark(("ErrorStats/" + suffix).c_str(), error_stats_benchmark, dtype));
+    tune(benchmark::RegisterBenchmark(("BitEqual/" + suffix).c_str(), bit_equal_benchmark, dtype));
+  }
+}
+
+}  // namespace fusebench::suite
+
+FUSEBENCH_SUITE_MAIN("precision_toolkit")
