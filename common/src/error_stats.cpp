@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 namespace fusebench {
@@ -110,30 +111,98 @@ struct BlockMetrics {
 // usual case for discrete errors such as integer ULP distances) is resolved without storage. At
 // most four levels exist, and a level-4 bin holds one value.
 class RankSelector {
+  // Counts of the distinct values of a large bin, while there are few of them (discrete errors,
+  // such as differences of fp16 values, have few): then one pass resolves any rank in the bin.
+  class DistinctCounter {
+   public:
+    void add(std::uint64_t bits) {
+      if (overflowed_) return;
+      std::size_t slot = std::size_t((bits * 0x9E3779B97F4A7C15ULL) >> (64 - kSlotBits));
+      while (true) {
+        Entry& e = table_[slot];
+        if (e.count != 0 && e.bits == bits) {
+          ++e.count;
+          return;
+        }
+        if (e.count == 0) {
+          if (++used_ > kMaxDistinct) {
+            overflowed_ = true;
+            return;
+          }
+          e = {bits, 1};
+          return;
+        }
+        slot = (slot + 1) & (kSlots - 1);
+      }
+    }
+    // The value of rank `within` (0-based) among the counted values, if they were few enough.
+    std::optional<double> rank_value(std::int64_t within) const {
+      if (overflowed_ || used_ == 0) return std::nullopt;
+      std::vector<Entry> entries;
+      for (const auto& e : table_) {
+        if (e.count != 0) entries.push_back(e);
+      }
+      std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.bits < b.bits; });
+      std::int64_t before = 0;
+      for (const auto& e : entries) {
+        before += std::int64_t(e.count);
+        if (within < before) return std::bit_cast<double>(e.bits);
+      }
+      return std::nullopt;
+    }
+
+   private:
+    static constexpr int kSlotBits = 7;
+    static constexpr std::size_t kSlots = std::size_t(1) << kSlotBits;
+    static constexpr std::size_t kMaxDistinct = kSlots / 2;
+    struct Entry {
+      std::uint64_t bits = 0;
+      std::uint64_t count = 0;
+    };
+    std::array<Entry, kSlots> table_{};
+    std::size_t used_ = 0;
+    bool overflowed_ = false;
+  };
+
  public:
   static constexpr std::int64_t kStoreLimit = std::int64_t(1) << 18;
 
-  void count(double v) {
-    const std::uint32_t key = radix_key(v);
-    ++top_histogram_[key];
-    top_min_[key] = std::min(top_min_[key], v);
-    top_max_[key] = std::max(top_max_[key], v);
+  // Pass 1 over one block; `finite` may be null when every pair is finite. Even and odd elements
+  // go to separate tables: runs of equal values (discrete errors) would otherwise chain every
+  // update through store-to-load forwarding on one counter.
+  void count_block(const double* values, const std::uint8_t* finite, std::int64_t count) {
+    for (std::int64_t i = 0; i < count; ++i) {
+      if (finite != nullptr && !finite[i]) continue;
+      const double v = values[i];
+      const std::size_t table = std::size_t(i & 1);
+      const std::uint32_t key = radix_key(v);
+      ++top_histogram_[table][key];
+      double* range = &top_range_[table][2 * std::size_t(key)];  // min and max share a cache line
+      range[0] = std::min(range[0], v);
+      range[1] = std::max(range[1], v);
+    }
   }
 
   void plan(const std::vector<std::int64_t>& ranks) {
+    for (std::size_t key = 0; key < kKeyBins; ++key) {
+      top_histogram_[0][key] += top_histogram_[1][key];
+      top_range_[0][2 * key] = std::min(top_range_[0][2 * key], top_range_[1][2 * key]);
+      top_range_[0][2 * key + 1] = std::max(top_range_[0][2 * key + 1], top_range_[1][2 * key + 1]);
+    }
+    auto& top_histogram = top_histogram_[0];
+    auto& top_range = top_range_[0];
     for (auto rank : ranks) {
       std::int64_t before = 0;
       std::uint64_t bin = 0;
-      while (rank >= before + std::int64_t(top_histogram_[bin])) before += top_histogram_[bin++];
-      if (top_min_[bin] == top_max_[bin]) {
-        resolved_[rank] = top_min_[bin];  // one distinct value in the bin: no further pass
+      while (rank >= before + std::int64_t(top_histogram[bin])) before += top_histogram[bin++];
+      if (top_range[2 * bin] == top_range[2 * bin + 1]) {
+        resolved_[rank] = top_range[2 * bin];  // one distinct value in the bin: no further pass
       } else {
-        add_probe(rank, 1, bin, before, top_histogram_[bin]);
+        add_probe(rank, 1, bin, before, top_histogram[bin]);
       }
     }
     top_histogram_ = {};
-    top_min_ = {};
-    top_max_ = {};
+    top_range_ = {};
     mark_wanted_top_bins();
   }
 
@@ -150,6 +219,7 @@ class RankSelector {
         probe.min = std::min(probe.min, v);
         probe.max = std::max(probe.max, v);
         ++probe.histogram[(bits >> (48 - 16 * probe.level)) & 0xffffu];
+        probe.distinct.add(bits);
       }
     }
   }
@@ -165,6 +235,8 @@ class RankSelector {
           resolved_[rank] = probe.values[std::size_t(within)];
         } else if (probe.min == probe.max) {
           resolved_[rank] = probe.min;
+        } else if (auto value = probe.distinct.rank_value(rank - probe.rank_base)) {
+          resolved_[rank] = *value;
         } else {
           std::int64_t before = probe.rank_base;
           std::uint64_t sub = 0;
@@ -190,6 +262,7 @@ class RankSelector {
     double min = std::numeric_limits<double>::infinity();
     double max = -std::numeric_limits<double>::infinity();
     std::vector<std::uint32_t> histogram;
+    DistinctCounter distinct;
   };
 
   static void add_probe_to(std::vector<Probe>& probes, std::int64_t rank, int level, std::uint64_t prefix,
@@ -222,9 +295,18 @@ class RankSelector {
     add_probe_to(probes_, rank, level, prefix, rank_base, count);
   }
 
-  std::vector<std::uint32_t> top_histogram_ = std::vector<std::uint32_t>(kKeyBins, 0);
-  std::vector<double> top_min_ = std::vector<double>(kKeyBins, std::numeric_limits<double>::infinity());
-  std::vector<double> top_max_ = std::vector<double>(kKeyBins, -std::numeric_limits<double>::infinity());
+  std::array<std::vector<std::uint32_t>, 2> top_histogram_ = {std::vector<std::uint32_t>(kKeyBins, 0),
+                                                              std::vector<std::uint32_t>(kKeyBins, 0)};
+  std::array<std::vector<double>, 2> top_range_ = {initial_ranges(), initial_ranges()};  // per bin: min, max
+
+  static std::vector<double> initial_ranges() {
+    std::vector<double> ranges(2 * kKeyBins);
+    for (std::size_t i = 0; i < kKeyBins; ++i) {
+      ranges[2 * i] = std::numeric_limits<double>::infinity();
+      ranges[2 * i + 1] = -std::numeric_limits<double>::infinity();
+    }
+    return ranges;
+  }
   std::vector<Probe> probes_;
   std::vector<std::uint8_t> wanted_top_;
   std::map<std::int64_t, double> resolved_;
@@ -331,13 +413,7 @@ ErrorStats error_stats_typed(const Tensor& y, const Tensor& ref, const ErrorStat
           }
         }
       }
-      if (block->nonfinite == 0) {
-        for (std::int64_t i = 0; i < count; ++i) acc.ranks.count(values[std::size_t(i)]);
-      } else {
-        for (std::int64_t i = 0; i < count; ++i) {
-          if (block->finite[std::size_t(i)]) acc.ranks.count(values[std::size_t(i)]);
-        }
-      }
+      acc.ranks.count_block(values.data(), block->nonfinite == 0 ? nullptr : block->finite.data(), count);
     }
     // Integer ULP distances to the reference rounded to y's format.
     using Bits = typename FloatFormat<Y>::Bits;

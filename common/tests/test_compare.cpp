@@ -243,6 +243,26 @@ TEST(ErrorStats, LargeInputWhereManyValuesShareARadixBin) {
   check_against_plain<Half>(ref.to(DType::f16), ref);
 }
 
+// Discrete errors crowd a few radix bins with more values than are stored (2^18): the exact
+// percentiles then come from the distinct-value counts (few values per bin) or from a second
+// 16-bit level (many values per bin). Both paths against the plain computation.
+TEST(ErrorStats, CrowdedBinsWithFewAndManyDistinctValues) {
+  for (const std::uint32_t distinct : {40u, 1600u}) {
+    SCOPED_TRACE(distinct);
+    const std::int64_t n = std::int64_t(1) << 21;
+    const Tensor ref = random_uniform(DType::f64, {n}, 1, 2, 21);
+    Tensor y = ref.clone();
+    const CounterRng rng(22);
+    auto py = y.span<double>();
+    const auto pr = ref.span<double>();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double step = double(8192 + rng.u32(std::uint64_t(i)) % distinct);
+      py[std::size_t(i)] = pr[std::size_t(i)] + std::ldexp(step, -43);  // exact: the sum fits 53 bits
+    }
+    check_against_plain<double>(y, ref);
+  }
+}
+
 TEST(ErrorStats, IntegerUlpHistogramAgainstReferenceRoundedToResultFormat) {
   const Tensor ref = f64({1.0, 1.0 + std::ldexp(1.0, -11) * 1.1, 1.0, 2.0, NAN});
   const Tensor y = f16({1.0, 1.0, 1.0 + std::ldexp(1.0, -10), 2.0 + std::ldexp(1.0, -9) * 3, 1.0});

@@ -1,0 +1,1 @@
+"""One module per plan task; each exposes render(doc, runs)."""
