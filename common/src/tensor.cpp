@@ -140,6 +140,25 @@ Tensor Tensor::slice(int axis, std::int64_t start, std::int64_t stop) const {
   return out;
 }
 
+Tensor Tensor::expand(const Shape& shape) const {
+  if (shape.size() < shape_.size()) {
+    throw_input_error("expand {} to {}: target has fewer axes", describe(), shape_string(shape));
+  }
+  Tensor out = *this;
+  const std::size_t lead = shape.size() - shape_.size();
+  out.shape_ = shape;
+  out.strides_.assign(shape.size(), 0);
+  for (std::size_t i = 0; i < shape_.size(); ++i) {
+    const auto from = shape_[i], to = shape[lead + i];
+    if (from != to && from != 1) {
+      throw_input_error("expand {} to {}: axis {} of extent {} cannot become {}", describe(), shape_string(shape), i,
+                        from, to);
+    }
+    out.strides_[lead + i] = from == to ? strides_[i] : 0;
+  }
+  return out;
+}
+
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::clone() const {

@@ -57,6 +57,7 @@ class Tensor {
   Tensor permute(const std::vector<int>& order) const;
   Tensor transpose(int axis_a, int axis_b) const;
   Tensor slice(int axis, std::int64_t start, std::int64_t stop) const;
+  Tensor expand(const Shape& shape) const;  // numpy broadcast to shape (stride 0 on stretched axes)
 
   // ---- copies
   Tensor contiguous() const;  // this, if already contiguous

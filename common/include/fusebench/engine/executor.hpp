@@ -1,0 +1,87 @@
+// Executors run a Graph on named input tensors: the fp64 reference (here, device-independent),
+// and each device's eager and fused executors (devices/<name>/). A device is a plug-in: it
+// registers a factory under its name.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fusebench/engine/graph.hpp"
+#include "fusebench/engine/options.hpp"
+#include "fusebench/tensor.hpp"
+
+namespace fusebench::engine {
+
+using Inputs = std::map<std::string, Tensor>;  // by input name
+
+// What one executed kernel did: the evidence trail of a run.
+struct KernelTrace {
+  std::string name;                 // kernel or eager op
+  std::vector<std::string> ops;     // "name=op" of every node it computes
+  std::vector<std::string> lowering;  // decisions, e.g. "mul_scalar4: fp32 immediate 0.699999988"
+  std::string cache_key;            // fused only
+  std::string source_path, artifact_path, artifact_sha256;
+  double compile_ms = 0;            // 0 on a cache hit
+  bool cache_hit = false;
+  nlohmann::json to_json() const;
+};
+
+struct RunOptions {
+  std::filesystem::path dump_dir;   // empty: no dumps
+  bool dump_intermediates = true;   // with dump_dir: every materialised node, not only outputs
+};
+
+struct RunResult {
+  std::vector<Tensor> outputs;        // in graph.outputs() order
+  std::map<NodeId, Tensor> values;    // every materialised node (inputs included)
+  std::vector<KernelTrace> trace;     // kernels in execution order
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual std::string name() const = 0;  // "reference", "eager", "fused"
+  virtual RunResult run(const Graph& graph, const Inputs& inputs, const RunOptions& run = {}) = 0;
+};
+
+// The fp64 reference: every op in fp64 with the C library's math, casts ignored (the truth of
+// the math the graph describes). Outputs are f64.
+class ReferenceExecutor final : public Executor {
+ public:
+  std::string name() const override { return "reference"; }
+  RunResult run(const Graph& graph, const Inputs& inputs, const RunOptions& run = {}) override;
+};
+
+// The toolkit's fp64_reference(graph, inputs): the graph's outputs in fp64.
+std::vector<Tensor> fp64_reference(const Graph& graph, const Inputs& inputs);
+
+// ---- devices
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string name() const = 0;
+  // Empty when the device can run here; otherwise why not (e.g. "no CUDA GPU").
+  virtual std::string unavailable_reason() const = 0;
+  virtual std::unique_ptr<Executor> eager(const EngineOptions& options) const = 0;
+  virtual std::unique_ptr<Executor> fused(const EngineOptions& options) const = 0;
+};
+
+using DeviceFactory = std::function<std::unique_ptr<Device>()>;
+void register_device(const std::string& name, DeviceFactory factory);
+std::unique_ptr<Device> make_device(const std::string& name);  // InputError for unknown names
+std::vector<std::string> device_names();
+
+// ---- shared by executors
+// Checks that every graph input is given with its shape and dtype (InputError naming it).
+void check_inputs(const Graph& graph, const Inputs& inputs);
+// Writes <dir>/<node>.npy for the chosen values and <dir>/manifest.json (name, op, shape, dtype,
+// executor) atomically.
+void dump_run(const Graph& graph, const RunResult& result, const std::string& executor, const RunOptions& run);
+
+}  // namespace fusebench::engine

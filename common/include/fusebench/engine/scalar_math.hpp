@@ -1,0 +1,225 @@
+// Per-element math shared by the eager kernels (compiled into the library) and the fused JIT
+// kernels (this file's text is pasted into every generated source). Written once, so eager and
+// fused results differ only by the mechanisms under study: where values are rounded to their
+// storage dtype, reduction order, lowering and approximation knobs.
+//
+// It includes nothing of the project but float_formats.hpp, whose text the JIT prelude carries
+// too.
+// Every function is branch-free so that loops over it vectorise. fp32 transcendental functions
+// are this file's own (expf: Cody-Waite reduction with Cephes' polynomial, < 2 ULP; gelu through
+// the Numerical Recipes erfc with < 1.2e-7 relative error everywhere, and the tanh form through
+// the exact identity 0.5 (1 + tanh u) = 1 / (1 + e^-2u)); fp64 uses the C library, which the
+// fp64 reference also uses.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "fusebench/float_formats.hpp"
+#if defined(__SSE__)
+#include <immintrin.h>
+#endif
+
+namespace fbk {
+
+inline float bits_to_f32(std::uint32_t b) { return std::bit_cast<float>(b); }
+inline std::uint32_t f32_to_bits(float f) { return std::bit_cast<std::uint32_t>(f); }
+
+// ---- exp
+inline float exp_f32(float x) {
+  const float clamped = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+  const float n = std::floor(clamped * 1.44269504088896341f + 0.5f);
+  float r = clamped - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  const float z = r * r;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * z + r + 1.0f;
+  // 2^n in two steps: n lies in [-150, 128], each half inside the normal exponent range.
+  const int ni = int(n);
+  const int half = ni / 2;
+  const float scale1 = bits_to_f32(std::uint32_t(half + 127) << 23);
+  const float scale2 = bits_to_f32(std::uint32_t(ni - half + 127) << 23);
+  const float out = y * scale1 * scale2;
+  return x != x ? x : out;
+}
+inline double exp_f64(double x) { return std::exp(x); }
+
+// ---- gelu
+// 1 + erf(z) without cancellation: for z < 0 it is erfc(-z) directly.
+inline float one_plus_erf_f32(float z) {
+  const float a = std::fabs(z);
+  const float t = 1.0f / (1.0f + 0.5f * a);
+  float p = 0.17087277f;
+  p = p * t + -0.82215223f;
+  p = p * t + 1.48851587f;
+  p = p * t + -1.13520398f;
+  p = p * t + 0.27886807f;
+  p = p * t + -0.18628806f;
+  p = p * t + 0.09678418f;
+  p = p * t + 0.37409196f;
+  p = p * t + 1.00002368f;
+  p = p * t + -1.26551223f;
+  const float erfc_a = t * exp_f32(-a * a + p);
+  return z >= 0.0f ? 2.0f - erfc_a : erfc_a;
+}
+inline float gelu_erf_f32(float x) { return 0.5f * x * one_plus_erf_f32(x * 0.70710678118654752f); }
+inline double gelu_erf_f64(double x) { return 0.5 * x * std::erfc(-x * 0.70710678118654752440); }
+
+inline float gelu_tanh_f32(float x) {
+  const float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+  return x / (1.0f + exp_f32(-2.0f * u));
+}
+inline double gelu_tanh_f64(double x) {
+  const double u = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
+  return 0.5 * x * (1.0 + std::tanh(u));
+}
+
+// ---- rsqrt and division: IEEE, or Newton-Raphson from a seed
+inline float rsqrt_seed_bit_trick(float x) { return bits_to_f32(0x5f3759dfu - (f32_to_bits(x) >> 1)); }
+inline float recip_seed_bit_trick(float x) { return bits_to_f32(0x7ef311c7u - f32_to_bits(x)); }
+#if defined(__SSE__)
+inline float rsqrt_seed_hardware(float x) { return _mm_cvtss_f32(_mm_rsqrt_ss(_mm_set_ss(x))); }
+inline float recip_seed_hardware(float x) { return _mm_cvtss_f32(_mm_rcp_ss(_mm_set_ss(x))); }
+#endif
+
+template <int Iterations>
+inline float rsqrt_newton(float x, float y) {
+  for (int i = 0; i < Iterations; ++i) y = y * (1.5f - (0.5f * x * y) * y);
+  return y;
+}
+template <int Iterations>
+inline float recip_newton(float x, float r) {
+  for (int i = 0; i < Iterations; ++i) r = r * (2.0f - x * r);
+  return r;
+}
+
+inline float rsqrt_ieee_f32(float x) { return 1.0f / std::sqrt(x); }
+inline double rsqrt_ieee_f64(double x) { return 1.0 / std::sqrt(x); }
+
+// ---- rounding to a storage dtype and back (what a store and a reload do)
+inline float round_f16(float x) { return fusebench::fp16_bits_to_fp32(fusebench::fp32_to_fp16_bits(x)); }
+inline float round_bf16(float x) { return fusebench::bf16_bits_to_fp32(fusebench::fp32_to_bf16_bits(x)); }
+
+
+// ---- per-dtype spellings, so that templates over the compute type C call the right one
+inline float exp_c(float x) { return exp_f32(x); }
+inline double exp_c(double x) { return exp_f64(x); }
+inline float gelu_erf_c(float x) { return gelu_erf_f32(x); }
+inline double gelu_erf_c(double x) { return gelu_erf_f64(x); }
+inline float gelu_tanh_c(float x) { return gelu_tanh_f32(x); }
+inline double gelu_tanh_c(double x) { return gelu_tanh_f64(x); }
+
+// Identity "rounding" of an accumulator kept in the compute type.
+struct NoRounding {
+  template <class C>
+  C operator()(C x) const { return x; }
+};
+// Rounding of an accumulator kept in a 16-bit storage dtype.
+struct RoundF16 {
+  float operator()(float x) const { return round_f16(x); }
+};
+struct RoundBF16 {
+  float operator()(float x) const { return round_bf16(x); }
+};
+
+// ---- reduction order, shared by eager and fused execution
+// The sum of n values is the in-order sum of tiles of `tile` elements; within a tile, element j
+// goes to lane j mod 8 (the vector width), and the eight lanes combine pairwise at the tile's end.
+// `round` is applied after every addition (the accumulator dtype knob).
+inline constexpr int kReduceLanes = 8;
+template <class C, class Round>
+inline C tiled_sum(const C* x, std::int64_t n, std::int64_t tile, Round round) {
+  C total = 0;
+  for (std::int64_t start = 0; start < n; start += tile) {
+    const std::int64_t end = start + tile < n ? start + tile : n;
+    C lane[kReduceLanes] = {};
+    std::int64_t i = start;
+    for (; i + kReduceLanes <= end; i += kReduceLanes) {
+      for (int l = 0; l < kReduceLanes; ++l) lane[l] = round(lane[l] + x[i + l]);
+    }
+    for (int l = 0; i < end; ++i, ++l) lane[l] = round(lane[l] + x[i]);
+    const C partial = round(round(round(lane[0] + lane[1]) + round(lane[2] + lane[3])) +
+                            round(round(lane[4] + lane[5]) + round(lane[6] + lane[7])));
+    total = round(total + partial);
+  }
+  return total;
+}
+
+// Maximum that propagates NaN; the order of a max does not change its value.
+template <class C>
+inline C row_max(const C* x, std::int64_t n) {
+  C lane[kReduceLanes];
+  for (int l = 0; l < kReduceLanes; ++l) lane[l] = -INFINITY;
+  std::int64_t i = 0;
+  for (; i + kReduceLanes <= n; i += kReduceLanes) {
+    for (int l = 0; l < kReduceLanes; ++l) {
+      const C v = x[i + l];
+      lane[l] = (v > lane[l] || v != v) ? v : lane[l];
+    }
+  }
+  C m = -INFINITY;
+  for (; i < n; ++i) m = (x[i] > m || x[i] != x[i]) ? x[i] : m;
+  for (int l = 0; l < kReduceLanes; ++l) m = (lane[l] > m || lane[l] != lane[l]) ? lane[l] : m;
+  return m;
+}
+
+// Layer normalisation of one row: y = ((x - mean) * rsqrt(var + eps)) * w + b, with mean and the
+// biased variance as tiled sums divided by n. `scratch` holds n values.
+template <class C, class Round, class Rsqrt>
+inline void layernorm_row(const C* x, const C* w, const C* b, C* y, C* scratch, std::int64_t n, std::int64_t tile,
+                          C eps, Round round, Rsqrt rsqrt) {
+  const C mean = tiled_sum(x, n, tile, round) / C(n);
+  for (std::int64_t i = 0; i < n; ++i) scratch[i] = (x[i] - mean) * (x[i] - mean);
+  const C var = tiled_sum(scratch, n, tile, round) / C(n);
+  const C r = rsqrt(var + eps);
+  for (std::int64_t i = 0; i < n; ++i) y[i] = ((x[i] - mean) * r) * w[i] + b[i];
+}
+
+// Softmax of one row: e = exp(x - max), y = e / sum(e) with the division knob.
+template <class C, class Round, class Div>
+inline void softmax_row(const C* x, C* y, std::int64_t n, std::int64_t tile, Round round, Div div) {
+  const C m = row_max(x, n);
+  for (std::int64_t i = 0; i < n; ++i) y[i] = exp_c(x[i] - m);
+  const C s = tiled_sum(y, n, tile, round);
+  for (std::int64_t i = 0; i < n; ++i) y[i] = div(y[i], s);
+}
+
+// ---- the rsqrt and division knobs as function objects
+struct RsqrtIeee {
+  float operator()(float x) const { return rsqrt_ieee_f32(x); }
+  double operator()(double x) const { return rsqrt_ieee_f64(x); }
+};
+template <int Iterations>
+struct RsqrtNewtonBitTrick {
+  float operator()(float x) const { return rsqrt_newton<Iterations>(x, rsqrt_seed_bit_trick(x)); }
+  double operator()(double x) const { return rsqrt_ieee_f64(x); }  // fp64 stays IEEE
+};
+struct DivIeee {
+  template <class C>
+  C operator()(C a, C b) const { return a / b; }
+};
+template <int Iterations>
+struct DivNewtonBitTrick {
+  float operator()(float a, float b) const { return a * recip_newton<Iterations>(b, recip_seed_bit_trick(b)); }
+  double operator()(double a, double b) const { return a / b; }
+};
+#if defined(__SSE__)
+template <int Iterations>
+struct RsqrtNewtonHardware {
+  float operator()(float x) const { return rsqrt_newton<Iterations>(x, rsqrt_seed_hardware(x)); }
+  double operator()(double x) const { return rsqrt_ieee_f64(x); }
+};
+template <int Iterations>
+struct DivNewtonHardware {
+  float operator()(float a, float b) const { return a * recip_newton<Iterations>(b, recip_seed_hardware(b)); }
+  double operator()(double a, double b) const { return a / b; }
+};
+#endif
+
+}  // namespace fbk

@@ -1,0 +1,138 @@
+#include "fusebench/engine/executor.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <mutex>
+
+#include "fusebench/npy.hpp"
+
+namespace fusebench::engine {
+
+// ---- options
+void EngineOptions::validate() const {
+  if (reduce_tile < 1) throw_input_error("engine option reduce_tile must be >= 1, got {}", reduce_tile);
+  if (rsqrt_newton_iters < 0 || rsqrt_newton_iters > 3) {
+    throw_input_error("engine option rsqrt_newton_iters must be in 0..3, got {}", rsqrt_newton_iters);
+  }
+  if (div_newton_iters < 0 || div_newton_iters > 3) {
+    throw_input_error("engine option div_newton_iters must be in 0..3, got {}", div_newton_iters);
+  }
+  if (threads < 1 || threads > 256) throw_input_error("engine option threads must be in 1..256, got {}", threads);
+}
+
+namespace {
+std::string_view approx_name(ApproxMode m) {
+  return m == ApproxMode::Ieee ? "ieee" : m == ApproxMode::NewtonBitTrick ? "newton-bittrick" : "newton-hw";
+}
+}  // namespace
+
+std::string EngineOptions::describe() const {
+  return fmt::format("tile={} acc={} rsqrt={}{} div={}{} scalar={} fma={} emulate_rounding={} threads={}", reduce_tile,
+                     accumulator == AccumulatorDtype::F32 ? "f32" : "storage", approx_name(rsqrt),
+                     rsqrt == ApproxMode::Ieee ? "" : fmt::format("x{}", rsqrt_newton_iters), approx_name(div),
+                     div == ApproxMode::Ieee ? "" : fmt::format("x{}", div_newton_iters),
+                     scalar_lowering == ScalarLowering::ImmediateF32 ? "immediate" : "broadcast",
+                     fma_contraction ? "on" : "off", emulate_per_op_rounding ? "on" : "off", threads);
+}
+
+nlohmann::json EngineOptions::to_json() const {
+  return {{"reduce_tile", reduce_tile},
+          {"accumulator", accumulator == AccumulatorDtype::F32 ? "f32" : "storage"},
+          {"rsqrt", approx_name(rsqrt)},
+          {"rsqrt_newton_iters", rsqrt_newton_iters},
+          {"div", approx_name(div)},
+          {"div_newton_iters", div_newton_iters},
+          {"scalar_lowering", scalar_lowering == ScalarLowering::ImmediateF32 ? "immediate" : "broadcast"},
+          {"fma_contraction", fma_contraction},
+          {"emulate_per_op_rounding", emulate_per_op_rounding},
+          {"threads", threads}};
+}
+
+nlohmann::json KernelTrace::to_json() const {
+  return {{"name", name},           {"ops", ops},
+          {"lowering", lowering},   {"cache_key", cache_key},
+          {"source", source_path},  {"artifact", artifact_path},
+          {"artifact_sha256", artifact_sha256}, {"compile_ms", compile_ms},
+          {"cache_hit", cache_hit}};
+}
+
+// ---- devices
+namespace {
+std::map<std::string, DeviceFactory>& registry() {
+  static std::map<std::string, DeviceFactory> devices;
+  return devices;
+}
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+}  // namespace
+
+void register_device(const std::string& name, DeviceFactory factory) {
+  std::lock_guard lock(registry_mutex());
+  registry()[name] = std::move(factory);
+}
+
+std::unique_ptr<Device> make_device(const std::string& name) {
+  std::lock_guard lock(registry_mutex());
+  auto it = registry().find(name);
+  if (it == registry().end()) {
+    std::vector<std::string> known;
+    for (const auto& [n, f] : registry()) known.push_back(n);
+    throw_input_error("unknown device '{}' (this build has: {})", name, fmt::join(known, ", "));
+  }
+  return it->second();
+}
+
+std::vector<std::string> device_names() {
+  std::lock_guard lock(registry_mutex());
+  std::vector<std::string> names;
+  for (const auto& [n, f] : registry()) names.push_back(n);
+  return names;
+}
+
+// ---- shared helpers
+void check_inputs(const Graph& graph, const Inputs& inputs) {
+  for (NodeId id : graph.inputs()) {
+    const Node& n = graph.node(id);
+    auto it = inputs.find(n.name);
+    if (it == inputs.end()) throw_input_error("run: input '{}' ({}{}) was not given", n.name, dtype_name(n.dtype), shape_string(n.shape));
+    if (it->second.dtype() != n.dtype || it->second.shape() != n.shape) {
+      throw_input_error("run: input '{}' must be {}{}, got {}", n.name, dtype_name(n.dtype), shape_string(n.shape),
+                        it->second.describe());
+    }
+  }
+  for (const auto& [name, tensor] : inputs) {
+    bool known = false;
+    for (NodeId id : graph.inputs()) known |= graph.node(id).name == name;
+    if (!known) throw_input_error("run: '{}' is not an input of the graph", name);
+  }
+}
+
+void dump_run(const Graph& graph, const RunResult& result, const std::string& executor, const RunOptions& run) {
+  if (run.dump_dir.empty()) return;
+  const auto dir = run.dump_dir / executor;
+  std::filesystem::create_directories(dir);
+  nlohmann::json manifest = nlohmann::json::array();
+  const auto& outputs = graph.outputs();
+  for (const auto& [id, tensor] : result.values) {
+    const Node& n = graph.node(id);
+    const bool is_output = std::find(outputs.begin(), outputs.end(), id) != outputs.end();
+    if (!run.dump_intermediates && !is_output && n.kind != OpKind::Input) continue;
+    const std::string file = n.name + ".npy";
+    write_npy(dir / file, tensor);
+    manifest.push_back({{"name", n.name},
+                        {"file", file},
+                        {"op", op_name(n.kind)},
+                        {"shape", tensor.shape()},
+                        {"dtype", dtype_name(tensor.dtype())},
+                        {"role", n.kind == OpKind::Input ? "input" : is_output ? "output" : "intermediate"},
+                        {"executor", executor}});
+  }
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const auto& k : result.trace) kernels.push_back(k.to_json());
+  write_file_atomically(dir / "manifest.json", nlohmann::json{{"tensors", manifest}, {"kernels", kernels}}.dump(2));
+}
+
+}  // namespace fusebench::engine

@@ -1,0 +1,291 @@
+#include "eager_executor.hpp"
+
+#include <Eigen/Core>
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "knobs.hpp"
+
+namespace fusebench::cpu {
+
+using engine::Node;
+using engine::OpKind;
+
+namespace {
+constexpr std::int64_t kChunk = std::int64_t(1) << 15;  // elements per task
+constexpr std::int64_t kGemmRowTile = 128;               // rows of C per GEMM task
+
+template <class T>
+using Compute = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <class T>
+Compute<T> load(T v) {
+  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
+    return v;
+  } else {
+    return to_float(v);
+  }
+}
+template <class T>
+T store(Compute<T> v) {
+  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
+    return v;
+  } else {
+    return from_float<T>(v);
+  }
+}
+
+template <class T>
+DType compute_dtype() {
+  return std::is_same_v<T, double> ? DType::f64 : DType::f32;
+}
+
+std::int64_t chunks(std::int64_t n, std::int64_t size) { return (n + size - 1) / size; }
+
+// Operand as a contiguous tensor of `dtype` and `shape` (exact widening, numpy broadcast).
+Tensor operand(const Tensor& t, DType dtype, const Shape& shape) {
+  Tensor out = t.dtype() == dtype ? t : t.to(dtype);
+  if (out.shape() != shape) out = out.expand(shape);
+  return out.contiguous();
+}
+
+template <class T, class Fn>
+Tensor map_kernel(ThreadPool& pool, const Tensor& x, Fn fn) {
+  Tensor out = Tensor::uninitialized(x.dtype(), x.shape());
+  const T* in = x.span<T>().data();
+  T* o = out.span<T>().data();
+  const std::int64_t n = x.numel();
+  pool.parallel_for(chunks(n, kChunk), [&](std::int64_t task) {
+    const std::int64_t end = std::min(n, (task + 1) * kChunk);
+    for (std::int64_t i = task * kChunk; i < end; ++i) o[i] = store<T>(fn(load(in[i])));
+  });
+  return out;
+}
+
+template <class T, class Fn>
+Tensor zip_kernel(ThreadPool& pool, const Tensor& a, const Tensor& b, Fn fn) {
+  Tensor out = Tensor::uninitialized(a.dtype(), a.shape());
+  const T* pa = a.span<T>().data();
+  const T* pb = b.span<T>().data();
+  T* o = out.span<T>().data();
+  const std::int64_t n = a.numel();
+  pool.parallel_for(chunks(n, kChunk), [&](std::int64_t task) {
+    const std::int64_t end = std::min(n, (task + 1) * kChunk);
+    for (std::int64_t i = task * kChunk; i < end; ++i) o[i] = store<T>(fn(load(pa[i]), load(pb[i])));
+  });
+  return out;
+}
+
+struct ReductionGeometry {
+  std::int64_t outer = 1, extent = 1, inner = 1;
+};
+ReductionGeometry geometry(const Shape& shape, int axis) {
+  ReductionGeometry g;
+  g.extent = shape[std::size_t(axis)];
+  for (int i = 0; i < axis; ++i) g.outer *= shape[std::size_t(i)];
+  for (std::size_t i = std::size_t(axis) + 1; i < shape.size(); ++i) g.inner *= shape[i];
+  return g;
+}
+
+std::string scalar_lowering_note(const Node& n, const engine::EngineOptions& o) {
+  if (o.scalar_lowering == engine::ScalarLowering::ImmediateF32 || n.dtype == DType::f64) {
+    return fmt::format("{}: fp32 immediate {:.9g}", n.name, double(float(n.scalar)));
+  }
+  const double stored = visit_floating(n.dtype, "scalar", [&](auto tag) { return to_double(round_to<decltype(tag)>(n.scalar)); });
+  return fmt::format("{}: broadcast tensor {} {:.9g}", n.name, dtype_name(n.dtype), stored);
+}
+}  // namespace
+
+EagerExecutor::EagerExecutor(engine::EngineOptions options) : options_(options), pool_((options.validate(), options.threads)) {}
+
+void gemm_f32(ThreadPool& pool, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b,
+              float* c) {
+  using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Eigen::Map<const Matrix> mb(b, k, n);
+  pool.parallel_for(chunks(m, kGemmRowTile), [&](std::int64_t task) {
+    const std::int64_t row = task * kGemmRowTile, rows = std::min(kGemmRowTile, m - row);
+    Eigen::Map<const Matrix> ma(a + row * k, rows, k);
+    Eigen::Map<Matrix> mc(c + row * n, rows, n);
+    mc.noalias() = ma * mb;
+  });
+}
+
+Tensor EagerExecutor::evaluate(const Node& n, const std::vector<Tensor>& in, engine::KernelTrace* trace) {
+  const engine::EngineOptions& o = options_;
+  return visit_floating(n.kind == OpKind::Concat || engine::is_data_movement(n.kind) ? DType::f32 : n.dtype,
+                        "eager", [&](auto storage_tag) -> Tensor {
+    using T = decltype(storage_tag);
+    using C = Compute<T>;
+    switch (n.kind) {
+      case OpKind::Add:
+      case OpKind::Sub:
+      case OpKind::Mul:
+      case OpKind::Div: {
+        const Tensor a = operand(in[0], n.dtype, n.shape), b = operand(in[1], n.dtype, n.shape);
+        if (n.kind == OpKind::Add) return zip_kernel<T>(pool_, a, b, [](C x, C y) { return x + y; });
+        if (n.kind == OpKind::Sub) return zip_kernel<T>(pool_, a, b, [](C x, C y) { return x - y; });
+        if (n.kind == OpKind::Mul) return zip_kernel<T>(pool_, a, b, [](C x, C y) { return x * y; });
+        return with_div(o, [&](auto div) { return zip_kernel<T>(pool_, a, b, [div](C x, C y) { return div(x, y); }); });
+      }
+      case OpKind::AddScalar:
+      case OpKind::MulScalar: {
+        const Tensor x = operand(in[0], n.dtype, n.shape);
+        if (trace) trace->lowering.push_back(scalar_lowering_note(n, o));
+        if (o.scalar_lowering == engine::ScalarLowering::BroadcastTensor && !std::is_same_v<T, double>) {
+          // The scalar becomes a tensor of the storage dtype, broadcast, then an element-wise op.
+          const std::vector<T> value = {round_to<T>(n.scalar)};
+          const Tensor scalar = operand(Tensor::from_values<T>({1}, value), n.dtype, n.shape);
+          if (n.kind == OpKind::AddScalar) return zip_kernel<T>(pool_, x, scalar, [](C a, C b) { return a + b; });
+          return zip_kernel<T>(pool_, x, scalar, [](C a, C b) { return a * b; });
+        }
+        const C c = C(n.scalar);  // fp32 immediate (fp64 for fp64 tensors)
+        if (n.kind == OpKind::AddScalar) return map_kernel<T>(pool_, x, [c](C v) { return v + c; });
+        return map_kernel<T>(pool_, x, [c](C v) { return v * c; });
+      }
+      case OpKind::Neg: return map_kernel<T>(pool_, in[0].contiguous(), [](C v) { return -v; });
+      case OpKind::Exp: return map_kernel<T>(pool_, in[0].contiguous(), [](C v) { return fbk::exp_c(v); });
+      case OpKind::Sqrt: return map_kernel<T>(pool_, in[0].contiguous(), [](C v) { return std::sqrt(v); });
+      case OpKind::Rsqrt:
+        return with_rsqrt(o, [&](auto rsqrt) { return map_kernel<T>(pool_, in[0].contiguous(), [rsqrt](C v) { return rsqrt(v); }); });
+      case OpKind::GeluErf: return map_kernel<T>(pool_, in[0].contiguous(), [](C v) { return fbk::gelu_erf_c(v); });
+      case OpKind::GeluTanh: return map_kernel<T>(pool_, in[0].contiguous(), [](C v) { return fbk::gelu_tanh_c(v); });
+      case OpKind::Cast: return in[0].to(n.dtype);
+      case OpKind::Sum:
+      case OpKind::Mean:
+      case OpKind::Max: {
+        const Tensor x = in[0].contiguous();
+        const auto g = geometry(x.shape(), n.axis);
+        Tensor out = Tensor::uninitialized(n.dtype, n.shape);
+        const T* px = x.span<T>().data();
+        T* po = out.span<T>().data();
+        const std::int64_t positions = g.outer * g.inner;
+        const std::int64_t per_task = std::max<std::int64_t>(1, kChunk / g.extent);
+        with_accumulator<T>(o, [&](auto round) {
+          pool_.parallel_for(chunks(positions, per_task), [&](std::int64_t task) {
+            std::vector<C> row(static_cast<std::size_t>(g.extent));
+            const std::int64_t end = std::min(positions, (task + 1) * per_task);
+            for (std::int64_t p = task * per_task; p < end; ++p) {
+              const std::int64_t a = p / g.inner, c = p % g.inner;
+              for (std::int64_t k = 0; k < g.extent; ++k) row[std::size_t(k)] = load(px[(a * g.extent + k) * g.inner + c]);
+              C r;
+              if (n.kind == OpKind::Max) {
+                r = fbk::row_max(row.data(), g.extent);
+              } else {
+                r = fbk::tiled_sum(row.data(), g.extent, o.reduce_tile, round);
+                if (n.kind == OpKind::Mean) r = r / C(g.extent);
+              }
+              po[p] = store<T>(r);
+            }
+          });
+        });
+        return out;
+      }
+      case OpKind::LayerNorm:
+      case OpKind::Softmax: {
+        const Tensor x = in[0].contiguous();
+        const std::int64_t k = x.shape().back(), rows = x.numel() / k;
+        Tensor out = Tensor::uninitialized(n.dtype, n.shape);
+        const T* px = x.span<T>().data();
+        T* po = out.span<T>().data();
+        Tensor w, b;
+        if (n.kind == OpKind::LayerNorm) {
+          w = in[1].to(compute_dtype<T>());
+          b = in[2].to(compute_dtype<T>());
+        }
+        const std::int64_t per_task = std::max<std::int64_t>(1, kChunk / k);
+        with_accumulator<T>(o, [&](auto round) {
+          pool_.parallel_for(chunks(rows, per_task), [&](std::int64_t task) {
+            const auto row_size = static_cast<std::size_t>(k);
+            std::vector<C> row(row_size), y(row_size), scratch(row_size);
+            const std::int64_t end = std::min(rows, (task + 1) * per_task);
+            for (std::int64_t r = task * per_task; r < end; ++r) {
+              for (std::int64_t i = 0; i < k; ++i) row[std::size_t(i)] = load(px[r * k + i]);
+              if (n.kind == OpKind::LayerNorm) {
+                with_rsqrt(o, [&](auto rsqrt) {
+                  fbk::layernorm_row(row.data(), w.span<C>().data(), b.span<C>().data(), y.data(), scratch.data(), k,
+                                     o.reduce_tile, C(n.eps), round, rsqrt);
+                });
+              } else {
+                with_div(o, [&](auto div) { fbk::softmax_row(row.data(), y.data(), k, o.reduce_tile, round, div); });
+              }
+              for (std::int64_t i = 0; i < k; ++i) po[r * k + i] = store<T>(y[std::size_t(i)]);
+            }
+          });
+        });
+        return out;
+      }
+      case OpKind::Matmul: {
+        const Tensor a = in[0].to(compute_dtype<T>()).contiguous(), b = in[1].to(compute_dtype<T>()).contiguous();
+        const std::int64_t m = a.shape()[std::size_t(a.rank() - 2)], kk = a.shape().back(), nn = b.shape().back();
+        const std::int64_t batches = a.numel() / (m * kk);
+        Tensor c = Tensor::uninitialized(compute_dtype<T>(), n.shape);
+        for (std::int64_t i = 0; i < batches; ++i) {
+          const std::int64_t b_offset = b.rank() > 2 ? i * kk * nn : 0;
+          if constexpr (std::is_same_v<C, float>) {
+            gemm_f32(pool_, m, nn, kk, a.span<float>().data() + i * m * kk, b.span<float>().data() + b_offset,
+                     c.span<float>().data() + i * m * nn);
+          } else {
+            using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+            Eigen::Map<const Matrix> ma(a.span<double>().data() + i * m * kk, m, kk);
+            Eigen::Map<const Matrix> mb(b.span<double>().data() + b_offset, kk, nn);
+            Eigen::Map<Matrix> mc(c.span<double>().data() + i * m * nn, m, nn);
+            mc.noalias() = ma * mb;
+          }
+        }
+        if (trace) trace->lowering.push_back(fmt::format("{}: Eigen GEMM, {} accumulation", n.name, dtype_name(compute_dtype<T>())));
+        return c.to(n.dtype);
+      }
+      case OpKind::Permute: return in[0].permute(n.permutation).contiguous();
+      case OpKind::Reshape: return in[0].contiguous().reshape(n.shape);
+      case OpKind::Slice: return in[0].slice(n.axis, n.start, n.start + n.shape[std::size_t(n.axis)]).contiguous();
+      case OpKind::Expand: return in[0].expand(n.shape).contiguous();
+      case OpKind::Concat: {
+        Tensor out = Tensor::uninitialized(n.dtype, n.shape);
+        std::int64_t outer = 1, inner = 1, offset = 0;
+        for (int i = 0; i < n.axis; ++i) outer *= n.shape[std::size_t(i)];
+        for (std::size_t i = std::size_t(n.axis) + 1; i < n.shape.size(); ++i) inner *= n.shape[i];
+        const std::size_t size = out.element_size();
+        for (const Tensor& part_in : in) {
+          if (trace && part_in.dtype() != n.dtype) {
+            trace->lowering.push_back(fmt::format("{}: operand {} promoted to {}", n.name, part_in.describe(), dtype_name(n.dtype)));
+          }
+          const Tensor part = part_in.dtype() == n.dtype ? part_in.contiguous() : part_in.to(n.dtype);
+          const std::int64_t extent = part.shape()[std::size_t(n.axis)];
+          for (std::int64_t a = 0; a < outer; ++a) {
+            std::memcpy(out.raw_data() + std::size_t((a * n.shape[std::size_t(n.axis)] + offset) * inner) * size,
+                        part.raw_data() + std::size_t(a * extent * inner) * size, std::size_t(extent * inner) * size);
+          }
+          offset += extent;
+        }
+        return out;
+      }
+      case OpKind::Input: break;
+    }
+    throw_input_error("eager: op {} ({}) cannot be evaluated", n.name, engine::op_name(n.kind));
+  });
+}
+
+engine::RunResult EagerExecutor::run(const engine::Graph& graph, const engine::Inputs& inputs,
+                                     const engine::RunOptions& run) {
+  engine::check_inputs(graph, inputs);
+  engine::RunResult result;
+  for (const Node& n : graph.nodes()) {
+    if (n.kind == OpKind::Input) {
+      result.values[n.id] = inputs.at(n.name);
+      continue;
+    }
+    std::vector<Tensor> operands;
+    for (engine::NodeId id : n.inputs) operands.push_back(result.values.at(id));
+    engine::KernelTrace trace;
+    trace.name = fmt::format("eager_{}", engine::op_name(n.kind));
+    trace.ops.push_back(fmt::format("{}={}", n.name, engine::op_name(n.kind)));
+    result.values[n.id] = evaluate(n, operands, &trace);
+    result.trace.push_back(std::move(trace));
+  }
+  for (engine::NodeId id : graph.outputs()) result.outputs.push_back(result.values.at(id));
+  engine::dump_run(graph, result, name(), run);
+  return result;
+}
+
+}  // namespace fusebench::cpu
