@@ -1,0 +1,46 @@
+// The fusion planner: groups a graph's ops into kernels by a short, named, ordered list of
+// passes. Data-movement ops never become kernels of their own when something consumes them: they
+// are folded into the index arithmetic of their consumers (a graph output that is a view gets a
+// copy kernel).
+//
+// Kernel kinds:
+//   Pointwise  element-wise ops over one iteration space (the anchor's shape)
+//   Reduction  sum / mean / max with an element-wise prologue and epilogue
+//   Rowwise    layernorm / softmax with prologue and epilogue
+//   Matmul     fp32 GEMM (extern) with an element-wise epilogue on its fp32 result
+// Inside a kernel values stay in the compute type (fp32, or fp64 for fp64 tensors); only the
+// stored nodes are rounded to their dtype.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "fusebench/engine/graph.hpp"
+
+namespace fusebench::engine {
+
+enum class KernelKind { Pointwise, Reduction, Rowwise, Matmul };
+std::string_view kernel_kind_name(KernelKind kind);
+
+struct KernelPlan {
+  std::string name;
+  KernelKind kind = KernelKind::Pointwise;
+  NodeId anchor = -1;              // defines the iteration space
+  std::vector<NodeId> prologue;    // element-wise nodes computed before the anchor (per element)
+  std::vector<NodeId> members;     // every node the kernel computes, prologue and anchor included
+  std::vector<NodeId> loads;       // materialised nodes it reads (graph inputs, other kernels' stores)
+  std::vector<NodeId> stores;      // members it writes to memory
+};
+
+struct FusionPlan {
+  std::vector<KernelPlan> kernels;  // in execution order
+  std::vector<std::string> passes;  // names of the passes applied, in order
+  std::string describe(const Graph& graph) const;
+};
+
+FusionPlan plan_fusion(const Graph& graph);
+
+// The non-view nodes that `id` reads through any chain of data-movement ops (inputs included).
+std::vector<NodeId> view_sources(const Graph& graph, NodeId id);
+
+}  // namespace fusebench::engine

@@ -1,0 +1,546 @@
+#include "fusebench/engine/emit_cpp.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace fusebench::engine {
+
+namespace {
+constexpr std::int64_t kPointwiseChunk = 16384;  // elements per task (fixed: results do not depend on threads)
+
+using Index = std::vector<std::string>;
+
+std::string ctype(DType d) { return d == DType::f64 ? "double" : "float"; }
+std::string storage_type(DType d) {
+  switch (d) {
+    case DType::f16:
+    case DType::bf16: return "std::uint16_t";
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    default: throw_input_error("fused kernels: dtype {} cannot be stored (floating dtypes only)", dtype_name(d));
+  }
+}
+std::string load_expr(DType d, const std::string& buffer, const std::string& offset) {
+  const std::string element = fmt::format("{}[{}]", buffer, offset);
+  switch (d) {
+    case DType::f16: return fmt::format("fusebench::fp16_bits_to_fp32({})", element);
+    case DType::bf16: return fmt::format("fusebench::bf16_bits_to_fp32({})", element);
+    default: return element;
+  }
+}
+std::string store_expr(DType d, DType value_dtype, const std::string& v) {
+  const bool wide = value_dtype == DType::f64;
+  switch (d) {
+    case DType::f16: return wide ? fmt::format("fusebench::round_to_format_bits<fusebench::Half>({})", v)
+                                 : fmt::format("fusebench::fp32_to_fp16_bits({})", v);
+    case DType::bf16: return wide ? fmt::format("fusebench::round_to_format_bits<fusebench::BFloat16>({})", v)
+                                  : fmt::format("fusebench::fp32_to_bf16_bits({})", v);
+    case DType::f32: return wide ? fmt::format("(float){}", v) : v;
+    default: return wide ? v : fmt::format("(double){}", v);
+  }
+}
+// A compute-type value rounded to dtype d and kept in the compute type (a store and a reload).
+std::string round_to_dtype(DType d, DType value_dtype, const std::string& v) {
+  if (value_dtype == DType::f64) {
+    switch (d) {
+      case DType::f16: return fmt::format("fusebench::fp16_bits_to_fp32(fusebench::round_to_format_bits<fusebench::Half>({}))", v);
+      case DType::bf16: return fmt::format("fusebench::bf16_bits_to_fp32(fusebench::round_to_format_bits<fusebench::BFloat16>({}))", v);
+      case DType::f32: return fmt::format("(float){}", v);
+      default: return v;
+    }
+  }
+  switch (d) {
+    case DType::f16: return fmt::format("fbk::round_f16({})", v);
+    case DType::bf16: return fmt::format("fbk::round_bf16({})", v);
+    case DType::f64: return fmt::format("(double){}", v);
+    default: return v;
+  }
+}
+std::string literal(double value, DType compute) {
+  if (compute == DType::f64) return fmt::format("{:a}", value);
+  return fmt::format("{:a}f", double(float(value)));
+}
+std::string newton(std::string_view family, ApproxMode mode, int iterations) {
+  switch (mode) {
+    case ApproxMode::Ieee: return fmt::format("fbk::{}Ieee{{}}", family);
+    case ApproxMode::NewtonBitTrick: return fmt::format("fbk::{}NewtonBitTrick<{}>{{}}", family, iterations);
+    case ApproxMode::NewtonHardware: return fmt::format("fbk::{}NewtonHardware<{}>{{}}", family, iterations);
+  }
+  return "";
+}
+std::string accumulator_rounding(const EngineOptions& o, DType d) {
+  if (o.accumulator == AccumulatorDtype::Storage) {
+    if (d == DType::f16) return "fbk::RoundF16{}";
+    if (d == DType::bf16) return "fbk::RoundBF16{}";
+  }
+  return "fbk::NoRounding{}";
+}
+Shape strides_of(const Shape& shape) { return contiguous_strides(shape); }
+std::string flat_offset(const Shape& shape, const Index& idx) {
+  const Shape strides = strides_of(shape);
+  std::vector<std::string> terms;
+  for (std::size_t j = 0; j < shape.size(); ++j) {
+    if (shape[j] == 1) continue;
+    terms.push_back(strides[j] == 1 ? idx[j] : fmt::format("{} * {}", idx[j], strides[j]));
+  }
+  return terms.empty() ? "0" : fmt::format("({})", fmt::join(terms, " + "));
+}
+// Index variables of `shape` unravelled from a flat expression.
+Index unravel(const Shape& shape, const std::string& flat) {
+  const Shape strides = strides_of(shape);
+  Index idx;
+  for (std::size_t j = 0; j < shape.size(); ++j) {
+    if (shape[j] == 1) {
+      idx.push_back("0");
+    } else if (j == 0) {
+      idx.push_back(strides[j] == 1 ? flat : fmt::format("({} / {})", flat, strides[j]));
+    } else {
+      idx.push_back(strides[j] == 1 ? fmt::format("({} % {})", flat, shape[j])
+                                    : fmt::format("(({} / {}) % {})", flat, strides[j], shape[j]));
+    }
+  }
+  return idx;
+}
+
+class Emitter {
+ public:
+  Emitter(const Graph& g, const KernelPlan& k, const EngineOptions& o) : g_(g), k_(k), o_(o) {
+    members_.insert(k.members.begin(), k.members.end());
+    for (NodeId id : k.loads) {
+      buffers_[id] = fmt::format("b{}", buffer_count_++);
+      out_.loads.push_back(id);
+    }
+    for (NodeId id : k.stores) {
+      buffers_[id] = fmt::format("b{}", buffer_count_++);
+      out_.stores.push_back(id);
+    }
+  }
+
+  EmittedKernel emit() {
+    std::string body;
+    switch (k_.kind) {
+      case KernelKind::Pointwise: body = pointwise(); break;
+      case KernelKind::Reduction: body = reduction(); break;
+      case KernelKind::Rowwise: body = rowwise(); break;
+      case KernelKind::Matmul: body = matmul(); break;
+    }
+    std::string header = fmt::format("// fusebench fused kernel {} ({})\n// knobs: {}\n", k_.name,
+                                     kernel_kind_name(k_.kind), o_.describe());
+    for (NodeId m : k_.members) {
+      const Node& n = g_.node(m);
+      header += fmt::format("//   {} = {} -> {}{}\n", n.name, op_name(n.kind), dtype_name(n.dtype), shape_string(n.shape));
+    }
+    std::string ctx = "namespace {\nstruct Ctx {\n  const FbKernelServices* services;\n  std::int64_t batch;\n";
+    std::string bind;
+    int index = 0;
+    auto add_buffer = [&](const std::string& name, DType d, bool writable) {
+      ctx += fmt::format("  {}{}* {};\n", writable ? "" : "const ", storage_type(d), name);
+      bind += fmt::format("  c.{} = static_cast<{}{}*>(args->buffers[{}]);\n", name, writable ? "" : "const ",
+                          storage_type(d), index++);
+    };
+    for (NodeId id : out_.loads) add_buffer(buffers_.at(id), g_.node(id).dtype, false);
+    for (NodeId id : out_.stores) add_buffer(buffers_.at(id), g_.node(id).dtype, true);
+    for (std::size_t i = 0; i < out_.constants.size(); ++i) add_buffer(fmt::format("c{}", i), out_.constants[i].dtype(), false);
+    ctx += extra_ctx_ + "};\n";
+    out_.source = header + kernel_prelude() + ctx + body +
+                  "}  // namespace\n\nextern \"C\" void fusebench_kernel(const FbKernelArgs* args) {\n  Ctx c{};\n"
+                  "  c.services = args->services;\n" + bind + "  run(c);\n}\n";
+    return std::move(out_);
+  }
+
+ private:
+  // ---- values
+  struct Scope {
+    std::vector<std::string> lines;
+    std::map<std::string, std::string> memo;
+  };
+
+  std::string fresh() { return fmt::format("v{}", counter_++); }
+  void line(std::string text) { scopes_.back().lines.push_back(std::move(text)); }
+  std::string memo_key(NodeId id, const Index& idx) const { return fmt::format("{}|{}", id, fmt::join(idx, ",")); }
+  const std::string* find_memo(const std::string& key) const {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      auto found = it->memo.find(key);
+      if (found != it->memo.end()) return &found->second;
+    }
+    return nullptr;
+  }
+
+  std::string convert(const std::string& v, DType from, DType to) {
+    if (ctype(from) == ctype(to)) return v;
+    return fmt::format("({}){}", ctype(to), v);
+  }
+
+  std::string offset_for(NodeId id, const Index& idx) const {
+    const std::string key = fmt::format("{}|{}", shape_string(g_.node(id).shape), fmt::join(idx, ","));
+    auto it = identity_.find(key);
+    if (it != identity_.end()) return it->second;
+    return flat_offset(g_.node(id).shape, idx);
+  }
+
+  Index broadcast_index(const Node& input, const Shape& out_shape, const Index& idx) const {
+    Index in;
+    const std::size_t lead = out_shape.size() - input.shape.size();
+    for (std::size_t j = 0; j < input.shape.size(); ++j) {
+      in.push_back(input.shape[j] == 1 && out_shape[lead + j] != 1 ? "0" : idx[lead + j]);
+    }
+    return in;
+  }
+
+  std::string value(NodeId id, const Index& idx) {
+    const std::string key = memo_key(id, idx);
+    if (const std::string* hit = find_memo(key)) return *hit;
+    const Node& n = g_.node(id);
+    std::string result;
+    auto bound = bound_.find(id);
+    if (bound != bound_.end()) {
+      result = bound->second;
+    } else if (buffers_.count(id) && !members_.count(id)) {
+      result = fresh();
+      line(fmt::format("const {} {} = {};", ctype(n.dtype), result, load_expr(n.dtype, "c." + buffers_.at(id), offset_for(id, idx))));
+    } else if (is_data_movement(n.kind)) {
+      result = view_value(n, idx);
+    } else {
+      result = compute_value(n, idx);
+    }
+    scopes_.back().memo[key] = result;
+    return result;
+  }
+
+  std::string view_value(const Node& n, const Index& idx) {
+    const Node& input = g_.node(n.inputs[0]);
+    switch (n.kind) {
+      case OpKind::Permute: {
+        Index in(idx.size());
+        for (std::size_t j = 0; j < idx.size(); ++j) in[std::size_t(n.permutation[j])] = idx[j];
+        return value(input.id, in);
+      }
+      case OpKind::Slice: {
+        Index in = idx;
+        in[std::size_t(n.axis)] = fmt::format("({} + {})", idx[std::size_t(n.axis)], n.start);
+        return value(input.id, in);
+      }
+      case OpKind::Expand: return value(input.id, broadcast_index(input, n.shape, idx));
+      case OpKind::Reshape: {
+        const std::string flat = fresh();
+        line(fmt::format("const std::int64_t {} = {};", flat, flat_offset(n.shape, idx)));
+        return value(input.id, unravel(input.shape, flat));
+      }
+      case OpKind::Concat: {
+        // Only the selected operand may be read: each branch gets its own scope inside a lambda.
+        const std::string result = fresh();
+        std::string code = fmt::format("const {} {} = [&]() -> {} {{\n", ctype(n.dtype), result, ctype(n.dtype));
+        std::int64_t start = 0;
+        for (std::size_t p = 0; p < n.inputs.size(); ++p) {
+          const Node& part = g_.node(n.inputs[p]);
+          const std::int64_t extent = part.shape[std::size_t(n.axis)];
+          Index in = idx;
+          in[std::size_t(n.axis)] = start == 0 ? idx[std::size_t(n.axis)] : fmt::format("({} - {})", idx[std::size_t(n.axis)], start);
+          scopes_.emplace_back();
+          std::string v = value(part.id, in);
+          if (part.dtype != n.dtype) {
+            v = round_to_dtype(n.dtype, part.dtype, v);  // the concat's implicit promotion
+            out_.lowering.push_back(fmt::format("{}: operand {} promoted {} -> {}", n.name, part.name,
+                                                dtype_name(part.dtype), dtype_name(n.dtype)));
+          }
+          auto lines = std::move(scopes_.back().lines);
+          scopes_.pop_back();
+          const bool last = p + 1 == n.inputs.size();
+          code += last ? "  {\n" : fmt::format("  if ({} < {}) {{\n", idx[std::size_t(n.axis)], start + extent);
+          for (const auto& l : lines) code += "    " + l + "\n";
+          code += fmt::format("    return {};\n  }}\n", v);
+          start += extent;
+        }
+        code += "}();";
+        line(code);
+        return result;
+      }
+      default: break;
+    }
+    throw_input_error("emitter: {} is not a view", n.name);
+  }
+
+  std::string operand(const Node& n, std::size_t i, const Index& idx) {
+    const Node& input = g_.node(n.inputs[i]);
+    const Index in = broadcast_index(input, n.shape, idx);
+    return convert(value(input.id, in), input.dtype, n.dtype);
+  }
+
+  std::string compute_value(const Node& n, const Index& idx) {
+    const DType compute = n.dtype;
+    std::string expr;
+    switch (n.kind) {
+      case OpKind::Add: expr = fmt::format("({} + {})", operand(n, 0, idx), operand(n, 1, idx)); break;
+      case OpKind::Sub: expr = fmt::format("({} - {})", operand(n, 0, idx), operand(n, 1, idx)); break;
+      case OpKind::Mul: expr = fmt::format("({} * {})", operand(n, 0, idx), operand(n, 1, idx)); break;
+      case OpKind::Div:
+        expr = fmt::format("{}({}, {})", newton("Div", o_.div, o_.div_newton_iters), operand(n, 0, idx), operand(n, 1, idx));
+        break;
+      case OpKind::AddScalar:
+      case OpKind::MulScalar: {
+        const char op = n.kind == OpKind::AddScalar ? '+' : '*';
+        std::string c;
+        if (o_.scalar_lowering == ScalarLowering::BroadcastTensor && compute != DType::f64) {
+          const std::size_t slot = out_.constants.size();
+          out_.constants.push_back(visit_floating(n.dtype, "constant", [&](auto tag) {
+            using T = decltype(tag);
+            const std::vector<T> v = {round_to<T>(n.scalar)};
+            return Tensor::from_values<T>({1}, v);
+          }));
+          c = load_expr(n.dtype, fmt::format("c.c{}", slot), "0");
+          out_.lowering.push_back(fmt::format("{}: broadcast tensor {} {:.9g} (loaded from memory)", n.name,
+                                              dtype_name(n.dtype), out_.constants.back().value_at(0)));
+        } else {
+          c = literal(n.scalar, compute);
+          out_.lowering.push_back(fmt::format("{}: {} immediate {}", n.name, compute == DType::f64 ? "fp64" : "fp32", c));
+        }
+        expr = fmt::format("({} {} {})", operand(n, 0, idx), op, c);
+        break;
+      }
+      case OpKind::Neg: expr = fmt::format("(-{})", operand(n, 0, idx)); break;
+      case OpKind::Exp: expr = fmt::format("fbk::exp_c({})", operand(n, 0, idx)); break;
+      case OpKind::Sqrt: expr = fmt::format("std::sqrt({})", operand(n, 0, idx)); break;
+      case OpKind::Rsqrt:
+        expr = fmt::format("{}({})", newton("Rsqrt", o_.rsqrt, o_.rsqrt_newton_iters), operand(n, 0, idx));
+        break;
+      case OpKind::GeluErf: expr = fmt::format("fbk::gelu_erf_c({})", operand(n, 0, idx)); break;
+      case OpKind::GeluTanh: expr = fmt::format("fbk::gelu_tanh_c({})", operand(n, 0, idx)); break;
+      case OpKind::Cast: {
+        const Node& input = g_.node(n.inputs[0]);
+        expr = round_to_dtype(n.dtype, input.dtype, value(input.id, idx));
+        break;
+      }
+      default: throw_input_error("emitter: {} ({}) is not element-wise", n.name, op_name(n.kind));
+    }
+    if (o_.emulate_per_op_rounding) expr = round_to_dtype(n.dtype, n.dtype, expr);
+    const std::string v = fresh();
+    line(fmt::format("const {} {} = {};", ctype(compute), v, expr));
+    return v;
+  }
+
+  // Statements that store every stored member with the iteration shape at flat offset `flat`.
+  void store_members(const std::vector<NodeId>& candidates, const Index& idx, const std::string& flat) {
+    for (NodeId m : k_.stores) {
+      if (std::find(candidates.begin(), candidates.end(), m) == candidates.end()) continue;
+      const Node& n = g_.node(m);
+      const std::string v = value(m, idx);
+      line(fmt::format("c.{}[{}] = {};", buffers_.at(m), flat, store_expr(n.dtype, n.dtype, v)));
+    }
+  }
+
+  std::string take_lines(const std::string& indent) {
+    std::string out;
+    for (const auto& l : scopes_.back().lines) out += indent + l + "\n";
+    scopes_.back().lines.clear();
+    scopes_.back().memo.clear();
+    return out;
+  }
+
+  Index loop_index(const Shape& shape, const std::string& flat, const std::string& prefix) {
+    Index idx;
+    const Index expr = unravel(shape, flat);
+    std::string decl;
+    for (std::size_t j = 0; j < shape.size(); ++j) {
+      if (expr[j] == "0") {
+        idx.push_back("0");
+        continue;
+      }
+      const std::string var = fmt::format("{}{}", prefix, j);
+      line(fmt::format("const std::int64_t {} = {};", var, expr[j]));
+      idx.push_back(var);
+    }
+    identity_[fmt::format("{}|{}", shape_string(shape), fmt::join(idx, ","))] = flat;
+    return idx;
+  }
+
+  // ---- kernel skeletons
+  std::string task_wrapper(const std::string& name, const std::string& body) {
+    return fmt::format("void {}(void* context, std::int64_t task) {{\n  Ctx& c = *static_cast<Ctx*>(context);\n{}}}\n",
+                       name, body);
+  }
+
+  std::string pointwise() {
+    const Node& anchor = g_.node(k_.anchor);
+    const std::int64_t n = shape_numel(anchor.shape);
+    const std::int64_t tasks = (n + kPointwiseChunk - 1) / kPointwiseChunk;
+    scopes_.emplace_back();
+    const Index idx = loop_index(anchor.shape, "i", "i");
+    std::vector<NodeId> all = k_.members;
+    store_members(all, idx, "i");
+    std::string inner = take_lines("    ");
+    std::string body = fmt::format(
+        "  const std::int64_t begin = task * {0}, end = begin + {0} < {1} ? begin + {0} : {1};\n"
+        "  for (std::int64_t i = begin; i < end; ++i) {{\n{2}  }}\n",
+        kPointwiseChunk, n, inner);
+    return task_wrapper("pointwise_task", body) +
+           fmt::format("void run(Ctx& c) {{ c.services->parallel_for(c.services->pool, {}, pointwise_task, &c); }}\n", tasks);
+  }
+
+  std::string reduction() {
+    const Node& r = g_.node(k_.anchor);
+    const Node& x = g_.node(r.inputs[0]);
+    std::int64_t outer = 1, inner = 1;
+    const std::int64_t extent = x.shape[std::size_t(r.axis)];
+    for (int j = 0; j < r.axis; ++j) outer *= x.shape[std::size_t(j)];
+    for (std::size_t j = std::size_t(r.axis) + 1; j < x.shape.size(); ++j) inner *= x.shape[j];
+    const std::int64_t positions = outer * inner;
+    const std::int64_t per_task = std::max<std::int64_t>(1, kPointwiseChunk / extent);
+    const std::int64_t tasks = (positions + per_task - 1) / per_task;
+    // gather: x at (outer position a, k, inner position b)
+    scopes_.emplace_back();
+    Index xi;
+    const Shape outer_shape(x.shape.begin(), x.shape.begin() + r.axis);
+    const Shape inner_shape(x.shape.begin() + r.axis + 1, x.shape.end());
+    for (const auto& e : unravel(outer_shape, "a")) xi.push_back(e);
+    xi.push_back("k");
+    for (const auto& e : unravel(inner_shape, "b")) xi.push_back(e);
+    if (inner == 1) identity_[fmt::format("{}|{}", shape_string(x.shape), fmt::join(xi, ","))] = fmt::format("(p * {} + k)", extent);
+    const std::string xv = value(x.id, xi);
+    line(fmt::format("row[k] = {};", convert(xv, x.dtype, r.dtype)));
+    const std::string gather = take_lines("      ");
+    // the reduction and its epilogue at output position p
+    std::string reduce;
+    const std::string round = accumulator_rounding(o_, r.dtype);
+    if (r.kind == OpKind::Max) {
+      reduce = "fbk::row_max(row.data(), K)";
+    } else {
+      reduce = fmt::format("fbk::tiled_sum(row.data(), K, {}, {})", o_.reduce_tile, round);
+      if (r.kind == OpKind::Mean) reduce = fmt::format("({} / {}(K))", reduce, ctype(r.dtype));
+    }
+    out_.lowering.push_back(fmt::format("{}: tiled sum, tile {}, {} lanes, accumulator {}", r.name, o_.reduce_tile, 8,
+                                        round == "fbk::NoRounding{}" ? ctype(r.dtype) : dtype_name(r.dtype)));
+    Index ri = unravel(r.shape, "p");
+    identity_[fmt::format("{}|{}", shape_string(r.shape), fmt::join(ri, ","))] = "p";
+    bound_[r.id] = "reduced";
+    std::vector<NodeId> epilogue;
+    for (NodeId m : k_.members) {
+      if (std::find(k_.prologue.begin(), k_.prologue.end(), m) == k_.prologue.end()) epilogue.push_back(m);
+    }
+    store_members(epilogue, ri, "p");
+    const std::string after = take_lines("    ");
+    std::string body = fmt::format(
+        "  constexpr std::int64_t K = {0};\n  std::vector<{1}> row(K);\n"
+        "  const std::int64_t begin = task * {2}, end = begin + {2} < {3} ? begin + {2} : {3};\n"
+        "  for (std::int64_t p = begin; p < end; ++p) {{\n    const std::int64_t a = p / {4}, b = p % {4};\n"
+        "    (void)a; (void)b;\n    for (std::int64_t k = 0; k < K; ++k) {{\n{5}    }}\n"
+        "    const {1} reduced = {6};\n{7}  }}\n",
+        extent, ctype(r.dtype), per_task, positions, inner, gather, reduce, after);
+    return task_wrapper("reduction_task", body) +
+           fmt::format("void run(Ctx& c) {{ c.services->parallel_for(c.services->pool, {}, reduction_task, &c); }}\n", tasks);
+  }
+
+  std::string rowwise() {
+    const Node& r = g_.node(k_.anchor);
+    const Node& x = g_.node(r.inputs[0]);
+    const std::int64_t extent = x.shape.back(), rows = shape_numel(x.shape) / extent;
+    const std::int64_t per_task = std::max<std::int64_t>(1, kPointwiseChunk / extent);
+    const std::int64_t tasks = (rows + per_task - 1) / per_task;
+    const std::string ct = ctype(r.dtype);
+    scopes_.emplace_back();
+    const Shape row_shape(x.shape.begin(), x.shape.end() - 1);
+    Index xi = unravel(row_shape, "q");
+    xi.push_back("k");
+    identity_[fmt::format("{}|{}", shape_string(x.shape), fmt::join(xi, ","))] = fmt::format("(q * {} + k)", extent);
+    line(fmt::format("x[k] = {};", convert(value(x.id, xi), x.dtype, r.dtype)));
+    const std::string gather = take_lines("      ");
+    std::string params, call;
+    const std::string round = accumulator_rounding(o_, r.dtype);
+    if (r.kind == OpKind::LayerNorm) {
+      for (int p = 1; p <= 2; ++p) {
+        const Node& wb = g_.node(r.inputs[std::size_t(p)]);
+        line(fmt::format("{}[k] = {};", p == 1 ? "w" : "bias", convert(value(wb.id, Index{"k"}), wb.dtype, r.dtype)));
+      }
+      params = take_lines("    ");
+      call = fmt::format("fbk::layernorm_row(x.data(), w.data(), bias.data(), y.data(), scratch.data(), K, {}, {}({}), {}, {});",
+                         o_.reduce_tile, ct, literal(r.eps, r.dtype), round,
+                         newton("Rsqrt", o_.rsqrt, o_.rsqrt_newton_iters));
+    } else {
+      call = fmt::format("fbk::softmax_row(x.data(), y.data(), K, {}, {}, {});", o_.reduce_tile, round,
+                         newton("Div", o_.div, o_.div_newton_iters));
+    }
+    out_.lowering.push_back(fmt::format("{}: row-wise {}, tile {}", r.name, op_name(r.kind), o_.reduce_tile));
+    bound_[r.id] = "y[k]";
+    std::vector<NodeId> epilogue;
+    for (NodeId m : k_.members) {
+      if (std::find(k_.prologue.begin(), k_.prologue.end(), m) == k_.prologue.end()) epilogue.push_back(m);
+    }
+    store_members(epilogue, xi, fmt::format("(q * {} + k)", extent));
+    const std::string after = take_lines("      ");
+    std::string body = fmt::format(
+        "  constexpr std::int64_t K = {0};\n  std::vector<{1}> x(K), y(K), scratch(K), w(K), bias(K);\n"
+        "  for (std::int64_t k = 0; k < K; ++k) {{\n{2}  }}\n"
+        "  const std::int64_t begin = task * {3}, end = begin + {3} < {4} ? begin + {3} : {4};\n"
+        "  for (std::int64_t q = begin; q < end; ++q) {{\n    for (std::int64_t k = 0; k < K; ++k) {{\n{5}    }}\n"
+        "    {6}\n    for (std::int64_t k = 0; k < K; ++k) {{\n{7}    }}\n  }}\n",
+        extent, ct, params, per_task, rows, gather, call, after);
+    return task_wrapper("rowwise_task", body) +
+           fmt::format("void run(Ctx& c) {{ c.services->parallel_for(c.services->pool, {}, rowwise_task, &c); }}\n", tasks);
+  }
+
+  std::string matmul() {
+    const Node& mm = g_.node(k_.anchor);
+    const Node& a = g_.node(mm.inputs[0]);
+    const Node& b = g_.node(mm.inputs[1]);
+    const std::string ct = ctype(mm.dtype);
+    const std::int64_t m = a.shape[a.shape.size() - 2], kk = a.shape.back(), n = b.shape.back();
+    const std::int64_t batches = shape_numel(a.shape) / (m * kk);
+    const bool batched_b = b.shape.size() > 2;
+    extra_ctx_ = fmt::format("  {0}* a_buf;\n  {0}* b_buf;\n  {0}* c_buf;\n", ct);
+    auto batch_index = [&](const Shape& shape, const std::string& row, const std::string& col) {
+      Index idx = unravel(Shape(shape.begin(), shape.end() - 2), "c.batch");
+      idx.push_back(row);
+      idx.push_back(col);
+      return idx;
+    };
+    // gather A rows and B rows as the compute type
+    scopes_.emplace_back();
+    line(fmt::format("c.a_buf[r * {} + j] = {};", kk, convert(value(a.id, batch_index(a.shape, "r", "j")), a.dtype, mm.dtype)));
+    const std::string gather_a = take_lines("      ");
+    Index bi = batched_b ? batch_index(b.shape, "r", "j") : Index{"r", "j"};
+    line(fmt::format("c.b_buf[r * {} + j] = {};", n, convert(value(b.id, bi), b.dtype, mm.dtype)));
+    const std::string gather_b = take_lines("      ");
+    const Index ci = batch_index(mm.shape, "r", "j");
+    bound_[mm.id] = fmt::format("c.c_buf[r * {} + j]", n);
+    store_members(k_.members, ci, fmt::format("(c.batch * {} + r * {} + j)", m * n, n));
+    const std::string epilogue = take_lines("      ");
+    out_.lowering.push_back(fmt::format("{}: extern GEMM ({} accumulation), epilogue on the {} result", mm.name, ct, ct));
+    std::string code;
+    code += task_wrapper("gather_a", fmt::format("  const std::int64_t r = task;\n  for (std::int64_t j = 0; j < {}; ++j) {{\n{}  }}\n", kk, gather_a));
+    code += task_wrapper("gather_b", fmt::format("  const std::int64_t r = task;\n  for (std::int64_t j = 0; j < {}; ++j) {{\n{}  }}\n", n, gather_b));
+    code += task_wrapper("epilogue", fmt::format("  const std::int64_t r = task;\n  for (std::int64_t j = 0; j < {}; ++j) {{\n{}  }}\n", n, epilogue));
+    code += fmt::format(
+        "void run(Ctx& c) {{\n  std::vector<{0}> a({1} * {2}), b({2} * {3}), cm({1} * {3});\n"
+        "  c.a_buf = a.data(); c.b_buf = b.data(); c.c_buf = cm.data();\n"
+        "  for (c.batch = 0; c.batch < {4}; ++c.batch) {{\n"
+        "    c.services->parallel_for(c.services->pool, {1}, gather_a, &c);\n"
+        "    if ({5} || c.batch == 0) c.services->parallel_for(c.services->pool, {2}, gather_b, &c);\n"
+        "    c.services->{6}(c.services->pool, {1}, {3}, {2}, c.a_buf, c.b_buf, c.c_buf);\n"
+        "    c.services->parallel_for(c.services->pool, {1}, epilogue, &c);\n  }}\n}}\n",
+        ct, m, kk, n, batches, batched_b ? "true" : "false", ct == "double" ? "gemm_f64" : "gemm_f32");
+    return code;
+  }
+
+  const Graph& g_;
+  const KernelPlan& k_;
+  const EngineOptions& o_;
+  std::set<NodeId> members_;
+  std::map<NodeId, std::string> buffers_;
+  std::map<NodeId, std::string> bound_;
+  std::map<std::string, std::string> identity_;
+  std::vector<Scope> scopes_;
+  std::string extra_ctx_;
+  EmittedKernel out_;
+  int buffer_count_ = 0;
+  int counter_ = 0;
+};
+}  // namespace
+
+EmittedKernel emit_cpp_kernel(const Graph& graph, const KernelPlan& kernel, const EngineOptions& options) {
+  return Emitter(graph, kernel, options).emit();
+}
+
+}  // namespace fusebench::engine

@@ -1,0 +1,242 @@
+#include "fusebench/engine/planner.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+namespace fusebench::engine {
+
+std::string_view kernel_kind_name(KernelKind kind) {
+  switch (kind) {
+    case KernelKind::Pointwise: return "pointwise";
+    case KernelKind::Reduction: return "reduction";
+    case KernelKind::Rowwise: return "rowwise";
+    case KernelKind::Matmul: return "matmul";
+  }
+  return "?";
+}
+
+std::vector<NodeId> view_sources(const Graph& graph, NodeId id) {
+  std::vector<NodeId> out;
+  std::function<void(NodeId)> visit = [&](NodeId n) {
+    const Node& node = graph.node(n);
+    if (is_data_movement(node.kind)) {
+      for (NodeId in : node.inputs) visit(in);
+    } else if (std::find(out.begin(), out.end(), n) == out.end()) {
+      out.push_back(n);
+    }
+  };
+  visit(id);
+  return out;
+}
+
+namespace {
+// Inputs of node n as the non-view nodes they read, each with whether it is read directly (same
+// index) or through a view.
+struct Source {
+  NodeId node;
+  bool direct;
+};
+std::vector<Source> sources_of(const Graph& g, const Node& n) {
+  std::vector<Source> out;
+  for (NodeId in : n.inputs) {
+    const Node& input = g.node(in);
+    const bool direct = !is_data_movement(input.kind) && input.shape == n.shape;
+    for (NodeId s : view_sources(g, in)) out.push_back({s, direct});
+  }
+  return out;
+}
+
+struct Group {
+  KernelKind kind;
+  NodeId anchor;
+  std::vector<NodeId> prologue, members;
+  bool alive = true;
+};
+
+class Planner {
+ public:
+  explicit Planner(const Graph& g) : g_(g), group_of_(g.nodes().size(), -1) {}
+
+  FusionPlan run() {
+    FusionPlan plan;
+    // The passes, in order.
+    group_compute_ops();
+    plan.passes.push_back("group_compute_ops");
+    fold_prologues();
+    plan.passes.push_back("fold_prologues_into_reductions");
+    copy_kernels_for_view_outputs();
+    plan.passes.push_back("copy_kernels_for_view_outputs");
+    assign_loads_and_stores(plan);
+    plan.passes.push_back("assign_loads_and_stores");
+    return plan;
+  }
+
+ private:
+  int new_group(KernelKind kind, NodeId anchor) {
+    groups_.push_back({kind, anchor, {}, {anchor}, true});
+    group_of_[std::size_t(anchor)] = int(groups_.size()) - 1;
+    return int(groups_.size()) - 1;
+  }
+
+  bool in_prologue(const Group& group, NodeId id) const {
+    return std::find(group.prologue.begin(), group.prologue.end(), id) != group.prologue.end();
+  }
+
+  // ---- pass 1: greedy grouping in topological (id) order
+  void group_compute_ops() {
+    for (const Node& n : g_.nodes()) {
+      if (n.kind == OpKind::Input || is_data_movement(n.kind)) continue;
+      if (n.kind == OpKind::Matmul) {
+        new_group(KernelKind::Matmul, n.id);
+        continue;
+      }
+      if (is_reduction(n.kind)) {
+        new_group(KernelKind::Reduction, n.id);
+        continue;
+      }
+      if (n.kind == OpKind::LayerNorm || n.kind == OpKind::Softmax) {
+        new_group(KernelKind::Rowwise, n.id);
+        continue;
+      }
+      // element-wise: join the latest group it reads from, when that group can take it
+      const auto sources = sources_of(g_, n);
+      int latest = -1;
+      for (const auto& s : sources) latest = std::max(latest, group_of_[std::size_t(s.node)]);
+      if (latest >= 0 && can_join(groups_[std::size_t(latest)], n, sources, latest)) {
+        groups_[std::size_t(latest)].members.push_back(n.id);
+        group_of_[std::size_t(n.id)] = latest;
+      } else {
+        new_group(KernelKind::Pointwise, n.id);
+      }
+    }
+  }
+
+  bool can_join(const Group& group, const Node& n, const std::vector<Source>& sources, int index) const {
+    if (n.shape != g_.node(group.anchor).shape) return false;
+    if (group.kind == KernelKind::Pointwise) return true;  // members are recomputed at any index
+    // Epilogues see the anchor's value at the current index only.
+    for (const auto& s : sources) {
+      if (group_of_[std::size_t(s.node)] == index && !s.direct && !in_prologue(group, s.node)) return false;
+    }
+    return true;
+  }
+
+  // ---- pass 2: a point-wise group that feeds only a reduction / rowwise op becomes its prologue
+  void fold_prologues() {
+    const auto consumers = g_.consumers();
+    const auto& outputs = g_.outputs();
+    for (std::size_t r = 0; r < groups_.size(); ++r) {
+      Group& target = groups_[r];
+      if (target.kind != KernelKind::Reduction && target.kind != KernelKind::Rowwise) continue;
+      const auto sources = view_sources(g_, g_.node(target.anchor).inputs[0]);
+      if (sources.size() != 1 || group_of_[std::size_t(sources[0])] < 0) continue;
+      const int p = group_of_[std::size_t(sources[0])];
+      Group& producer = groups_[std::size_t(p)];
+      if (producer.kind != KernelKind::Pointwise || !producer.alive) continue;
+      bool private_to_target = true;
+      for (NodeId m : producer.members) {
+        if (std::find(outputs.begin(), outputs.end(), m) != outputs.end()) private_to_target = false;
+        for (NodeId c : all_consumers_through_views(consumers, m)) {
+          if (c != target.anchor && group_of_[std::size_t(c)] != p) private_to_target = false;
+        }
+      }
+      if (!private_to_target) continue;
+      target.prologue = producer.members;
+      target.members.insert(target.members.begin(), producer.members.begin(), producer.members.end());
+      for (NodeId m : producer.members) group_of_[std::size_t(m)] = int(r);
+      producer.alive = false;
+    }
+  }
+
+  std::vector<NodeId> all_consumers_through_views(const std::vector<std::vector<NodeId>>& consumers, NodeId id) const {
+    std::vector<NodeId> out;
+    std::function<void(NodeId)> visit = [&](NodeId n) {
+      for (NodeId c : consumers[std::size_t(n)]) {
+        if (is_data_movement(g_.node(c).kind)) {
+          visit(c);
+        } else {
+          out.push_back(c);
+        }
+      }
+    };
+    visit(id);
+    return out;
+  }
+
+  // ---- pass 3: a graph output that is a view needs a kernel that writes it
+  void copy_kernels_for_view_outputs() {
+    for (NodeId out : g_.outputs()) {
+      if (is_data_movement(g_.node(out).kind) && group_of_[std::size_t(out)] < 0) new_group(KernelKind::Pointwise, out);
+    }
+  }
+
+  // ---- pass 4: what each kernel reads and writes
+  void assign_loads_and_stores(FusionPlan& plan) {
+    const auto& outputs = g_.outputs();
+    std::vector<std::set<NodeId>> loads(groups_.size());
+    std::set<NodeId> needed;  // read by some kernel other than its own
+    for (std::size_t i = 0; i < groups_.size(); ++i) {
+      if (!groups_[i].alive) continue;
+      for (NodeId m : groups_[i].members) {
+        const Node& n = g_.node(m);
+        std::vector<NodeId> reads;
+        if (is_data_movement(n.kind)) {
+          reads = view_sources(g_, m);
+        } else {
+          for (NodeId in : n.inputs) {
+            for (NodeId s : view_sources(g_, in)) reads.push_back(s);
+          }
+        }
+        for (NodeId s : reads) {
+          if (group_of_[std::size_t(s)] != int(i)) {
+            loads[i].insert(s);
+            needed.insert(s);
+          }
+        }
+      }
+    }
+    int index = 0;
+    for (std::size_t i = 0; i < groups_.size(); ++i) {
+      const Group& group = groups_[i];
+      if (!group.alive) continue;
+      KernelPlan k;
+      k.kind = group.kind;
+      k.anchor = group.anchor;
+      k.prologue = group.prologue;
+      k.members = group.members;
+      k.loads.assign(loads[i].begin(), loads[i].end());
+      for (NodeId m : group.members) {
+        const bool output = std::find(outputs.begin(), outputs.end(), m) != outputs.end();
+        if (output || needed.count(m)) k.stores.push_back(m);
+      }
+      k.name = fmt::format("k{}_{}_{}", index++, kernel_kind_name(k.kind), g_.node(k.anchor).name);
+      plan.kernels.push_back(std::move(k));
+    }
+  }
+
+  const Graph& g_;
+  std::vector<int> group_of_;
+  std::vector<Group> groups_;
+};
+}  // namespace
+
+FusionPlan plan_fusion(const Graph& graph) { return Planner(graph).run(); }
+
+std::string FusionPlan::describe(const Graph& graph) const {
+  std::string out = fmt::format("passes: {}\n", fmt::join(passes, " -> "));
+  auto names = [&](const std::vector<NodeId>& ids) {
+    std::vector<std::string> v;
+    for (NodeId id : ids) v.push_back(graph.node(id).name);
+    return fmt::format("{}", fmt::join(v, ", "));
+  };
+  for (const auto& k : kernels) {
+    out += fmt::format("{}: members [{}] loads [{}] stores [{}]\n", k.name, names(k.members), names(k.loads), names(k.stores));
+  }
+  return out;
+}
+
+}  // namespace fusebench::engine

@@ -1,0 +1,94 @@
+#include "fused_executor.hpp"
+
+#include <Eigen/Core>
+#include <fmt/format.h>
+
+#include "eager_executor.hpp"
+#include "fusebench/engine/emit_cpp.hpp"
+
+namespace fusebench::cpu {
+
+namespace {
+// Host side of the kernel ABI; the layout matches FbKernelServices / FbKernelArgs in the prelude.
+struct Services {
+  void (*parallel_for)(void* pool, std::int64_t tasks, void (*task)(void*, std::int64_t), void* context);
+  void* pool;
+  void (*gemm_f32)(void* pool, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b, float* c);
+  void (*gemm_f64)(void* pool, std::int64_t m, std::int64_t n, std::int64_t k, const double* a, const double* b, double* c);
+};
+struct Args {
+  void* const* buffers;
+  const Services* services;
+};
+
+void pool_parallel_for(void* pool, std::int64_t tasks, void (*task)(void*, std::int64_t), void* context) {
+  static_cast<ThreadPool*>(pool)->parallel_for(tasks, [&](std::int64_t t) { task(context, t); });
+}
+void pool_gemm_f32(void* pool, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b, float* c) {
+  gemm_f32(*static_cast<ThreadPool*>(pool), m, n, k, a, b, c);
+}
+void pool_gemm_f64(void* pool, std::int64_t m, std::int64_t n, std::int64_t k, const double* a, const double* b, double* c) {
+  (void)pool;
+  using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Eigen::Map<Matrix>(c, m, n).noalias() = Eigen::Map<const Matrix>(a, m, k) * Eigen::Map<const Matrix>(b, k, n);
+}
+}  // namespace
+
+FusedExecutor::FusedExecutor(engine::EngineOptions options, std::filesystem::path cache_dir, std::string compiler)
+    : options_((options.validate(), options)), pool_(options.threads), cache_(std::move(cache_dir)),
+      jit_(options.fma_contraction, std::move(compiler)) {}
+
+engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::Inputs& inputs, const engine::RunOptions& run) {
+  engine::check_inputs(graph, inputs);
+  const engine::FusionPlan plan = engine::plan_fusion(graph);
+  engine::RunResult result;
+  for (engine::NodeId id : graph.inputs()) result.values[id] = inputs.at(graph.node(id).name);
+  const Services services{pool_parallel_for, &pool_, pool_gemm_f32, pool_gemm_f64};
+  for (const auto& kernel : plan.kernels) {
+    engine::EmittedKernel emitted = engine::emit_cpp_kernel(graph, kernel, options_);
+    const engine::CachedArtifact artifact = jit_.build(cache_, emitted.source);
+    const KernelFunction fn = jit_.load(artifact);
+    std::vector<Tensor> keep;  // contiguous operands live until the kernel returns
+    std::vector<void*> buffers;
+    for (engine::NodeId id : emitted.loads) {
+      keep.push_back(result.values.at(id).contiguous());
+      buffers.push_back(keep.back().raw_data());
+    }
+    for (engine::NodeId id : emitted.stores) {
+      const engine::Node& n = graph.node(id);
+      Tensor out = Tensor::uninitialized(n.dtype, n.shape);
+      buffers.push_back(out.raw_data());
+      result.values[id] = std::move(out);
+    }
+    for (Tensor& constant : emitted.constants) buffers.push_back(constant.raw_data());
+    const Args args{buffers.data(), &services};
+    fn(&args);
+
+    engine::KernelTrace trace;
+    trace.name = kernel.name;
+    for (engine::NodeId m : kernel.members) {
+      trace.ops.push_back(fmt::format("{}={}", graph.node(m).name, engine::op_name(graph.node(m).kind)));
+    }
+    trace.lowering = std::move(emitted.lowering);
+    trace.lowering.push_back(options_.describe());
+    trace.cache_key = artifact.key;
+    trace.source_path = artifact.source.string();
+    trace.artifact_path = artifact.library.string();
+    trace.artifact_sha256 = artifact.sha256;
+    trace.compile_ms = artifact.compile_ms;
+    trace.cache_hit = artifact.hit;
+    result.trace.push_back(std::move(trace));
+  }
+  for (engine::NodeId id : graph.outputs()) {
+    auto it = result.values.find(id);
+    if (it == result.values.end()) {
+      throw_input_error("fused: output {} was not produced by any kernel (an output that is a graph input?)",
+                        graph.node(id).name);
+    }
+    result.outputs.push_back(it->second);
+  }
+  engine::dump_run(graph, result, name(), run);
+  return result;
+}
+
+}  // namespace fusebench::cpu

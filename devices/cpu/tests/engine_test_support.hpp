@@ -1,0 +1,50 @@
+// Shared fixtures of the engine tests: a private kernel cache per test binary and small graphs.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "cpu_device.hpp"
+#include "eager_executor.hpp"
+#include "fused_executor.hpp"
+#include "fusebench/engine/executor.hpp"
+#include "fusebench/rng.hpp"
+
+namespace fusebench::testsupport {
+
+inline std::filesystem::path test_cache_dir() {
+  static const auto dir = [] {
+    auto d = std::filesystem::temp_directory_path() / fmt::format("fusebench-engine-test-cache-{}", ::getpid());
+    std::filesystem::remove_all(d);
+    return d;
+  }();
+  return dir;
+}
+
+inline engine::RunResult run_fused(const engine::Graph& g, const engine::Inputs& in, engine::EngineOptions o = {}) {
+  return cpu::FusedExecutor(o, test_cache_dir()).run(g, in);
+}
+inline engine::RunResult run_eager(const engine::Graph& g, const engine::Inputs& in, engine::EngineOptions o = {}) {
+  return cpu::EagerExecutor(o).run(g, in);
+}
+
+// mul -> add -> gelu -> mul over four operands of one shape.
+struct ElementwiseChain {
+  engine::Graph graph;
+  engine::Inputs inputs;
+  ElementwiseChain(DType dtype, Shape shape, std::uint64_t seed = 1) {
+    std::vector<engine::NodeId> x;
+    for (int i = 0; i < 4; ++i) {
+      const std::string name = fmt::format("x{}", i);
+      x.push_back(graph.input(name, shape, dtype));
+      inputs[name] = random_uniform(dtype, shape, -2, 2, seed, std::uint64_t(i));
+    }
+    const auto m = graph.mul(x[0], x[1]);
+    const auto a = graph.add(m, x[2]);
+    const auto g = graph.gelu(a);
+    graph.mark_output(graph.mul(g, x[3]));
+  }
+};
+
+}  // namespace fusebench::testsupport

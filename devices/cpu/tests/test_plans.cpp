@@ -1,0 +1,104 @@
+// The fusion planner's decisions, asserted as kernel counts and memberships (tinygrad's
+// check_schedule), and the emitted kernels' structure.
+#include "engine_test_support.hpp"
+#include "fusebench/engine/emit_cpp.hpp"
+#include "fusebench/engine/planner.hpp"
+
+namespace fusebench {
+namespace {
+using engine::Graph;
+using engine::KernelKind;
+using engine::plan_fusion;
+
+std::vector<std::string> member_names(const Graph& g, const engine::KernelPlan& k) {
+  std::vector<std::string> out;
+  for (auto id : k.members) out.push_back(std::string(engine::op_name(g.node(id).kind)));
+  return out;
+}
+
+TEST(Plan, ElementwiseChainFusesIntoOneKernel) {
+  testsupport::ElementwiseChain chain(DType::f16, {16, 32});
+  const auto plan = plan_fusion(chain.graph);
+  ASSERT_EQ(plan.kernels.size(), 1u) << plan.describe(chain.graph);
+  EXPECT_EQ(member_names(chain.graph, plan.kernels[0]), (std::vector<std::string>{"mul", "add", "gelu", "mul"}));
+  EXPECT_EQ(plan.kernels[0].loads.size(), 4u);
+  EXPECT_EQ(plan.kernels[0].stores.size(), 1u);  // intermediates never reach memory
+  EXPECT_EQ(plan.passes.front(), "group_compute_ops");
+}
+
+TEST(Plan, MatmulAddLayernormGeluIsGemmWithEpilogueThenRowwiseWithEpilogue) {
+  Graph g;
+  const auto x = g.input("x", {2, 8, 16}, DType::f16);
+  const auto w = g.input("w", {16, 32}, DType::f16);
+  const auto b = g.input("b", {32}, DType::f16);
+  const auto gamma = g.input("gamma", {32}, DType::f16);
+  const auto beta = g.input("beta", {32}, DType::f16);
+  g.mark_output(g.gelu(g.layernorm(g.add(g.matmul(x, w), b), gamma, beta)));
+  const auto plan = plan_fusion(g);
+  ASSERT_EQ(plan.kernels.size(), 2u) << plan.describe(g);
+  EXPECT_EQ(plan.kernels[0].kind, KernelKind::Matmul);
+  EXPECT_EQ(member_names(g, plan.kernels[0]), (std::vector<std::string>{"matmul", "add"}));
+  EXPECT_EQ(plan.kernels[1].kind, KernelKind::Rowwise);
+  EXPECT_EQ(member_names(g, plan.kernels[1]), (std::vector<std::string>{"layernorm", "gelu"}));
+}
+
+TEST(Plan, DataMovementChainsFoldIntoOneKernel) {
+  Graph g;
+  const auto a = g.input("a", {4, 6}, DType::bf16);
+  const auto b = g.input("b", {6, 4}, DType::bf16);
+  g.mark_output(g.concat({g.transpose(a, 0, 1), b}, 0));  // transpose -> concat
+  const auto plan = plan_fusion(g);
+  ASSERT_EQ(plan.kernels.size(), 1u) << plan.describe(g);
+  Graph h;
+  const auto x = h.input("x", {4, 8}, DType::f16);
+  const auto parts = h.split(x, 1, {4, 4});
+  h.mark_output(h.concat({h.transpose(parts[0], 0, 1), h.transpose(parts[1], 0, 1)}, 0));  // split -> transpose -> concat
+  EXPECT_EQ(plan_fusion(h).kernels.size(), 1u) << plan_fusion(h).describe(h);
+}
+
+TEST(Plan, ElementwisePrologueFoldsIntoReductionAndSoftmax) {
+  Graph g;
+  const auto x = g.input("x", {8, 64}, DType::f16);
+  const auto y = g.input("y", {8, 64}, DType::f16);
+  g.mark_output(g.mul_scalar(g.sum(g.mul(x, y), -1), 0.5));
+  const auto plan = plan_fusion(g);
+  ASSERT_EQ(plan.kernels.size(), 1u) << plan.describe(g);
+  EXPECT_EQ(plan.kernels[0].prologue.size(), 1u);
+  EXPECT_EQ(member_names(g, plan.kernels[0]), (std::vector<std::string>{"mul", "sum", "mul_scalar"}));
+  Graph s;
+  const auto q = s.input("q", {4, 32}, DType::f16);
+  s.mark_output(s.softmax(s.mul_scalar(q, 0.125)));
+  EXPECT_EQ(plan_fusion(s).kernels.size(), 1u);
+}
+
+TEST(Plan, IntermediateUsedOutsideItsKernelIsStored) {
+  Graph g;
+  const auto x = g.input("x", {8, 16}, DType::f32);
+  const auto e = g.exp(x);
+  const auto s = g.sum(e, 1, true);  // e feeds the sum and the division below
+  g.mark_output(g.div(e, g.expand(s, {8, 16})));
+  const auto plan = plan_fusion(g);
+  ASSERT_EQ(plan.kernels.size(), 3u) << plan.describe(g);  // exp | sum | div
+  EXPECT_EQ(plan.kernels[0].stores, std::vector<engine::NodeId>{e});
+}
+
+TEST(Emit, SourceNamesKnobsAndLoweringDecisions) {
+  Graph g;
+  const auto x = g.input("x", {8}, DType::f16);
+  g.mark_output(g.mul_scalar(x, 0.7));
+  const auto plan = plan_fusion(g);
+  engine::EngineOptions immediate;
+  const auto a = engine::emit_cpp_kernel(g, plan.kernels[0], immediate);
+  EXPECT_NE(a.source.find("0x1.666666p-1f"), std::string::npos) << "fp32 immediate 0.7 expected in the source";
+  EXPECT_TRUE(a.constants.empty());
+  engine::EngineOptions broadcast;
+  broadcast.scalar_lowering = engine::ScalarLowering::BroadcastTensor;
+  const auto b = engine::emit_cpp_kernel(g, plan.kernels[0], broadcast);
+  ASSERT_EQ(b.constants.size(), 1u);
+  EXPECT_EQ(b.constants[0].dtype(), DType::f16);
+  EXPECT_EQ(b.constants[0].value_at(0), 0.7001953125);  // 0.7 rounded to fp16 (1434 * 2^-11)
+  EXPECT_NE(b.lowering[0].find("broadcast tensor f16"), std::string::npos) << b.lowering[0];
+}
+
+}  // namespace
+}  // namespace fusebench
