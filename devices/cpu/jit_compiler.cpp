@@ -72,7 +72,7 @@ std::string JitCompiler::default_compiler() {
 JitCompiler::JitCompiler(bool fma_contraction, std::string compiler) : compiler_(std::move(compiler)), fma_(fma_contraction) {}
 
 std::vector<std::string> JitCompiler::arguments(const fs::path& src, const fs::path& out) const {
-  return {compiler_, "-std=c++20", "-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno",
+  return {compiler_, "-std=c++20", "-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-shared", "-fno-math-errno",
           fma_ ? "-ffp-contract=fast" : "-ffp-contract=off", "-o", out.string(), src.string()};
 }
 

@@ -14,6 +14,15 @@ EXPECTED_COUNTERS = {
         "BitEqual/": ["bit_equal", "bytes_per_second"],
         "MemoryCopy/": ["bytes_per_second"],
     },
+    "bench_engine_throughput": {
+        "Chain/": ["bytes_per_second", "bytes_moved", "kernels", "ulp_max", "ulp_p99"],
+        "LayerNorm/": ["bytes_per_second", "ulp_max"],
+        "Softmax/": ["bytes_per_second", "ulp_max"],
+        "Matmul/": ["gflops", "ulp_max"],
+        "Fp32Peak/": ["gflops"],
+        "CompileCold/": ["compile_ms"],
+        "MemoryCopy/": ["bytes_per_second"],
+    },
 }
 
 parser = argparse.ArgumentParser()

@@ -47,6 +47,19 @@ std::string isa_summary() {
 }
 }  // namespace
 
+void register_memory_copy(std::int64_t bytes) {
+  benchmark::RegisterBenchmark(fmt::format("MemoryCopy/bytes:{}", bytes).c_str(), [bytes](benchmark::State& state) {
+    const auto size = static_cast<std::size_t>(bytes);
+    std::vector<std::byte> source(size, std::byte{1}), destination(size);
+    for (auto _ : state) {
+      std::memcpy(destination.data(), source.data(), source.size());
+      benchmark::DoNotOptimize(destination.data());
+      benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(std::int64_t(state.iterations()) * bytes);
+  })->Unit(benchmark::kMillisecond);
+}
+
 int run_suite(int argc, char** argv, const char* suite_name) {
   SuiteConfig config;
   std::vector<char*> remaining;

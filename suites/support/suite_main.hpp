@@ -5,6 +5,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -22,6 +23,10 @@ struct SuiteConfig {
 
 // Defined by each suite.
 void register_benchmarks(const SuiteConfig& config);
+
+// MemoryCopy/bytes:N: memcpy of N bytes, the bandwidth yardstick every suite measures in its own
+// run (bytes_per_second counts bytes copied).
+void register_memory_copy(std::int64_t bytes);
 
 // Parses --profile=quick|full, --device=cpu, --dump-dir=DIR (removing them from argv), records the
 // context and runs the benchmarks.

@@ -38,17 +38,6 @@ const Operands& operands(DType dtype) {
   return cache.emplace(dtype, Operands{x.to(dtype), perturbed.to(dtype)}).first->second;
 }
 
-void memory_copy(benchmark::State& state) {
-  const std::size_t bytes = std::size_t(kElements) * 2 * 2;  // two f16 operands' worth
-  std::vector<std::byte> source(bytes, std::byte{1}), destination(bytes);
-  for (auto _ : state) {
-    std::memcpy(destination.data(), source.data(), bytes);
-    benchmark::DoNotOptimize(destination.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(bytes));
-}
-
 void ulp_diff_benchmark(benchmark::State& state, DType dtype) {
   const Operands& in = operands(dtype);
   UlpDiffResult result;
@@ -97,7 +86,7 @@ void register_benchmarks(const SuiteConfig& config) {
   // Names stay the same across profiles so that runs compare; tools/run sets the min time.
   (void)config;
   auto tune = [](benchmark::internal::Benchmark* b) { b->Unit(benchmark::kMillisecond); };
-  tune(benchmark::RegisterBenchmark(fmt::format("MemoryCopy/bytes:{}", kElements * 4).c_str(), memory_copy));
+  register_memory_copy(kElements * 4);
   for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
     const auto suffix = fmt::format("dtype:{}/n:{}", dtype_name(dtype), kElements);
     tune(benchmark::RegisterBenchmark(("UlpDiff/" + suffix).c_str(), ulp_diff_benchmark, dtype));

@@ -411,7 +411,7 @@ class Emitter {
       reduce = fmt::format("fbk::tiled_sum(row.data(), K, {}, {})", o_.reduce_tile, round);
       if (r.kind == OpKind::Mean) reduce = fmt::format("({} / {}(K))", reduce, ctype(r.dtype));
     }
-    out_.lowering.push_back(fmt::format("{}: tiled sum, tile {}, {} lanes, accumulator {}", r.name, o_.reduce_tile, 8,
+    out_.lowering.push_back(fmt::format("{}: tiled sum, tile {}, {} lanes, accumulator {}", r.name, o_.reduce_tile, 32,
                                         round == "fbk::NoRounding{}" ? ctype(r.dtype) : dtype_name(r.dtype)));
     Index ri = unravel(r.shape, "p");
     identity_[fmt::format("{}|{}", shape_string(r.shape), fmt::join(ri, ","))] = "p";

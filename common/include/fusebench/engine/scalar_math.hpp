@@ -29,7 +29,9 @@ inline std::uint32_t f32_to_bits(float f) { return std::bit_cast<std::uint32_t>(
 // ---- exp
 inline float exp_f32(float x) {
   const float clamped = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
-  const float n = std::floor(clamped * 1.44269504088896341f + 0.5f);
+  // n = round(x / ln 2) by the 1.5 * 2^23 trick (round to nearest even); compilers do not
+  // vectorise std::floor without -fno-trapping-math.
+  const float n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = clamped - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   const float z = r * r;
@@ -130,9 +132,10 @@ struct RoundBF16 {
 
 // ---- reduction order, shared by eager and fused execution
 // The sum of n values is the in-order sum of tiles of `tile` elements; within a tile, element j
-// goes to lane j mod 8 (the vector width), and the eight lanes combine pairwise at the tile's end.
-// `round` is applied after every addition (the accumulator dtype knob).
-inline constexpr int kReduceLanes = 8;
+// goes to lane j mod 32 (two 512-bit vectors of independent accumulators: one running sum would
+// be bound by the latency of its additions), and the 32 lanes combine as a pairwise tree at the
+// tile's end. `round` is applied after every addition (the accumulator dtype knob).
+inline constexpr int kReduceLanes = 32;
 template <class C, class Round>
 inline C tiled_sum(const C* x, std::int64_t n, std::int64_t tile, Round round) {
   C total = 0;
@@ -144,9 +147,10 @@ inline C tiled_sum(const C* x, std::int64_t n, std::int64_t tile, Round round) {
       for (int l = 0; l < kReduceLanes; ++l) lane[l] = round(lane[l] + x[i + l]);
     }
     for (int l = 0; i < end; ++i, ++l) lane[l] = round(lane[l] + x[i]);
-    const C partial = round(round(round(lane[0] + lane[1]) + round(lane[2] + lane[3])) +
-                            round(round(lane[4] + lane[5]) + round(lane[6] + lane[7])));
-    total = round(total + partial);
+    for (int width = kReduceLanes / 2; width >= 1; width /= 2) {
+      for (int l = 0; l < width; ++l) lane[l] = round(lane[l] + lane[l + width]);
+    }
+    total = round(total + lane[0]);
   }
   return total;
 }
