@@ -17,9 +17,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from sections import toolkit  # noqa: E402
+from sections import engine, toolkit  # noqa: E402
 
-SECTIONS = [toolkit]
+SECTIONS = [toolkit, engine]
 
 
 class ResultsError(Exception):
