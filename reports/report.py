@@ -17,9 +17,11 @@ import sys
 import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from sections import engine, toolkit  # noqa: E402
+from sections import engine, plan_tasks, toolkit  # noqa: E402
 
 SECTIONS = [toolkit, engine]
+PLAN_SECTIONS = [plan_tasks.render_a, plan_tasks.render_c1, plan_tasks.render_c2, plan_tasks.render_c3,
+                 plan_tasks.render_d]
 
 
 class ResultsError(Exception):
@@ -122,6 +124,8 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
     doc.paragraph(f"Results directory: {results_dir.resolve()}")
     doc.heading("System and run")
     doc.table(["suite", "profile", "device", "compiler", "CPU", "ISA", "CPUs", "commit", "date"], system_rows(runs))
+    for render_task in PLAN_SECTIONS:
+        render_task(doc, runs, results_dir)
     for section in SECTIONS:
         section.render(doc, runs)
     md_path, html_path = results_dir / "report.md", results_dir / "report.html"

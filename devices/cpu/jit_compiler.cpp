@@ -29,10 +29,12 @@ struct Output {
   std::string text;
 };
 
-// Runs argv with stdout and stderr into `log` (or a temporary file), returns status and output.
-Output run_command(const std::vector<std::string>& argv, const fs::path& log) {
+// Runs argv (in directory `cwd` when given) with stdout and stderr into `log`; returns status and
+// output.
+Output run_command(const std::vector<std::string>& argv, const fs::path& log, const fs::path& cwd = {}) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
   posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   std::vector<char*> raw;
@@ -72,7 +74,8 @@ std::string JitCompiler::default_compiler() {
 JitCompiler::JitCompiler(bool fma_contraction, std::string compiler) : compiler_(std::move(compiler)), fma_(fma_contraction) {}
 
 std::vector<std::string> JitCompiler::arguments(const fs::path& src, const fs::path& out) const {
-  return {compiler_, "-std=c++20", "-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-shared", "-fno-math-errno",
+  return {compiler_, "-std=c++20", "-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-shared",
+          "-fno-math-errno", "-frandom-seed=fusebench",
           fma_ ? "-ffp-contract=fast" : "-ffp-contract=off", "-o", out.string(), src.string()};
 }
 
@@ -96,8 +99,9 @@ const std::string& JitCompiler::identity() const {
 
 engine::CachedArtifact JitCompiler::build(engine::KernelCache& cache, const std::string& source) const {
   return cache.get_or_build(source, command_template(), identity(), [&](const fs::path& src, const fs::path& out, const fs::path& log) {
-    const auto argv = arguments(src, out);
-    const Output result = run_command(argv, log);
+    // Relative names, run in the build directory: nothing of the path reaches the artifact.
+    const auto argv = arguments(src.filename(), out.filename());
+    const Output result = run_command(argv, fs::absolute(log), src.parent_path());
     if (result.status != 0) {
       throw engine::CompileError(fmt::format("JIT compilation failed (exit {}): {}\n{}", result.status,
                                              fmt::join(argv, " "), result.text));

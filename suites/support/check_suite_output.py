@@ -23,6 +23,21 @@ EXPECTED_COUNTERS = {
         "CompileCold/": ["compile_ms"],
         "MemoryCopy/": ["bytes_per_second"],
     },
+    "bench_fusion_determinism": {
+        "A/": ["runs", "distinct_hashes", "kernel_hash_stable", "max_ulp_vs_round1", "negative_control_detected"],
+    },
+    "bench_scalar_lowering": {
+        "C1/": ["frac_ulp0", "frac_ulp1", "frac_ulp_ge2", "ulp_max", "ulp_p99", "instructions_differ"],
+    },
+    "bench_reduction_order": {
+        "C2/": ["self_deterministic", "ulp_max", "ulp_p99", "ulp_vs_tile512", "ulp_vs_tile2048"],
+    },
+    "bench_approximations": {
+        "C3/": ["ulp_p50", "ulp_p99", "ulp_max", "frac_correctly_rounded"],
+    },
+    "bench_data_movement": {
+        "D/": ["bit_equal", "mismatches", "kernels"],
+    },
 }
 
 parser = argparse.ArgumentParser()

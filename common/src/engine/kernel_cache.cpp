@@ -89,11 +89,13 @@ CachedArtifact KernelCache::get_or_build(
     a.hit = true;
     return a;
   }
-  // Temporary names keep their extension: the compiler picks the language from it.
-  const std::string stem = fmt::format("{}.tmp{}", a.key, ::getpid());
-  const fs::path tmp_source = sub / (stem + ".cpp");
-  const fs::path tmp_library = sub / (stem + ".so");
-  const fs::path tmp_log = sub / (stem + ".log");
+  // Build in a private temporary directory under the final names: the compiler records the source
+  // file's name in the artifact, so a name with a PID in it would make every build differ.
+  const fs::path work = sub / fmt::format("{}.tmp{}", a.key, ::getpid());
+  fs::create_directories(work);
+  const fs::path tmp_source = work / a.source.filename();
+  const fs::path tmp_library = work / a.library.filename();
+  const fs::path tmp_log = work / a.log.filename();
   write_file_atomically(tmp_source, source);
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -101,8 +103,7 @@ CachedArtifact KernelCache::get_or_build(
   } catch (...) {
     std::error_code ignored;
     fs::rename(tmp_log, a.log, ignored);
-    fs::remove(tmp_source, ignored);
-    fs::remove(tmp_library, ignored);
+    fs::remove_all(work, ignored);
     throw;
   }
   a.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -110,6 +111,7 @@ CachedArtifact KernelCache::get_or_build(
   std::error_code ignored;
   fs::rename(tmp_log, a.log, ignored);
   fs::rename(tmp_library, a.library);
+  fs::remove_all(work, ignored);
   a.sha256 = sha256_file_hex(a.library);
   write_file_atomically(digest_file, a.sha256);
   return a;

@@ -63,6 +63,18 @@ TEST(KernelCache, ColdCompileWarmHitClearAndCorruption) {
   fs::remove_all(dir);
 }
 
+TEST(KernelCache, BuildsAreReproducibleAcrossCacheDirectories) {
+  // The artifact hash is evidence (task A): the same source and compiler must give the same bytes,
+  // whatever the cache directory or process.
+  testsupport::ElementwiseChain chain(DType::f16, {300}, 5);
+  const auto one = cpu::FusedExecutor({}, fresh_dir("repro-a")).run(chain.graph, chain.inputs);
+  const auto two = cpu::FusedExecutor({}, fresh_dir("repro-b")).run(chain.graph, chain.inputs);
+  EXPECT_FALSE(two.trace[0].cache_hit);
+  EXPECT_EQ(one.trace[0].artifact_sha256, two.trace[0].artifact_sha256);
+  fs::remove_all(fresh_dir("repro-a"));
+  fs::remove_all(fresh_dir("repro-b"));
+}
+
 TEST(KernelCache, TwoProcessesCompilingTheSameKernelAtOnce) {
   const auto dir = fresh_dir("cache-race");
   testsupport::ElementwiseChain chain(DType::bf16, {512}, 2);

@@ -1,0 +1,204 @@
+// Task A (claim §3.3): fused execution is bit-deterministic, and so is its compilation.
+// Graph matmul -> add -> layernorm -> gelu (the first half of a transformer FFN). Per dtype and
+// thread count:
+//   1. inputs from a fixed seed, saved as .npy and reloaded (bit-checked);
+//   2. round 1: a fresh kernel cache, compile, record every kernel's artifact SHA-256 (H_k0), run
+//      `runs` times keeping each output's MD5;
+//   3. clear the kernel cache, start a fresh process (this binary, --determinism-round2), which
+//      recompiles and runs `runs` times again;
+//   4. a negative control that must be caught: a third process with FMA contraction flipped.
+// Counters: runs, distinct output hashes (expected 1), kernel hash stable (expected 1), max ULP of
+// round 2 against round 1 (expected 0), and whether the negative control was detected (kernel hash
+// and outputs). Time is the mean time of one run (manual timing).
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <set>
+
+#include "fused_executor.hpp"
+#include "fusebench/compare.hpp"
+#include "fusebench/hash.hpp"
+#include "fusebench/npy.hpp"
+#include "fusebench/rng.hpp"
+#include "support/engine_support.hpp"
+
+extern char** environ;
+
+namespace fusebench::suite {
+
+namespace {
+namespace fs = std::filesystem;
+const char* const kInputs[] = {"x", "w", "b", "gamma", "beta"};
+
+engine::Graph ffn_graph(DType dtype, const Shape& x_shape) {
+  engine::Graph g;
+  const std::int64_t h = x_shape.back();
+  const auto x = g.input("x", x_shape, dtype);
+  const auto w = g.input("w", {h, h}, dtype);
+  const auto b = g.input("b", {h}, dtype);
+  const auto gamma = g.input("gamma", {h}, dtype);
+  const auto beta = g.input("beta", {h}, dtype);
+  g.mark_output(g.gelu(g.layernorm(g.add(g.matmul(x, w), b), gamma, beta)));
+  return g;
+}
+
+struct Round {
+  std::vector<std::string> kernel_sha256;
+  std::set<std::string> output_md5;
+  Tensor last_output;
+  double seconds = 0;
+};
+
+// Runs the graph `runs` times on a fresh cache in `cache_dir`.
+Round run_round(const engine::Graph& g, const engine::Inputs& in, const engine::EngineOptions& o, const fs::path& cache_dir,
+                int runs, const std::string& label) {
+  engine::KernelCache(cache_dir).clear();
+  cpu::FusedExecutor executor(o, cache_dir);
+  Round round;
+  auto first = executor.run(g, in);
+  for (const auto& k : first.trace) round.kernel_sha256.push_back(k.artifact_sha256);
+  Progress progress(label, runs);
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < runs; ++r) {
+    auto result = executor.run(g, in);
+    round.output_md5.insert(tensor_md5_hex(result.outputs[0]));
+    if (r + 1 == runs) round.last_output = result.outputs[0];
+    progress.tick(r + 1);
+  }
+  round.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return round;
+}
+
+engine::Inputs load_inputs(const fs::path& dir) {
+  engine::Inputs in;
+  for (const char* name : kInputs) in[name] = read_npy(dir / (std::string(name) + ".npy"));
+  return in;
+}
+
+// Round 2 in a fresh process: the same binary, which then runs child_round().
+Round spawn_round(const fs::path& dir, DType dtype, int threads, int runs, bool flip_fma, const std::string& tag) {
+  const std::vector<std::string> args = {"/proc/self/exe", "--determinism-round2", dir.string(),
+                                         std::string(dtype_name(dtype)), std::to_string(threads), std::to_string(runs),
+                                         flip_fma ? "1" : "0", tag};
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) {
+    throw std::runtime_error("determinism: cannot start the round-2 process");
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw std::runtime_error(fmt::format("determinism: round-2 process ({}) failed with status {}", tag, status));
+  }
+  std::ifstream in(dir / (tag + ".json"));
+  const auto j = nlohmann::json::parse(in);
+  Round r;
+  r.kernel_sha256 = j.at("kernel_sha256").get<std::vector<std::string>>();
+  for (const auto& h : j.at("output_md5")) r.output_md5.insert(h.get<std::string>());
+  r.last_output = read_npy(dir / (tag + "_out.npy"));
+  r.seconds = j.at("seconds").get<double>();
+  return r;
+}
+
+void run_case(benchmark::State& state, DType dtype, int threads, const SuiteConfig& config) {
+  const Shape x_shape = config.quick() ? Shape{2, 64, 256} : Shape{8, 2048, 4096};
+  const int runs = config.quick() ? 100 : 1000;
+  const fs::path dir = (config.dump_dir.empty() ? fs::temp_directory_path() / fmt::format("fusebench-A-{}", ::getpid())
+                                                : config.dump_dir) /
+                       fmt::format("A_{}_threads{}", dtype_name(dtype), threads);
+  fs::create_directories(dir);
+  const engine::Graph g = ffn_graph(dtype, x_shape);
+  const std::int64_t h = x_shape.back();
+  // 1. inputs from a fixed seed, through the disk and back
+  engine::Inputs generated = {{"x", random_uniform(dtype, x_shape, -1, 1, 2024, 0)},
+                              {"w", random_uniform(dtype, {h, h}, -0.05, 0.05, 2024, 1)},
+                              {"b", random_uniform(dtype, {h}, -0.1, 0.1, 2024, 2)},
+                              {"gamma", random_uniform(dtype, {h}, 0.5, 1.5, 2024, 3)},
+                              {"beta", random_uniform(dtype, {h}, -0.5, 0.5, 2024, 4)}};
+  for (const char* name : kInputs) write_npy(dir / (std::string(name) + ".npy"), generated.at(name));
+  const engine::Inputs in = load_inputs(dir);
+  bool reload_exact = true;
+  for (const char* name : kInputs) reload_exact &= bit_equal(in.at(name), generated.at(name)).equal;
+  engine::EngineOptions o;
+  o.threads = threads;
+  for (auto _ : state) {
+    const Round first = run_round(g, in, o, dir / "cache_round1", runs, fmt::format("A {} threads {} round 1", dtype_name(dtype), threads));
+    engine::KernelCache(dir / "cache_round1").clear();
+    const Round second = spawn_round(dir, dtype, threads, runs, false, "round2");
+    const Round control = spawn_round(dir, dtype, threads, 1, true, "control_fma");
+    state.SetIterationTime((first.seconds + second.seconds) / (2.0 * runs));
+    std::set<std::string> all = first.output_md5;
+    all.insert(second.output_md5.begin(), second.output_md5.end());
+    const auto drift = ulp_diff(second.last_output, first.last_output);
+    const bool control_outputs_differ = !bit_equal(control.last_output, first.last_output).equal;
+    state.counters["runs"] = 2.0 * runs;
+    state.counters["distinct_hashes"] = double(all.size());
+    state.counters["round1_distinct_hashes"] = double(first.output_md5.size());
+    state.counters["kernel_hash_stable"] = second.kernel_sha256 == first.kernel_sha256 ? 1 : 0;
+    state.counters["max_ulp_vs_round1"] = double(drift.max_distance);
+    state.counters["inputs_reload_exact"] = reload_exact ? 1 : 0;
+    state.counters["negative_control_detected"] = control.kernel_sha256 != first.kernel_sha256 ? 1 : 0;
+    state.counters["negative_control_outputs_differ"] = control_outputs_differ ? 1 : 0;
+    write_evidence(config, fmt::format("A_{}_threads{}", dtype_name(dtype), threads),
+                   {{"H_k0", first.kernel_sha256}, {"round2_kernel_sha256", second.kernel_sha256},
+                    {"control_kernel_sha256", control.kernel_sha256},
+                    {"output_md5", std::vector<std::string>(all.begin(), all.end())}, {"shape", x_shape}});
+  }
+  if (config.dump_dir.empty()) fs::remove_all(dir.parent_path());
+}
+
+int child_round(int argc, char** argv) {
+  if (argc != 7) {
+    fmt::print(stderr, "usage: --determinism-round2 DIR DTYPE THREADS RUNS FLIP_FMA TAG\n");
+    return 2;
+  }
+  const fs::path dir = argv[1];
+  const DType dtype = parse_dtype(argv[2]);
+  engine::EngineOptions o;
+  o.threads = std::stoi(argv[3]);
+  const int runs = std::stoi(argv[4]);
+  o.fma_contraction = std::string(argv[5]) == "1";
+  const std::string tag = argv[6];
+  const engine::Inputs in = load_inputs(dir);
+  const engine::Graph g = ffn_graph(dtype, in.at("x").shape());
+  const Round r = run_round(g, in, o, dir / ("cache_" + tag), runs, fmt::format("A {} {} (fresh process)", argv[2], tag));
+  write_npy(dir / (tag + "_out.npy"), r.last_output);
+  write_file_atomically(dir / (tag + ".json"),
+                        nlohmann::json{{"kernel_sha256", r.kernel_sha256},
+                                       {"output_md5", std::vector<std::string>(r.output_md5.begin(), r.output_md5.end())},
+                                       {"seconds", r.seconds}}.dump());
+  return 0;
+}
+}  // namespace
+
+void register_benchmarks(const SuiteConfig& config) {
+  for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
+    for (int threads : {1, 2}) {
+      const std::string name = fmt::format("A/dtype:{}/threads:{}/device:{}", dtype_name(dtype), threads, config.device);
+      benchmark::RegisterBenchmark(name.c_str(), [dtype, threads, config](benchmark::State& s) {
+        try {
+          run_case(s, dtype, threads, config);
+        } catch (const std::exception& e) {
+          s.SkipWithError(e.what());
+        }
+      })->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+    }
+  }
+}
+
+}  // namespace fusebench::suite
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--determinism-round2") {
+    try {
+      return fusebench::suite::child_round(argc - 1, argv + 1);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "determinism round 2: {}\n", e.what());
+      return 1;
+    }
+  }
+  return fusebench::suite::run_suite(argc, argv, "fusion_determinism");
+}

@@ -1,0 +1,128 @@
+// Task C1 (claim §1.2 (2)): does lowering tensor x scalar as an fp32 immediate ("muls") or as a
+// tensor of the storage dtype broadcast to x's shape change the result?
+// Axes: dtype (f16, bf16, f32) x scalar (0.7, 0.1, 1.3, 3.14159, and 0.5, exactly representable:
+// a control whose lowerings must agree) x shape x executor (eager, fused) x lowering. The timed loop
+// runs the benchmark's own lowering. Counters compare the two lowerings element-wise (shares at
+// ULP 0 / 1 / >= 2), each against fp64, and say whether the fused kernels' instructions differ
+// (objdump histograms, written with the trace to the dump directory as evidence).
+#include <map>
+
+#include "cpu_device.hpp"
+#include "fusebench/compare.hpp"
+#include "fusebench/error_stats.hpp"
+#include "fusebench/rng.hpp"
+#include "jit_compiler.hpp"
+#include "support/engine_support.hpp"
+
+namespace fusebench::suite {
+
+namespace {
+struct Case {
+  DType dtype;
+  double scalar;
+  Shape shape;
+  bool fused;
+  std::string key() const {
+    return fmt::format("{}/{}/{}/{}", dtype_name(dtype), scalar, shape_string(shape), fused);
+  }
+};
+
+struct Lowered {
+  Tensor output;
+  std::vector<std::string> notes;
+  std::map<std::string, int> instructions;
+  std::string source;
+};
+
+struct Pair {
+  engine::Graph graph;
+  engine::Inputs inputs;
+  Tensor reference;
+  Lowered immediate, broadcast;
+};
+
+engine::EngineOptions lowering_options(bool broadcast) {
+  engine::EngineOptions o;
+  o.scalar_lowering = broadcast ? engine::ScalarLowering::BroadcastTensor : engine::ScalarLowering::ImmediateF32;
+  return o;
+}
+
+Pair& pair_for(const Case& c, const SuiteConfig& config) {
+  static std::map<std::string, Pair> pairs;
+  auto it = pairs.find(c.key());
+  if (it != pairs.end()) return it->second;
+  Pair p;
+  const auto x = p.graph.input("x", c.shape, c.dtype);
+  p.graph.mark_output(p.graph.mul_scalar(x, c.scalar));
+  p.inputs["x"] = random_uniform(c.dtype, c.shape, -1, 1, 42);
+  p.reference = engine::fp64_reference(p.graph, p.inputs)[0];
+  for (bool broadcast : {false, true}) {
+    auto result = make_executor(config, c.fused, lowering_options(broadcast))->run(p.graph, p.inputs);
+    Lowered& l = broadcast ? p.broadcast : p.immediate;
+    l.output = result.outputs[0];
+    l.notes = result.trace[0].lowering;
+    if (c.fused) {
+      l.instructions = cpu::instruction_histogram(result.trace[0].artifact_path);
+      l.source = result.trace[0].source_path;
+    }
+  }
+  return pairs.emplace(c.key(), std::move(p)).first->second;
+}
+
+void run_case(benchmark::State& state, const std::string& name, const Case& c, bool broadcast, const SuiteConfig& config) {
+  Pair& p = pair_for(c, config);
+  auto executor = make_executor(config, c.fused, lowering_options(broadcast));
+  executor->run(p.graph, p.inputs);
+  for (auto _ : state) {
+    auto result = executor->run(p.graph, p.inputs);
+    benchmark::DoNotOptimize(result.outputs[0].raw_data());
+  }
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(2 * p.inputs["x"].nbytes()));
+  const auto between = ulp_diff(p.immediate.output, p.broadcast.output, {.histogram_bins = 2});
+  const double n = double(p.immediate.output.numel());
+  const Lowered& mine = broadcast ? p.broadcast : p.immediate;
+  const auto error = error_stats(mine.output, p.reference);
+  state.counters["frac_ulp0"] = double(between.histogram.counts[0]) / n;
+  state.counters["frac_ulp1"] = double(between.histogram.counts[1]) / n;
+  state.counters["frac_ulp_ge2"] = double(between.histogram.counts[2]) / n;
+  state.counters["ulp_max_between"] = double(between.max_distance);
+  state.counters["ulp_max"] = error.ulp.max;
+  state.counters["ulp_p99"] = error.ulp.p99;
+  state.counters["ulp_mean"] = error.ulp.mean;
+  state.counters["lowering_notes_differ"] = p.immediate.notes != p.broadcast.notes ? 1 : 0;
+  state.counters["instructions_differ"] = c.fused ? (p.immediate.instructions != p.broadcast.instructions ? 1 : 0) : -1;
+  if (!broadcast) {
+    write_evidence(config, "C1_" + name, {
+        {"case", c.key()},
+        {"immediate", {{"notes", p.immediate.notes}, {"instructions", p.immediate.instructions}, {"source", p.immediate.source}}},
+        {"broadcast", {{"notes", p.broadcast.notes}, {"instructions", p.broadcast.instructions}, {"source", p.broadcast.source}}},
+        {"ulp_histogram_between", between.histogram.counts}});
+  }
+}
+}  // namespace
+
+void register_benchmarks(const SuiteConfig& config) {
+  const std::vector<Shape> shapes = config.quick() ? std::vector<Shape>{{256, 256}, {1024, 1024}}
+                                                   : std::vector<Shape>{{1024, 1024}, {4096, 4096}};
+  for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
+    for (double scalar : {0.7, 0.1, 1.3, 3.14159, 0.5}) {
+      for (const Shape& shape : shapes) {
+        for (bool fused : {false, true}) {
+          for (bool broadcast : {false, true}) {
+            const Case c{dtype, scalar, shape, fused};
+            const std::string name = fmt::format("C1/dtype:{}/scalar:{}/shape:{}x{}/exec:{}/lowering:{}/device:{}",
+                                                 dtype_name(dtype), scalar, shape[0], shape[1], fused ? "fused" : "eager",
+                                                 broadcast ? "broadcast" : "immediate", config.device);
+            benchmark::RegisterBenchmark(name.c_str(), [name, c, broadcast, config](benchmark::State& s) {
+              run_case(s, name, c, broadcast, config);
+            })->Unit(benchmark::kMicrosecond);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace fusebench::suite
+
+FUSEBENCH_SUITE_MAIN("scalar_lowering")

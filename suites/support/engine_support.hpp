@@ -1,0 +1,35 @@
+// Helpers for the suites that run the engine: executors of the configured device, evidence files
+// in the dump directory, progress lines for long loops.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "fusebench/engine/executor.hpp"
+#include "support/suite_main.hpp"
+
+namespace fusebench::suite {
+
+std::unique_ptr<engine::Executor> make_executor(const SuiteConfig& config, bool fused, const engine::EngineOptions& options);
+
+// Writes <dump_dir>/<name>.json (atomically) when dumps were requested.
+void write_evidence(const SuiteConfig& config, const std::string& name, const nlohmann::json& evidence);
+// A file-name-safe form of a benchmark name ("A/dtype:f16" -> "A_dtype-f16").
+std::string file_safe(std::string name);
+
+// "label: 40/100 (12 s)" on stderr at most every two seconds, and at the end.
+class Progress {
+ public:
+  Progress(std::string label, std::int64_t total);
+  void tick(std::int64_t done);
+
+ private:
+  std::string label_;
+  std::int64_t total_;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+}  // namespace fusebench::suite
