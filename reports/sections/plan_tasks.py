@@ -93,7 +93,7 @@ def render_c1(doc, runs, results_dir: pathlib.Path):
 
 
 def _c1_evidence(doc, results_dir: pathlib.Path):
-    files = sorted((results_dir / "dumps" / "bench_scalar_lowering").glob("C1_*f16*scalar-0.7*exec-fused*.json"))
+    files = sorted((results_dir / "dumps" / "bench_scalar_lowering").glob("C1_dtype-f16_scalar-0.7_*exec-fused*.json"))
     if not files:
         doc.paragraph("No C1 evidence files in dumps/ (run with a dump directory, as tools/run does).")
         return

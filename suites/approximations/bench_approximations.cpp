@@ -38,7 +38,7 @@ void run_case(benchmark::State& state, const std::string& name, bool div, DType 
   state.counters["ulp_mean"] = stats.ulp.mean;
   state.counters["frac_correctly_rounded"] = double(stats.ulp_histogram.counts[0]) / double(out.numel());
   nlohmann::json hist = stats.ulp_histogram.counts;
-  write_evidence(config, "C3_" + name, {{"integer_ulp_histogram", hist}, {"rel_err_max", stats.rel.max}});
+  write_evidence(config, name, {{"integer_ulp_histogram", hist}, {"rel_err_max", stats.rel.max}});
 }
 }  // namespace
 

@@ -79,7 +79,7 @@ void run_case(benchmark::State& state, const std::string& name, const Subgraph& 
   state.counters["kernels"] = double(fused_result.trace.size());
   state.counters["promoted"] = out.dtype() != dtype ? 1 : 0;
   if (!equal.equal) {
-    write_evidence(config, "D_" + name, {{"first_mismatch_indices", equal.first_mismatch_indices},
+    write_evidence(config, name, {{"first_mismatch_indices", equal.first_mismatch_indices},
                                                  {"fused_trace", fused_result.trace[0].to_json()}});
   }
 }

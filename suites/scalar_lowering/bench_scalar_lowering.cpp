@@ -92,7 +92,7 @@ void run_case(benchmark::State& state, const std::string& name, const Case& c, b
   state.counters["lowering_notes_differ"] = p.immediate.notes != p.broadcast.notes ? 1 : 0;
   state.counters["instructions_differ"] = c.fused ? (p.immediate.instructions != p.broadcast.instructions ? 1 : 0) : -1;
   if (!broadcast) {
-    write_evidence(config, "C1_" + name, {
+    write_evidence(config, name, {
         {"case", c.key()},
         {"immediate", {{"notes", p.immediate.notes}, {"instructions", p.immediate.instructions}, {"source", p.immediate.source}}},
         {"broadcast", {{"notes", p.broadcast.notes}, {"instructions", p.broadcast.instructions}, {"source", p.broadcast.source}}},

@@ -1,0 +1,81 @@
+"""tools/gate RESULTS [--thresholds FILE]: check a results directory against the checked-in
+thresholds; prints one row per check and exits 1 when any fails, 2 on bad input."""
+from __future__ import annotations
+
+import argparse
+import json
+import operator
+import pathlib
+import re
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from runs import InputError, load_runs, plain  # noqa: E402
+
+OPS = {"==": operator.eq, "<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt}
+
+
+def matching(run: dict, pattern: str) -> list[dict]:
+    return [b for b in plain(run["benchmarks"]) if re.search(pattern, b["name"]) and not b.get("error_occurred")]
+
+
+def evaluate(check: dict, runs: dict) -> list[tuple[str, float | None, bool, str]]:
+    """Rows (subject, value, passed, note) for one check."""
+    if check["op"] not in OPS:
+        raise InputError(f"thresholds: check '{check['name']}' has unknown op {check['op']!r}")
+    suite = check["suite"]
+    if suite not in runs:
+        return [(suite, None, False, "suite missing from the results")]
+    run = runs[suite][1]
+    compare = OPS[check["op"]]
+    if "counter" in check:
+        rows = []
+        benches = matching(run, check["benchmark"])
+        if not benches:
+            return [(check["benchmark"], None, False, "no benchmark matches")]
+        for b in benches:
+            value = b.get(check["counter"])
+            if value is None:
+                rows.append((b["name"], None, False, f"no counter {check['counter']}"))
+            else:
+                rows.append((b["name"], value, bool(compare(value, check["value"])), ""))
+        return rows
+    num = matching(run, check["ratio"]["numerator"]["benchmark"])
+    den = matching(run, check["ratio"]["denominator"]["benchmark"])
+    if not num or not den:
+        return [(suite, None, False, "ratio operands missing")]
+    n, d = num[0].get(check["ratio"]["numerator"]["field"]), den[0].get(check["ratio"]["denominator"]["field"])
+    if n is None or d in (None, 0):
+        return [(num[0]["name"], None, False, "ratio field missing or zero")]
+    value = n / d
+    return [(f"{num[0]['name']} / {den[0]['name']}", value, bool(compare(value, check["value"])), "")]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("results")
+    parser.add_argument("--thresholds", default=str(pathlib.Path(__file__).resolve().parent / "thresholds.json"))
+    args = parser.parse_args(argv)
+    try:
+        runs = load_runs(args.results)
+        try:
+            thresholds = json.loads(pathlib.Path(args.thresholds).read_text())["checks"]
+        except (OSError, json.JSONDecodeError, KeyError) as e:
+            raise InputError(f"{args.thresholds}: cannot read the thresholds ({e})") from e
+        failures = 0
+        print(f"{'check':<55} {'value':>12} {'threshold':>12}  result")
+        for check in thresholds:
+            for subject, value, passed, note in evaluate(check, runs):
+                failures += not passed
+                shown = "—" if value is None else f"{value:.4g}"
+                print(f"{check['name'][:55]:<55} {shown:>12} {check['op'] + ' ' + str(check['value']):>12}  "
+                      f"{'pass' if passed else 'FAIL'}  {subject}{'  (' + note + ')' if note else ''}")
+    except InputError as e:
+        print(f"gate: error: {e}", file=sys.stderr)
+        return 2
+    print(f"gate: {failures} failing checks")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
