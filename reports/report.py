@@ -20,7 +20,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from sections import engine, plan_tasks, toolkit  # noqa: E402
 
 SECTIONS = [toolkit, engine]
-PLAN_SECTIONS = [plan_tasks.render_a, plan_tasks.render_c1, plan_tasks.render_c2, plan_tasks.render_c3,
+PLAN_SECTIONS = [plan_tasks.render_a, plan_tasks.render_b, plan_tasks.render_c1, plan_tasks.render_c2, plan_tasks.render_c3,
                  plan_tasks.render_d]
 
 

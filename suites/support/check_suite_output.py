@@ -35,6 +35,10 @@ EXPECTED_COUNTERS = {
     "bench_approximations": {
         "C3/": ["ulp_p50", "ulp_p99", "ulp_max", "frac_correctly_rounded"],
     },
+    "bench_accumulated_error": {
+        "B/": ["sets", "eager_ulp_p99", "fused_ulp_p99", "eager_ulp_max", "fused_ulp_max", "fused_le_eager_p99",
+               "counterexamples", "emulated_vs_eager_max_ulp", "eager_setmax_p99"],
+    },
     "bench_data_movement": {
         "D/": ["bit_equal", "mismatches", "kernels"],
     },

@@ -322,6 +322,12 @@ class Emitter {
     return v;
   }
 
+  // The anchor's value as its epilogue sees it: with per-op rounding emulated, rounded to its dtype
+  // like every other op's value (as eager stores and reloads it).
+  std::string anchor_value(const Node& anchor, const std::string& expr) const {
+    return o_.emulate_per_op_rounding ? round_to_dtype(anchor.dtype, anchor.dtype, expr) : expr;
+  }
+
   // Statements that store every stored member with the iteration shape at flat offset `flat`.
   void store_members(const std::vector<NodeId>& candidates, const Index& idx, const std::string& flat) {
     for (NodeId m : k_.stores) {
@@ -415,7 +421,7 @@ class Emitter {
                                         round == "fbk::NoRounding{}" ? ctype(r.dtype) : dtype_name(r.dtype)));
     Index ri = unravel(r.shape, "p");
     identity_[fmt::format("{}|{}", shape_string(r.shape), fmt::join(ri, ","))] = "p";
-    bound_[r.id] = "reduced";
+    bound_[r.id] = anchor_value(r, "reduced");
     std::vector<NodeId> epilogue;
     for (NodeId m : k_.members) {
       if (std::find(k_.prologue.begin(), k_.prologue.end(), m) == k_.prologue.end()) epilogue.push_back(m);
@@ -463,7 +469,7 @@ class Emitter {
                          newton("Div", o_.div, o_.div_newton_iters));
     }
     out_.lowering.push_back(fmt::format("{}: row-wise {}, tile {}", r.name, op_name(r.kind), o_.reduce_tile));
-    bound_[r.id] = "y[k]";
+    bound_[r.id] = anchor_value(r, "y[k]");
     std::vector<NodeId> epilogue;
     for (NodeId m : k_.members) {
       if (std::find(k_.prologue.begin(), k_.prologue.end(), m) == k_.prologue.end()) epilogue.push_back(m);
@@ -504,7 +510,7 @@ class Emitter {
     line(fmt::format("c.b_buf[r * {} + j] = {};", n, convert(value(b.id, bi), b.dtype, mm.dtype)));
     const std::string gather_b = take_lines("      ");
     const Index ci = batch_index(mm.shape, "r", "j");
-    bound_[mm.id] = fmt::format("c.c_buf[r * {} + j]", n);
+    bound_[mm.id] = anchor_value(mm, fmt::format("c.c_buf[r * {} + j]", n));
     store_members(k_.members, ci, fmt::format("(c.batch * {} + r * {} + j)", m * n, n));
     const std::string epilogue = take_lines("      ");
     out_.lowering.push_back(fmt::format("{}: extern GEMM ({} accumulation), epilogue on the {} result", mm.name, ct, ct));

@@ -41,6 +41,22 @@ TEST(Fused, WithPerOpRoundingEmulatedEqualsEagerBitForBit) {
               BitEqual(testsupport::run_eager(chain.graph, chain.inputs).outputs[0]));
 }
 
+TEST(Fused, EmulatedRoundingAlsoRoundsGemmReductionAndRowwiseResults) {
+  // Epilogues see the anchor's value; with emulation it must be rounded as eager stores it.
+  Graph g;
+  const NodeId q = g.input("q", {2, 16, 32}, DType::f16), k = g.input("k", {2, 16, 32}, DType::f16);
+  const NodeId scores = g.mul_scalar(g.matmul(q, g.transpose(k, 1, 2)), 0.17677669529663687);
+  g.mark_output(g.mul_scalar(g.softmax(scores), 3.0));
+  g.mark_output(g.add_scalar(g.sum(q, 2), 1.0));
+  const engine::Inputs in = {{"q", random_normal(DType::f16, {2, 16, 32}, 0, 3, 22)},
+                             {"k", random_normal(DType::f16, {2, 16, 32}, 0, 3, 23)}};
+  engine::EngineOptions emulate;
+  emulate.emulate_per_op_rounding = true;
+  const auto fused = testsupport::run_fused(g, in, emulate).outputs;
+  const auto eager = testsupport::run_eager(g, in).outputs;
+  for (std::size_t o = 0; o < fused.size(); ++o) EXPECT_THAT(fused[o], BitEqual(eager[o])) << "output " << o;
+}
+
 // Documented accuracy of one op against fp64, in ULPs of the result format (max over 2^14 inputs
 // in the stated range): fp16/bf16 results are correctly rounded up to the fp32 compute error
 // (bound 0.51). fp32 results carry that error: add/mul/sqrt 0.5 (IEEE); rsqrt 1.5 (1/sqrt, two
