@@ -21,7 +21,7 @@ from sections import engine, plan_tasks, toolkit  # noqa: E402
 
 SECTIONS = [toolkit, engine]
 PLAN_SECTIONS = [plan_tasks.render_a, plan_tasks.render_b, plan_tasks.render_c1, plan_tasks.render_c2, plan_tasks.render_c3,
-                 plan_tasks.render_d]
+                 plan_tasks.render_d, plan_tasks.render_e]
 
 
 class ResultsError(Exception):

@@ -179,6 +179,7 @@ def render_c3(doc, runs, results_dir: pathlib.Path):
                   "whose result equals the fp64 value rounded to the dtype.")
     doc.table(["op", "dtype", "mode", "iterations", "ULP P50", "ULP P99", "ULP max", "correctly rounded"], table)
     _c3_plot(doc, rows)
+    _c3_histograms(doc, results_dir)
     improving, differs = [], []
     for op in ("rsqrt", "div"):
         for dtype in ("f16", "bf16", "f32"):
@@ -216,6 +217,30 @@ def _c3_plot(doc, rows):
         ax.set_xticks([0, 1, 2, 3])
     axes[1].legend(fontsize=8)
     doc.figure(fig, "c3_iterations", "C3 max ULP error against iterations")
+    plt.close(fig)
+
+
+def _c3_histograms(doc, results_dir: pathlib.Path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    files = sorted((results_dir / "dumps" / "bench_approximations").glob("C3_op-rsqrt_dtype-f32_mode-newton-bittrick_*.json"))
+    if not files:
+        return
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    width = 0.8 / len(files)
+    for i, path in enumerate(files):
+        counts = json.loads(path.read_text())["integer_ulp_histogram"]
+        total = sum(counts)
+        iters = path.name.split("iters-")[1].split("_")[0]
+        xs = [k + i * width for k in range(len(counts))]
+        ax.bar(xs, [100 * c / total for c in counts], width=width, label=f"{iters} iterations")
+    ax.set_xticks(range(len(counts)), [str(k) for k in range(len(counts) - 1)] + [f">={len(counts) - 1}"])
+    ax.set_xlabel("integer ULP distance to the correctly rounded result")
+    ax.set_ylabel("% of elements")
+    ax.set_title("C3: rsqrt f32, Newton from the bit-trick seed")
+    ax.legend()
+    doc.figure(fig, "c3_histograms", "C3 ULP histograms per iteration count")
     plt.close(fig)
 
 
@@ -337,3 +362,11 @@ def _b_counterexamples(doc, results_dir: pathlib.Path):
     if rows:
         doc.table(["chain", "dtype", "inputs", "set", "seed", "element", "fused ULP", "eager ULP", "first divergent op"],
                   rows[:25])
+
+
+# ---- E
+def render_e(doc, runs, results_dir: pathlib.Path):
+    doc.heading("E — end-to-end training alignment (claim §3.2 in practice)")
+    if "training_alignment" not in runs:
+        doc.paragraph("Not measured: this build has no training suite (task E needs a model, data and an optimizer on the "
+                      "engine, and an accelerator for the plan's GPT-2 run). No curves, no final table, no verdict.")
