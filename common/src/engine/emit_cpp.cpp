@@ -322,6 +322,15 @@ class Emitter {
     return v;
   }
 
+  // Members computed after the anchor (the anchor included).
+  std::vector<NodeId> epilogue_members() const {
+    std::vector<NodeId> out;
+    for (NodeId m : k_.members) {
+      if (std::find(k_.prologue.begin(), k_.prologue.end(), m) == k_.prologue.end()) out.push_back(m);
+    }
+    return out;
+  }
+
   // The anchor's value as its epilogue sees it: with per-op rounding emulated, rounded to its dtype
   // like every other op's value (as eager stores and reloads it).
   std::string anchor_value(const Node& anchor, const std::string& expr) const {
@@ -422,10 +431,7 @@ class Emitter {
     Index ri = unravel(r.shape, "p");
     identity_[fmt::format("{}|{}", shape_string(r.shape), fmt::join(ri, ","))] = "p";
     bound_[r.id] = anchor_value(r, "reduced");
-    std::vector<NodeId> epilogue;
-    for (NodeId m : k_.members) {
-      if (std::find(k_.prologue.begin(), k_.prologue.end(), m) == k_.prologue.end()) epilogue.push_back(m);
-    }
+    const std::vector<NodeId> epilogue = epilogue_members();
     store_members(epilogue, ri, "p");
     const std::string after = take_lines("    ");
     std::string body = fmt::format(
@@ -470,10 +476,7 @@ class Emitter {
     }
     out_.lowering.push_back(fmt::format("{}: row-wise {}, tile {}", r.name, op_name(r.kind), o_.reduce_tile));
     bound_[r.id] = anchor_value(r, "y[k]");
-    std::vector<NodeId> epilogue;
-    for (NodeId m : k_.members) {
-      if (std::find(k_.prologue.begin(), k_.prologue.end(), m) == k_.prologue.end()) epilogue.push_back(m);
-    }
+    const std::vector<NodeId> epilogue = epilogue_members();
     store_members(epilogue, xi, fmt::format("(q * {} + k)", extent));
     const std::string after = take_lines("      ");
     std::string body = fmt::format(
