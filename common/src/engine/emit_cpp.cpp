@@ -421,9 +421,9 @@ class Emitter {
     std::string reduce;
     const std::string round = accumulator_rounding(o_, r.dtype);
     if (r.kind == OpKind::Max) {
-      reduce = "fbk::row_max(row.data(), K)";
+      reduce = "fbk::row_max(row, K)";
     } else {
-      reduce = fmt::format("fbk::tiled_sum(row.data(), K, {}, {})", o_.reduce_tile, round);
+      reduce = fmt::format("fbk::tiled_sum(row, K, {}, {})", o_.reduce_tile, round);
       if (r.kind == OpKind::Mean) reduce = fmt::format("({} / {}(K))", reduce, ctype(r.dtype));
     }
     out_.lowering.push_back(fmt::format("{}: tiled sum, tile {}, {} lanes, accumulator {}", r.name, o_.reduce_tile, 32,
@@ -435,7 +435,8 @@ class Emitter {
     store_members(epilogue, ri, "p");
     const std::string after = take_lines("    ");
     std::string body = fmt::format(
-        "  constexpr std::int64_t K = {0};\n  std::vector<{1}> row(K);\n"
+        "  constexpr std::int64_t K = {0};\n  const std::unique_ptr<{1}[]> row_buffer(new {1}[K]);\n"
+        "  {1}* const row = row_buffer.get();\n"
         "  const std::int64_t begin = task * {2}, end = begin + {2} < {3} ? begin + {2} : {3};\n"
         "  for (std::int64_t p = begin; p < end; ++p) {{\n    const std::int64_t a = p / {4}, b = p % {4};\n"
         "    (void)a; (void)b;\n    for (std::int64_t k = 0; k < K; ++k) {{\n{5}    }}\n"
@@ -467,11 +468,11 @@ class Emitter {
         line(fmt::format("{}[k] = {};", p == 1 ? "w" : "bias", convert(value(wb.id, Index{"k"}), wb.dtype, r.dtype)));
       }
       params = take_lines("    ");
-      call = fmt::format("fbk::layernorm_row(x.data(), w.data(), bias.data(), y.data(), scratch.data(), K, {}, {}({}), {}, {});",
+      call = fmt::format("fbk::layernorm_row(x, w, bias, y, scratch, K, {}, {}({}), {}, {});",
                          o_.reduce_tile, ct, literal(r.eps, r.dtype), round,
                          newton("Rsqrt", o_.rsqrt, o_.rsqrt_newton_iters));
     } else {
-      call = fmt::format("fbk::softmax_row(x.data(), y.data(), K, {}, {}, {});", o_.reduce_tile, round,
+      call = fmt::format("fbk::softmax_row(x, y, K, {}, {}, {});", o_.reduce_tile, round,
                          newton("Div", o_.div, o_.div_newton_iters));
     }
     out_.lowering.push_back(fmt::format("{}: row-wise {}, tile {}", r.name, op_name(r.kind), o_.reduce_tile));
@@ -479,13 +480,21 @@ class Emitter {
     const std::vector<NodeId> epilogue = epilogue_members();
     store_members(epilogue, xi, fmt::format("(q * {} + k)", extent));
     const std::string after = take_lines("      ");
+    // Row buffers are written in full before they are read: no zero-fill (it cost more memory
+    // traffic than the row itself).
+    std::string buffers;
+    for (const char* b : r.kind == OpKind::LayerNorm ? std::vector<const char*>{"x", "y", "scratch", "w", "bias"}
+                                                     : std::vector<const char*>{"x", "y"}) {
+      buffers += fmt::format("  const std::unique_ptr<{0}[]> {1}_buffer(new {0}[K]);\n  {0}* const {1} = {1}_buffer.get();\n",
+                             ct, b);
+    }
     std::string body = fmt::format(
-        "  constexpr std::int64_t K = {0};\n  std::vector<{1}> x(K), y(K), scratch(K), w(K), bias(K);\n"
+        "  constexpr std::int64_t K = {0};\n{1}"
         "  for (std::int64_t k = 0; k < K; ++k) {{\n{2}  }}\n"
         "  const std::int64_t begin = task * {3}, end = begin + {3} < {4} ? begin + {3} : {4};\n"
         "  for (std::int64_t q = begin; q < end; ++q) {{\n    for (std::int64_t k = 0; k < K; ++k) {{\n{5}    }}\n"
         "    {6}\n    for (std::int64_t k = 0; k < K; ++k) {{\n{7}    }}\n  }}\n",
-        extent, ct, params, per_task, rows, gather, call, after);
+        extent, buffers, params, per_task, rows, gather, call, after);
     return task_wrapper("rowwise_task", body) +
            fmt::format("void run(Ctx& c) {{ c.services->parallel_for(c.services->pool, {}, rowwise_task, &c); }}\n", tasks);
   }
