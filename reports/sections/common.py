@@ -29,3 +29,17 @@ def name_fields(name: str) -> dict[str, str]:
 
 def gbps(value: float) -> str:
     return f"{value / 1e9:.2f}"
+
+
+def suite_run(doc, runs: dict[str, dict], suite: str) -> dict | None:
+    """The suite's run, or None after saying in the report that it did not run."""
+    run = runs.get(suite)
+    if run is None:
+        doc.paragraph(f"The {suite} suite did not run in this results directory.")
+    return run
+
+
+def copy_bandwidth(run: dict) -> float | None:
+    """bytes_per_second of the run's MemoryCopy yardstick, if it has one."""
+    copies = [b for b in benchmarks(run, "MemoryCopy/") if "bytes_per_second" in b]
+    return copies[0]["bytes_per_second"] if copies else None

@@ -1,7 +1,7 @@
 """The system under test: eager vs fused speed against the memory copy and fp32 peak of the same run."""
 from __future__ import annotations
 
-from .common import benchmarks, gbps, name_fields
+from .common import benchmarks, copy_bandwidth, gbps, name_fields, suite_run
 
 SUITE = "engine_throughput"
 
@@ -21,13 +21,11 @@ def _seconds(b: dict) -> float:
 
 def render(doc, runs: dict[str, dict]):
     doc.heading("Engine — eager vs fused speed")
-    run = runs.get(SUITE)
+    run = suite_run(doc, runs, SUITE)
     if run is None:
-        doc.paragraph("The engine_throughput suite did not run in this results directory.")
         return
     fam = _by_family(run)
-    copy = fam.get("MemoryCopy", {}).get("-")
-    copy_bw = copy["bytes_per_second"] if copy else None
+    copy_bw = copy_bandwidth(run)
     peak = fam.get("Fp32Peak", {}).get("-")
     doc.paragraph(f"Yardsticks of this run: memory copy {gbps(copy_bw) if copy_bw else '?'} GB/s; fp32 FMA peak "
                   f"{peak['gflops'] if peak else float('nan'):.0f} GFLOP/s on all threads. Bandwidth counts the "

@@ -5,18 +5,11 @@ from __future__ import annotations
 import json
 import pathlib
 
-from .common import benchmarks, name_fields
+from .common import benchmarks, name_fields, suite_run
 
 
 def _rows(run: dict, prefix: str) -> list[tuple[dict, dict]]:
     return [(name_fields(b["name"]), b) for b in benchmarks(run, prefix) if not b.get("error_occurred")]
-
-
-def _missing(doc, runs, suite, title) -> dict | None:
-    run = runs.get(suite)
-    if run is None:
-        doc.paragraph(f"The {suite} suite did not run in this results directory.")
-    return run
 
 
 def _profile_line(doc, run):
@@ -29,7 +22,7 @@ def _profile_line(doc, run):
 # ---- A
 def render_a(doc, runs, results_dir: pathlib.Path):
     doc.heading("A — determinism of fused execution (claim §3.3)")
-    run = _missing(doc, runs, "fusion_determinism", "A")
+    run = suite_run(doc, runs, "fusion_determinism")
     if run is None:
         return
     _profile_line(doc, run)
@@ -54,7 +47,7 @@ def render_a(doc, runs, results_dir: pathlib.Path):
 # ---- C1
 def render_c1(doc, runs, results_dir: pathlib.Path):
     doc.heading("C1 — tensor × scalar lowering (claim §1.2 (2))")
-    run = _missing(doc, runs, "scalar_lowering", "C1")
+    run = suite_run(doc, runs, "scalar_lowering")
     if run is None:
         return
     _profile_line(doc, run)
@@ -138,7 +131,7 @@ def _c1_plot(doc, run):
 # ---- C2
 def render_c2(doc, runs, results_dir: pathlib.Path):
     doc.heading("C2 — reduction accumulation order (claim §1.2 (3))")
-    run = _missing(doc, runs, "reduction_order", "C2")
+    run = suite_run(doc, runs, "reduction_order")
     if run is None:
         return
     _profile_line(doc, run)
@@ -168,7 +161,7 @@ def render_c2(doc, runs, results_dir: pathlib.Path):
 # ---- C3
 def render_c3(doc, runs, results_dir: pathlib.Path):
     doc.heading("C3 — rsqrt / division iteration count (claim §1.2 (4))")
-    run = _missing(doc, runs, "approximations", "C3")
+    run = suite_run(doc, runs, "approximations")
     if run is None:
         return
     _profile_line(doc, run)
@@ -247,7 +240,7 @@ def _c3_histograms(doc, results_dir: pathlib.Path):
 # ---- D
 def render_d(doc, runs, results_dir: pathlib.Path):
     doc.heading("D — pure data movement (claim §2)")
-    run = _missing(doc, runs, "data_movement", "D")
+    run = suite_run(doc, runs, "data_movement")
     if run is None:
         return
     _profile_line(doc, run)
@@ -278,7 +271,7 @@ def render_d(doc, runs, results_dir: pathlib.Path):
 # ---- B
 def render_b(doc, runs, results_dir: pathlib.Path):
     doc.heading("B — eager vs fused accumulated error (claim §3.2)")
-    run = _missing(doc, runs, "accumulated_error", "B")
+    run = suite_run(doc, runs, "accumulated_error")
     if run is None:
         return
     _profile_line(doc, run)

@@ -1,7 +1,7 @@
 """Task S: throughput of the precision toolkit against a memory copy measured in the same run."""
 from __future__ import annotations
 
-from .common import benchmarks, gbps, name_fields
+from .common import benchmarks, copy_bandwidth, gbps, name_fields, suite_run
 
 SUITE = "precision_toolkit"
 # Family -> (target share of the copy bandwidth, what the target means).
@@ -9,8 +9,7 @@ TARGETS = {"UlpDiff": 0.50, "ErrorStats": 0.05}
 
 
 def ratios(run: dict) -> tuple[float | None, list[dict]]:
-    copies = [b for b in benchmarks(run, "MemoryCopy/") if "bytes_per_second" in b]
-    copy_bw = copies[0]["bytes_per_second"] if copies else None
+    copy_bw = copy_bandwidth(run)
     rows = []
     for b in benchmarks(run):
         f = name_fields(b["name"])
@@ -24,9 +23,8 @@ def ratios(run: dict) -> tuple[float | None, list[dict]]:
 
 def render(doc, runs: dict[str, dict]):
     doc.heading("S — precision toolkit throughput")
-    run = runs.get(SUITE)
+    run = suite_run(doc, runs, SUITE)
     if run is None:
-        doc.paragraph("The precision_toolkit suite did not run in this results directory.")
         return
     copy_bw, rows = ratios(run)
     if copy_bw is None:

@@ -120,6 +120,15 @@ NodeId Graph::binary(OpKind kind, NodeId a, NodeId b) {
   return push(std::move(n));
 }
 
+NodeId Graph::view(OpKind kind, NodeId x, Shape shape) {
+  Node n;
+  n.kind = kind;
+  n.inputs = {x};
+  n.dtype = node(x).dtype;
+  n.shape = std::move(shape);
+  return push(std::move(n));
+}
+
 NodeId Graph::unary(OpKind kind, NodeId x) {
   const Node& in = node(x);
   require_floating(in, kind, operand_text(x));
@@ -266,12 +275,7 @@ NodeId Graph::reshape(NodeId x, Shape shape) {
   if (shape_numel(shape) != shape_numel(in.shape)) {
     throw_input_error("reshape({}) to {}: element counts differ", operand_text(x), shape_string(shape));
   }
-  Node n;
-  n.kind = OpKind::Reshape;
-  n.inputs = {x};
-  n.dtype = in.dtype;
-  n.shape = std::move(shape);
-  return push(std::move(n));
+  return view(OpKind::Reshape, x, std::move(shape));
 }
 
 NodeId Graph::slice(NodeId x, int axis, std::int64_t start, std::int64_t stop) {
@@ -345,12 +349,7 @@ NodeId Graph::expand(NodeId x, Shape shape) {
   const Node& in = node(x);
   const auto what = fmt::format("expand({}) to {}", operand_text(x), shape_string(shape));
   if (broadcast_shapes(in.shape, shape, what) != shape) throw_input_error("{}: not a broadcast of the operand", what);
-  Node n;
-  n.kind = OpKind::Expand;
-  n.inputs = {x};
-  n.dtype = in.dtype;
-  n.shape = std::move(shape);
-  return push(std::move(n));
+  return view(OpKind::Expand, x, std::move(shape));
 }
 
 void Graph::mark_output(NodeId id) {

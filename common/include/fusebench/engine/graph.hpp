@@ -99,6 +99,7 @@ class Graph {
   NodeId push(Node node);
   NodeId binary(OpKind kind, NodeId a, NodeId b);
   NodeId unary(OpKind kind, NodeId x);
+  NodeId view(OpKind kind, NodeId x, Shape shape);  // single-input data movement
   NodeId reduction(OpKind kind, NodeId x, int axis, bool keepdim);
   std::string operand_text(NodeId id) const;  // "name: f16[8, 16]" for messages
   std::vector<Node> nodes_;
