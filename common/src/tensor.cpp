@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <new>
 #include <sys/mman.h>
 #include <numeric>
@@ -31,16 +33,72 @@ Shape contiguous_strides(const Shape& shape) {
 }
 
 namespace {
+// Freed large buffers are kept for reuse, as a framework's caching allocator keeps them: a run
+// that allocates its outputs again then finds pages that are already mapped, instead of taking a
+// page fault and a kernel zero-fill per page, which would dominate a memory-bound comparison and
+// is not what a framework's steady state pays. Buffers are reused only at their exact size, and
+// the cache holds at most FUSEBENCH_BUFFER_CACHE_MB (default 4096) MiB.
+class LargeBufferCache {
+ public:
+  static constexpr std::size_t kMinimumBytes = std::size_t(1) << 20;
+
+  static LargeBufferCache& instance() {
+    static auto* cache = new LargeBufferCache();  // never destroyed: tensors in statics outlive any order
+    return *cache;
+  }
+  void* take(std::size_t bytes) {
+    const std::lock_guard lock(mutex_);
+    auto it = free_.find(bytes);
+    if (it == free_.end()) return nullptr;
+    void* memory = it->second;
+    free_.erase(it);
+    cached_bytes_ -= bytes;
+    return memory;
+  }
+  void give(void* memory, std::size_t bytes) {
+    {
+      const std::lock_guard lock(mutex_);
+      if (cached_bytes_ + bytes <= limit_bytes_) {
+        free_.emplace(bytes, memory);
+        cached_bytes_ += bytes;
+        return;
+      }
+    }
+    std::free(memory);
+  }
+
+ private:
+  LargeBufferCache() {
+    if (const char* env = std::getenv("FUSEBENCH_BUFFER_CACHE_MB"); env && *env) {
+      limit_bytes_ = std::size_t(std::strtoull(env, nullptr, 10)) << 20;
+    }
+  }
+  std::mutex mutex_;
+  std::multimap<std::size_t, void*> free_;
+  std::size_t cached_bytes_ = 0;
+  std::size_t limit_bytes_ = std::size_t(4096) << 20;
+};
+
 std::shared_ptr<std::byte[]> allocate_aligned(std::size_t bytes) {
   // Large buffers are aligned to 2 MiB and offered to transparent huge pages: a fresh 64 MiB
-  // output otherwise costs 16k page faults, which would dominate a memory-bound comparison.
+  // buffer otherwise costs 16k page faults.
   constexpr std::size_t kHugePage = std::size_t(2) << 20;
   const std::size_t alignment = bytes >= 2 * kHugePage ? kHugePage : 64;
   const std::size_t rounded = std::max<std::size_t>(alignment, (bytes + alignment - 1) / alignment * alignment);
-  void* memory = std::aligned_alloc(alignment, rounded);
-  if (memory == nullptr) throw std::bad_alloc();
-  if (alignment == kHugePage) ::madvise(memory, rounded, MADV_HUGEPAGE);
-  return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(memory), [](std::byte* p) { std::free(p); });
+  if (rounded < LargeBufferCache::kMinimumBytes) {
+    void* memory = std::aligned_alloc(alignment, rounded);
+    if (memory == nullptr) throw std::bad_alloc();
+    return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(memory), [](std::byte* p) { std::free(p); });
+  }
+  void* memory = LargeBufferCache::instance().take(rounded);
+  if (memory == nullptr) {
+    memory = std::aligned_alloc(alignment, rounded);
+    if (memory == nullptr) throw std::bad_alloc();
+    if (alignment == kHugePage) ::madvise(memory, rounded, MADV_HUGEPAGE);
+  }
+  return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(memory), [rounded](std::byte* p) {
+    LargeBufferCache::instance().give(p, rounded);
+  });
 }
 
 void check_shape(const Shape& shape, std::string_view what) {

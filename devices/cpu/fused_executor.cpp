@@ -1,5 +1,7 @@
 #include "fused_executor.hpp"
 
+#include <chrono>
+
 #include <Eigen/Core>
 #include <fmt/format.h>
 
@@ -50,19 +52,24 @@ engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::I
     const KernelFunction fn = jit_.load(artifact);
     std::vector<Tensor> keep;  // contiguous operands live until the kernel returns
     std::vector<void*> buffers;
+    double bytes_moved = 0;
     for (engine::NodeId id : emitted.loads) {
       keep.push_back(result.values.at(id).contiguous());
       buffers.push_back(keep.back().raw_data());
+      bytes_moved += double(keep.back().nbytes());
     }
     for (engine::NodeId id : emitted.stores) {
       const engine::Node& n = graph.node(id);
       Tensor out = Tensor::uninitialized(n.dtype, n.shape);
       buffers.push_back(out.raw_data());
+      bytes_moved += double(out.nbytes());
       result.values[id] = std::move(out);
     }
     for (Tensor& constant : emitted.constants) buffers.push_back(constant.raw_data());
     const Args args{buffers.data(), &services};
+    const auto start = std::chrono::steady_clock::now();
     fn(&args);
+    const double run_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
     engine::KernelTrace trace;
     trace.name = kernel.name;
@@ -77,6 +84,8 @@ engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::I
     trace.artifact_sha256 = artifact.sha256;
     trace.compile_ms = artifact.compile_ms;
     trace.cache_hit = artifact.hit;
+    trace.run_ms = run_ms;
+    trace.bytes_moved = bytes_moved;
     result.trace.push_back(std::move(trace));
   }
   for (engine::NodeId id : graph.outputs()) {

@@ -27,7 +27,8 @@ def render(doc, runs: dict[str, dict]):
     fam = _by_family(run)
     copy_bw = copy_bandwidth(run)
     peak = fam.get("Fp32Peak", {}).get("-")
-    doc.paragraph(f"Yardsticks of this run: memory copy {gbps(copy_bw) if copy_bw else '?'} GB/s; fp32 FMA peak "
+    doc.paragraph(f"Yardsticks of this run: memory copy {gbps(copy_bw) if copy_bw else '?'} GB/s of traffic (read + "
+                  "written, on the kernels' threads); fp32 FMA peak "
                   f"{peak['gflops'] if peak else float('nan'):.0f} GFLOP/s on all threads. Bandwidth counts the "
                   "bytes each path moves (fused: kernel inputs and outputs; eager: every op's operands and result).")
     rows = []

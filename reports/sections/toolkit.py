@@ -30,8 +30,9 @@ def render(doc, runs: dict[str, dict]):
     if copy_bw is None:
         doc.paragraph("No MemoryCopy reference in this run: ratios cannot be computed.")
         return
-    doc.paragraph(f"Memory-copy bandwidth measured in the same run: {gbps(copy_bw)} GB/s (bytes copied per "
-                  "second). Comparison throughput counts the input bytes of both operands. One core.")
+    doc.paragraph(f"Memory-copy bandwidth measured in the same run: {gbps(copy_bw)} GB/s of traffic (each byte "
+                  "copied is read and written, as STREAM counts it). Comparison throughput counts the input bytes "
+                  "of both operands, which is their traffic. One core.")
     table = []
     for r in rows:
         verdict = "—"

@@ -24,9 +24,11 @@ struct SuiteConfig {
 // Defined by each suite.
 void register_benchmarks(const SuiteConfig& config);
 
-// MemoryCopy/bytes:N: memcpy of N bytes, the bandwidth yardstick every suite measures in its own
-// run (bytes_per_second counts bytes copied).
-void register_memory_copy(std::int64_t bytes);
+// MemoryCopy/bytes:N/threads:T: memcpy of N bytes split over T threads, the bandwidth yardstick a
+// suite measures in its own run. bytes_per_second counts traffic, 2 N per copy (N read, N
+// written), the unit in which every other benchmark of the suite reports the bytes it reads and
+// writes; T is the number of threads the measured kernels use.
+void register_memory_copy(std::int64_t bytes, int threads);
 
 // Parses --profile=quick|full, --device=cpu, --dump-dir=DIR (removing them from argv), records the
 // context and runs the benchmarks.

@@ -29,6 +29,8 @@ struct KernelTrace {
   std::string source_path, artifact_path, artifact_sha256;
   double compile_ms = 0;            // 0 on a cache hit
   bool cache_hit = false;
+  double run_ms = 0;                // wall time of the kernel itself (not emission, lookup or allocation)
+  double bytes_moved = 0;           // bytes the kernel reads (its operands) plus the bytes it writes
   nlohmann::json to_json() const;
 };
 
