@@ -48,8 +48,15 @@ engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::I
   const Services services{pool_parallel_for, &pool_, pool_gemm_f32, pool_gemm_f64};
   for (const auto& kernel : plan.kernels) {
     engine::EmittedKernel emitted = engine::emit_cpp_kernel(graph, kernel, options_);
-    const engine::CachedArtifact artifact = jit_.build(cache_, emitted.source);
-    const KernelFunction fn = jit_.load(artifact);
+    auto known = loaded_.find(emitted.source);
+    const bool reused = known != loaded_.end();
+    if (!reused) {
+      engine::CachedArtifact built = jit_.build(cache_, emitted.source);
+      const KernelFunction function = jit_.load(built);
+      known = loaded_.emplace(emitted.source, LoadedKernel{std::move(built), function}).first;
+    }
+    const engine::CachedArtifact& artifact = known->second.artifact;
+    const KernelFunction fn = known->second.function;
     std::vector<Tensor> keep;  // contiguous operands live until the kernel returns
     std::vector<void*> buffers;
     double bytes_moved = 0;
@@ -82,8 +89,8 @@ engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::I
     trace.source_path = artifact.source.string();
     trace.artifact_path = artifact.library.string();
     trace.artifact_sha256 = artifact.sha256;
-    trace.compile_ms = artifact.compile_ms;
-    trace.cache_hit = artifact.hit;
+    trace.compile_ms = reused ? 0 : artifact.compile_ms;
+    trace.cache_hit = reused || artifact.hit;
     trace.run_ms = run_ms;
     trace.bytes_moved = bytes_moved;
     result.trace.push_back(std::move(trace));

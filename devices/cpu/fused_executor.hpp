@@ -2,6 +2,9 @@
 // each as C++, the JIT compiles it through the kernel cache and runs it on the thread pool.
 #pragma once
 
+#include <map>
+#include <string>
+
 #include "fusebench/engine/executor.hpp"
 #include "fusebench/engine/kernel_cache.hpp"
 #include "fusebench/engine/planner.hpp"
@@ -24,6 +27,13 @@ class FusedExecutor final : public engine::Executor {
   ThreadPool pool_;
   engine::KernelCache cache_;
   JitCompiler jit_;
+  // Kernels this executor has built and loaded, by source: a repeated run skips the on-disk
+  // lookup (key hash and artifact SHA-256 check), as a framework keeps its compiled graphs.
+  struct LoadedKernel {
+    engine::CachedArtifact artifact;
+    KernelFunction function;
+  };
+  std::map<std::string, LoadedKernel> loaded_;
 };
 
 }  // namespace fusebench::cpu

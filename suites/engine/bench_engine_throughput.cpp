@@ -10,6 +10,7 @@
 //                  gelu's arithmetic, not by memory
 //   LayerNorm, Softmax  over the last axis of [rows, 4096] f16
 //   Matmul         f16 operands through fp32 GEMM; gflops next to Fp32Peak
+//   path:fused_fma the fused path with FMA contraction allowed (a knob; the default keeps it off)
 //   CompileCold / CacheHit   one fused kernel: emit + compile + load, and a warm cache lookup
 // Precision counters (ulp_max, ulp_p99 against fp64) are computed once, outside the timed loop.
 #include <immintrin.h>
@@ -78,8 +79,15 @@ Workload matmul(std::int64_t m, std::int64_t k, std::int64_t n) {
   return w;
 }
 
-void run_workload(benchmark::State& state, const Workload& w, bool fused, const SuiteConfig& config) {
+// The paths a workload runs on: eager, fused with the default knobs, and fused with FMA
+// contraction allowed (the knob that most changes the arithmetic cost of gelu and exp).
+enum class Path { Eager, Fused, FusedFma };
+const char* path_name(Path p) { return p == Path::Eager ? "eager" : (p == Path::Fused ? "fused" : "fused_fma"); }
+
+void run_workload(benchmark::State& state, const Workload& w, Path path, const SuiteConfig& config) {
+  const bool fused = path != Path::Eager;
   engine::EngineOptions options;
+  options.fma_contraction = path == Path::FusedFma;
   std::unique_ptr<engine::Executor> executor;
   if (fused) {
     executor = std::make_unique<cpu::FusedExecutor>(options);
@@ -201,18 +209,19 @@ void register_benchmarks(const SuiteConfig& config) {
   workloads.emplace("layernorm", rowwise(true, rows, 4096));
   workloads.emplace("softmax", rowwise(false, rows, 4096));
   workloads.emplace("matmul", matmul(mm_m, mm_k, mm_n));
-  auto add = [&](const std::string& family, const std::string& key, const std::string& shape) {
-    for (bool fused : {false, true}) {
-      const std::string name = fmt::format("{}/path:{}/dtype:f16/{}", family, fused ? "fused" : "eager", shape);
-      benchmark::RegisterBenchmark(name.c_str(), [key, fused, config](benchmark::State& s) {
-        run_workload(s, workloads.at(key), fused, config);
+  auto add = [&](const std::string& family, const std::string& key, const std::string& shape, bool with_fma) {
+    for (Path path : {Path::Eager, Path::Fused, Path::FusedFma}) {
+      if (path == Path::FusedFma && !with_fma) continue;
+      const std::string name = fmt::format("{}/path:{}/dtype:f16/{}", family, path_name(path), shape);
+      benchmark::RegisterBenchmark(name.c_str(), [key, path, config](benchmark::State& s) {
+        run_workload(s, workloads.at(key), path, config);
       })->Unit(benchmark::kMillisecond)->UseRealTime();
     }
   };
-  add("Chain", "chain", fmt::format("n:{}", n));
-  add("LayerNorm", "layernorm", fmt::format("shape:{}x4096", rows));
-  add("Softmax", "softmax", fmt::format("shape:{}x4096", rows));
-  add("Matmul", "matmul", fmt::format("shape:{}x{}x{}", mm_m, mm_k, mm_n));
+  add("Chain", "chain", fmt::format("n:{}", n), true);
+  add("LayerNorm", "layernorm", fmt::format("shape:{}x4096", rows), true);
+  add("Softmax", "softmax", fmt::format("shape:{}x4096", rows), true);
+  add("Matmul", "matmul", fmt::format("shape:{}x{}x{}", mm_m, mm_k, mm_n), false);
   const int threads = int(std::max(1u, std::thread::hardware_concurrency()));
   benchmark::RegisterBenchmark(fmt::format("Fp32Peak/threads:{}", threads).c_str(), fp32_peak, threads)
       ->Unit(benchmark::kMillisecond)->UseRealTime();
