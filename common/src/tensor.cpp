@@ -37,7 +37,7 @@ namespace {
 // that allocates its outputs again then finds pages that are already mapped, instead of taking a
 // page fault and a kernel zero-fill per page, which would dominate a memory-bound comparison and
 // is not what a framework's steady state pays. Buffers are reused only at their exact size, and
-// the cache holds at most FUSEBENCH_BUFFER_CACHE_MB (default 4096) MiB.
+// the cache holds at most FUSEBENCH_BUFFER_CACHE_MB (default 1024) MiB.
 class LargeBufferCache {
  public:
   static constexpr std::size_t kMinimumBytes = std::size_t(1) << 20;
@@ -76,7 +76,7 @@ class LargeBufferCache {
   std::mutex mutex_;
   std::multimap<std::size_t, void*> free_;
   std::size_t cached_bytes_ = 0;
-  std::size_t limit_bytes_ = std::size_t(4096) << 20;
+  std::size_t limit_bytes_ = std::size_t(1024) << 20;
 };
 
 std::shared_ptr<std::byte[]> allocate_aligned(std::size_t bytes) {

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -55,6 +56,21 @@ TEST(Tensor, ConversionsRoundOnceToNearestEven) {
   EXPECT_EQ(half.bits_at(2), 0x8000u);
   EXPECT_EQ(half.bits_at(3), 0x0000u);  // below half the smallest subnormal (5.96e-8)
   EXPECT_EQ(half.to(DType::f32).to(DType::f16).bits_at(0), 0x3c00u);
+}
+
+TEST(Tensor, LargeBuffersAreReusedAtTheirExactSizeAndZeroFilledWhenAskedFor) {
+  const Shape large = {std::int64_t(1) << 20};  // 4 MiB of f32: kept for reuse when freed
+  const std::byte* first = nullptr;
+  {
+    Tensor t = Tensor::uninitialized(DType::f32, large);
+    std::fill(t.span<float>().begin(), t.span<float>().end(), 3.0f);
+    first = t.raw_data();
+  }
+  Tensor again(DType::f32, large);  // same size: the cached buffer, zero-filled as the constructor promises
+  EXPECT_EQ(again.raw_data(), first);
+  EXPECT_TRUE(std::all_of(again.span<float>().begin(), again.span<float>().end(), [](float v) { return v == 0.0f; }));
+  const Tensor other = Tensor::uninitialized(DType::f32, {(std::int64_t(1) << 20) + 4096});
+  EXPECT_NE(other.raw_data(), first);  // a buffer in use is never handed out twice
 }
 
 TEST(Tensor, BadShapesAndViews) {

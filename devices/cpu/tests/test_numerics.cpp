@@ -57,6 +57,56 @@ TEST(Fused, EmulatedRoundingAlsoRoundsGemmReductionAndRowwiseResults) {
   for (std::size_t o = 0; o < fused.size(); ++o) EXPECT_THAT(fused[o], BitEqual(eager[o])) << "output " << o;
 }
 
+// f16 operands and results go through F16C conversions a run at a time (eager blocks, fused
+// staging buffers, whole rows). Over every f16 pattern times a few factors (products with ties and
+// subnormal, overflowing and NaN results), both paths must equal the per-element software model:
+// widen exactly, multiply in fp32, round once to f16.
+TEST(Fused, F16StagingEqualsPerElementConversionOverEveryPattern) {
+  constexpr std::int64_t kPatterns = 65536;
+  const std::vector<float> factors = {1.0f, 0.7001953125f, 1.0009765625f, 3.0f, 0.00048828125f, -65504.0f};
+  const std::int64_t n = kPatterns * std::int64_t(factors.size());
+  std::vector<Half> a(std::size_t(n), Half{}), b(std::size_t(n), Half{});
+  for (std::int64_t i = 0; i < n; ++i) {
+    a[std::size_t(i)] = Half{std::uint16_t(i % kPatterns)};
+    b[std::size_t(i)] = Half{fp32_to_fp16_bits(factors[std::size_t(i / kPatterns)])};
+  }
+  // Rows of 4096 keep the fused row-wise path (softmax of the product) on the same operands.
+  const Shape shape = {n / 4096, 4096};
+  Graph g;
+  const NodeId x = g.input("a", shape, DType::f16), y = g.input("b", shape, DType::f16);
+  g.mark_output(g.mul(x, y));
+  const engine::Inputs in = {{"a", Tensor::from_values<Half>(shape, a)}, {"b", Tensor::from_values<Half>(shape, b)}};
+  std::vector<Half> model(std::size_t(n), Half{});
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float product = fp16_bits_to_fp32(a[std::size_t(i)].bits) * fp16_bits_to_fp32(b[std::size_t(i)].bits);
+    model[std::size_t(i)] = Half{fp32_to_fp16_bits(product)};
+  }
+  const Tensor expected = Tensor::from_values<Half>(shape, model);
+  EXPECT_THAT(testsupport::run_fused(g, in).outputs[0], BitEqual(expected)) << "fused pointwise";
+  EXPECT_THAT(testsupport::run_eager(g, in).outputs[0], BitEqual(expected)) << "eager";
+  // A reduction widens whole rows: max over each row must see exactly the software-widened values.
+  Graph rows;
+  const NodeId r = rows.input("a", shape, DType::f16);
+  rows.mark_output(rows.max(r, 1));
+  std::vector<double> row_max;
+  for (std::int64_t q = 0; q < shape[0]; ++q) {
+    float m = -INFINITY;
+    bool nan = false;
+    for (std::int64_t k = 0; k < 4096; ++k) {
+      const float v = fp16_bits_to_fp32(a[std::size_t(q * 4096 + k)].bits);
+      nan = nan || v != v;
+      m = v > m ? v : m;
+    }
+    row_max.push_back(nan ? NAN : m);
+  }
+  const Tensor max_expected = Tensor::from_values<double>({shape[0]}, row_max).to(DType::f16);
+  const engine::Inputs row_in = {{"a", in.at("a")}};
+  // Which NaN of a row max returns depends on the lane order; any NaN is the right answer.
+  const BitEqualOptions any_nan{.nan = NanPolicy::AnyNanEqual};
+  EXPECT_THAT(testsupport::run_fused(rows, row_in).outputs[0], BitEqual(max_expected, any_nan)) << "fused reduction";
+  EXPECT_THAT(testsupport::run_eager(rows, row_in).outputs[0], BitEqual(max_expected, any_nan)) << "eager reduction";
+}
+
 // Documented accuracy of one op against fp64, in ULPs of the result format (max over 2^14 inputs
 // in the stated range): fp16/bf16 results are correctly rounded up to the fp32 compute error
 // (bound 0.51). fp32 results carry that error: add/mul/sqrt 0.5 (IEEE); rsqrt 1.5 (1/sqrt, two
