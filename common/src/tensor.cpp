@@ -79,28 +79,43 @@ class LargeBufferCache {
   std::size_t limit_bytes_ = std::size_t(1024) << 20;
 };
 
-std::shared_ptr<std::byte[]> allocate_aligned(std::size_t bytes) {
-  // Large buffers are aligned to 2 MiB and offered to transparent huge pages: a fresh 64 MiB
-  // buffer otherwise costs 16k page faults.
-  constexpr std::size_t kHugePage = std::size_t(2) << 20;
-  const std::size_t alignment = bytes >= 2 * kHugePage ? kHugePage : 64;
-  const std::size_t rounded = std::max<std::size_t>(alignment, (bytes + alignment - 1) / alignment * alignment);
-  if (rounded < LargeBufferCache::kMinimumBytes) {
-    void* memory = std::aligned_alloc(alignment, rounded);
-    if (memory == nullptr) throw std::bad_alloc();
-    return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(memory), [](std::byte* p) { std::free(p); });
-  }
-  void* memory = LargeBufferCache::instance().take(rounded);
-  if (memory == nullptr) {
-    memory = std::aligned_alloc(alignment, rounded);
-    if (memory == nullptr) throw std::bad_alloc();
-    if (alignment == kHugePage) ::madvise(memory, rounded, MADV_HUGEPAGE);
-  }
-  return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(memory), [rounded](std::byte* p) {
-    LargeBufferCache::instance().give(p, rounded);
-  });
+constexpr std::size_t kHugePage = std::size_t(2) << 20;
+// Large buffers are aligned to 2 MiB and offered to transparent huge pages: a fresh 64 MiB
+// buffer otherwise costs 16k page faults.
+std::size_t alignment_for(std::size_t bytes) { return bytes >= 2 * kHugePage ? kHugePage : 64; }
+std::size_t rounded_size(std::size_t bytes) {
+  const std::size_t alignment = alignment_for(bytes);
+  return std::max<std::size_t>(alignment, (bytes + alignment - 1) / alignment * alignment);
 }
 
+std::shared_ptr<std::byte[]> allocate_aligned(std::size_t bytes) {
+  return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(allocate_buffer(bytes)),
+                                      [bytes](std::byte* p) { release_buffer(p, bytes); });
+}
+
+}  // namespace
+
+void* allocate_buffer(std::size_t bytes) {
+  const std::size_t rounded = rounded_size(bytes);
+  void* memory = rounded >= LargeBufferCache::kMinimumBytes ? LargeBufferCache::instance().take(rounded) : nullptr;
+  if (memory == nullptr) {
+    memory = std::aligned_alloc(alignment_for(bytes), rounded);
+    if (memory == nullptr) throw std::bad_alloc();
+    if (alignment_for(bytes) == kHugePage) ::madvise(memory, rounded, MADV_HUGEPAGE);
+  }
+  return memory;
+}
+
+void release_buffer(void* memory, std::size_t bytes) {
+  const std::size_t rounded = rounded_size(bytes);
+  if (rounded >= LargeBufferCache::kMinimumBytes) {
+    LargeBufferCache::instance().give(memory, rounded);
+  } else {
+    std::free(memory);
+  }
+}
+
+namespace {
 void check_shape(const Shape& shape, std::string_view what) {
   for (auto extent : shape) {
     if (extent < 0) throw_input_error("{}: negative extent in shape {}", what, shape_string(shape));

@@ -236,13 +236,13 @@ Tensor EagerExecutor::evaluate(const Node& n, const std::vector<Tensor>& in, eng
         with_accumulator<T>(o, [&](auto round) {
           pool_.parallel_for(chunks(rows, per_task), [&](std::int64_t task) {
             const auto row_size = static_cast<std::size_t>(k);
-            std::vector<C> row(row_size), y(row_size), scratch(row_size);
+            std::vector<C> row(row_size), y(row_size);
             const std::int64_t end = std::min(rows, (task + 1) * per_task);
             for (std::int64_t r = task * per_task; r < end; ++r) {
               widen<T>(px + r * k, row.data(), k);
               if (n.kind == OpKind::LayerNorm) {
                 with_rsqrt(o, [&](auto rsqrt) {
-                  fbk::layernorm_row(row.data(), w.span<C>().data(), b.span<C>().data(), y.data(), scratch.data(), k,
+                  fbk::layernorm_row(row.data(), w.span<C>().data(), b.span<C>().data(), y.data(), k,
                                      o.reduce_tile, C(n.eps), round, rsqrt);
                 });
               } else {

@@ -17,6 +17,8 @@ struct Services {
   void* pool;
   void (*gemm_f32)(void* pool, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b, float* c);
   void (*gemm_f64)(void* pool, std::int64_t m, std::int64_t n, std::int64_t k, const double* a, const double* b, double* c);
+  void* (*allocate)(std::int64_t bytes);
+  void (*release)(void* memory, std::int64_t bytes);
 };
 struct Args {
   void* const* buffers;
@@ -34,6 +36,8 @@ void pool_gemm_f64(void* pool, std::int64_t m, std::int64_t n, std::int64_t k, c
   using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   Eigen::Map<Matrix>(c, m, n).noalias() = Eigen::Map<const Matrix>(a, m, k) * Eigen::Map<const Matrix>(b, k, n);
 }
+void* scratch_allocate(std::int64_t bytes) { return allocate_buffer(std::size_t(bytes)); }
+void scratch_release(void* memory, std::int64_t bytes) { release_buffer(memory, std::size_t(bytes)); }
 }  // namespace
 
 FusedExecutor::FusedExecutor(engine::EngineOptions options, std::filesystem::path cache_dir, std::string compiler)
@@ -45,7 +49,7 @@ engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::I
   const engine::FusionPlan plan = engine::plan_fusion(graph);
   engine::RunResult result;
   for (engine::NodeId id : graph.inputs()) result.values[id] = inputs.at(graph.node(id).name);
-  const Services services{pool_parallel_for, &pool_, pool_gemm_f32, pool_gemm_f64};
+  const Services services{pool_parallel_for, &pool_, pool_gemm_f32, pool_gemm_f64, scratch_allocate, scratch_release};
   for (const auto& kernel : plan.kernels) {
     engine::EmittedKernel emitted = engine::emit_cpp_kernel(graph, kernel, options_);
     auto known = loaded_.find(emitted.source);

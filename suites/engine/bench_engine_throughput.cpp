@@ -11,6 +11,8 @@
 //   LayerNorm, Softmax  over the last axis of [rows, 4096] f16
 //   Matmul         f16 operands through fp32 GEMM; gflops next to Fp32Peak
 //   path:fused_fma the fused path with FMA contraction allowed (a knob; the default keeps it off)
+//   ComputeCeiling the per-element work of the Chain, LayerNorm and Softmax kernels on L1-resident
+//                  rows: the share of the copy each could reach if memory cost nothing
 //   CompileCold / CacheHit   one fused kernel: emit + compile + load, and a warm cache lookup
 // Precision counters (ulp_max, ulp_p99 against fp64) are computed once, outside the timed loop.
 #include <immintrin.h>
@@ -22,6 +24,7 @@
 #include "eager_executor.hpp"
 #include "fused_executor.hpp"
 #include "fusebench/engine/emit_cpp.hpp"
+#include "fusebench/engine/scalar_math.hpp"
 #include "fusebench/error_stats.hpp"
 #include "fusebench/rng.hpp"
 #include "support/suite_main.hpp"
@@ -94,11 +97,18 @@ void run_workload(benchmark::State& state, const Workload& w, Path path, const S
   } else {
     executor = std::make_unique<cpu::EagerExecutor>(options);
   }
-  const auto warm = executor->run(w.graph, w.inputs);  // compiles (or finds) the kernels
-  const Tensor reference = engine::fp64_reference(w.graph, w.inputs)[0];
-  const auto stats = error_stats(warm.outputs[0], reference);
+  // An untimed run compiles (or finds) the kernels and measures precision; releasing its results
+  // before timing hands their buffers to the timed runs, so that timing sees the steady state of
+  // repeated runs (no first-touch page faults, which cost up to 200 ms per run on this VM).
+  std::vector<engine::KernelTrace> trace;
+  ErrorStats stats;
+  {
+    const auto warm = executor->run(w.graph, w.inputs);
+    stats = error_stats(warm.outputs[0], engine::fp64_reference(w.graph, w.inputs)[0]);
+    trace = warm.trace;
+  }
   // Per-kernel wall time over the timed runs: an eager chain is judged kernel by kernel.
-  std::vector<double> kernel_ms(warm.trace.size(), 0.0);
+  std::vector<double> kernel_ms(trace.size(), 0.0);
   for (auto _ : state) {
     auto result = executor->run(w.graph, w.inputs);
     benchmark::DoNotOptimize(result.outputs[0].raw_data());
@@ -107,15 +117,15 @@ void run_workload(benchmark::State& state, const Workload& w, Path path, const S
   std::string kernels;
   for (std::size_t k = 0; k < kernel_ms.size(); ++k) {
     const double seconds = kernel_ms[k] * 1e-3 / double(state.iterations());
-    state.counters[fmt::format("k{}_bytes_per_second", k)] = seconds > 0 ? warm.trace[k].bytes_moved / seconds : 0;
+    state.counters[fmt::format("k{}_bytes_per_second", k)] = seconds > 0 ? trace[k].bytes_moved / seconds : 0;
     state.counters[fmt::format("k{}_ms", k)] = seconds * 1e3;
-    kernels += fmt::format("{}k{}={}", k ? " " : "", k, warm.trace[k].name);
+    kernels += fmt::format("{}k{}={}", k ? " " : "", k, trace[k].name);
   }
   state.SetLabel(kernels);
   const double bytes = fused ? w.bytes_fused : w.bytes_eager;
   state.SetBytesProcessed(std::int64_t(double(state.iterations()) * bytes));
   state.counters["bytes_moved"] = bytes;
-  state.counters["kernels"] = double(warm.trace.size());
+  state.counters["kernels"] = double(trace.size());
   state.counters["ulp_max"] = stats.ulp.max;
   state.counters["ulp_p99"] = stats.ulp.p99;
   if (w.flops > 0) {
@@ -162,6 +172,71 @@ void fp32_peak(benchmark::State& state, int threads) {
   state.counters["gflops"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The arithmetic ceiling of a fused kernel: its per-element work (f16 widening, the shared math
+// of scalar_math.hpp, f16 narrowing) on one L1-resident row per thread, repeated, on `threads`
+// threads. bytes_per_second counts the bytes the fused kernel moves for those elements, so its
+// share of the copy is the best that kernel could reach if memory cost nothing.
+enum class CeilingOp { Chain, LayerNorm, Softmax };
+void compute_ceiling(benchmark::State& state, CeilingOp op, int threads) {
+  constexpr std::int64_t kRow = 4096, kRepeats = 2048, kStage = 128;
+  const int operands = op == CeilingOp::Chain ? 4 : (op == CeilingOp::LayerNorm ? 3 : 1);
+  // Per thread: f16 operand rows (made before timing), an fp32 staging area and an f16 result row.
+  struct Rows {
+    std::vector<std::uint16_t> in, out;
+    std::vector<float> widened, y;
+  };
+  std::vector<Rows> rows(static_cast<std::size_t>(threads));
+  for (int t = 0; t < threads; ++t) {
+    Rows& r = rows[std::size_t(t)];
+    const Tensor values = random_uniform(DType::f16, {operands * kRow}, -2, 2, 106, std::uint64_t(t));
+    r.in.resize(std::size_t(operands * kRow));
+    std::memcpy(r.in.data(), values.raw_data(), values.nbytes());
+    r.out.resize(std::size_t(kRow));
+    r.widened.resize(std::size_t(operands * kRow));
+    r.y.resize(std::size_t(kRow));
+  }
+  // The same structure as the kernels: the chain in 128-element staging runs, rows whole (a
+  // layernorm's weight and bias widened once, as a task does).
+  auto work = [op](Rows& r) {
+    float* const x = r.widened.data();
+    float* const y = r.y.data();
+    if (op == CeilingOp::LayerNorm) fbk::f16_to_f32_n(r.in.data() + kRow, x + kRow, 2 * kRow);
+    for (std::int64_t repeat = 0; repeat < kRepeats; ++repeat) {
+      switch (op) {
+        case CeilingOp::Chain:
+          for (std::int64_t block = 0; block < kRow; block += kStage) {
+            float s[4][kStage];
+            for (int k = 0; k < 4; ++k) fbk::f16_to_f32_n(r.in.data() + k * kRow + block, s[k], kStage);
+            for (std::int64_t i = 0; i < kStage; ++i) y[i] = fbk::gelu_erf_f32(s[0][i] * s[1][i] + s[2][i]) * s[3][i];
+            fbk::f32_to_f16_n(y, r.out.data() + block, kStage);
+          }
+          break;
+        case CeilingOp::LayerNorm:
+          fbk::f16_to_f32_n(r.in.data(), x, kRow);
+          fbk::layernorm_row(x, x + kRow, x + 2 * kRow, y, kRow, 1024, 1e-5f, fbk::NoRounding{}, fbk::RsqrtIeee{});
+          fbk::f32_to_f16_n(y, r.out.data(), kRow);
+          break;
+        case CeilingOp::Softmax:
+          fbk::f16_to_f32_n(r.in.data(), x, kRow);
+          fbk::softmax_row(x, y, kRow, 1024, fbk::NoRounding{}, fbk::DivIeee{});
+          fbk::f32_to_f16_n(y, r.out.data(), kRow);
+          break;
+      }
+      benchmark::DoNotOptimize(r.out.data());
+    }
+  };
+  for (auto _ : state) {
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(work, std::ref(rows[std::size_t(t)]));
+    work(rows[0]);
+    for (auto& t : pool) t.join();
+  }
+  const double elements = double(kRow * kRepeats * threads);
+  const double bytes_per_element = op == CeilingOp::Chain ? 10 : 4;
+  state.SetItemsProcessed(std::int64_t(double(state.iterations()) * elements));
+  state.SetBytesProcessed(std::int64_t(double(state.iterations()) * elements * bytes_per_element));
+}
+
 void compile_cold(benchmark::State& state) {
   const Workload w = chain(1024);
   std::int64_t round = 0;
@@ -202,8 +277,10 @@ void register_benchmarks(const SuiteConfig& config) {
   const std::int64_t n = quick ? std::int64_t(1) << 22 : std::int64_t(1) << 24;
   const std::int64_t rows = quick ? 1024 : 4096;
   const std::int64_t mm_m = quick ? 512 : 2048, mm_k = quick ? 1024 : 4096, mm_n = quick ? 1024 : 4096;
-  // On the threads the engine's kernels use, so that a kernel's share of it is a fair roofline.
-  register_memory_copy(n * 2 * 4, engine::EngineOptions{}.threads);
+  // On the threads the engine's kernels use, so that a kernel's share of it is a fair roofline,
+  // and 128 MiB in both profiles: large enough that caches do not flatter the yardstick (a 32 MiB
+  // copy measured twice the bandwidth on this VM).
+  register_memory_copy(std::int64_t(128) << 20, engine::EngineOptions{}.threads);
   static std::map<std::string, Workload> workloads;
   workloads.emplace("chain", chain(n));
   workloads.emplace("layernorm", rowwise(true, rows, 4096));
@@ -225,6 +302,11 @@ void register_benchmarks(const SuiteConfig& config) {
   const int threads = int(std::max(1u, std::thread::hardware_concurrency()));
   benchmark::RegisterBenchmark(fmt::format("Fp32Peak/threads:{}", threads).c_str(), fp32_peak, threads)
       ->Unit(benchmark::kMillisecond)->UseRealTime();
+  for (auto [name, op] : {std::pair{"Chain", CeilingOp::Chain}, std::pair{"LayerNorm", CeilingOp::LayerNorm},
+                          std::pair{"Softmax", CeilingOp::Softmax}}) {
+    benchmark::RegisterBenchmark(fmt::format("ComputeCeiling/op:{}/threads:{}", name, threads).c_str(), compute_ceiling,
+                                 op, threads)->Unit(benchmark::kMillisecond)->UseRealTime();
+  }
   benchmark::RegisterBenchmark("CompileCold/kernel:chain", compile_cold)->Unit(benchmark::kMillisecond)->Iterations(3);
   benchmark::RegisterBenchmark("CacheHit/kernel:chain", cache_hit)->Unit(benchmark::kMicrosecond);
 }

@@ -20,6 +20,12 @@ std::int64_t shape_numel(const Shape& shape);
 std::string shape_string(const Shape& shape);  // "[8, 2048, 4096]"
 Shape contiguous_strides(const Shape& shape);  // in elements
 
+// Raw memory from the allocator behind every tensor: 64-byte aligned (2 MiB from 4 MiB up); blocks
+// of 1 MiB or more are kept after release and reused at their exact size (FUSEBENCH_BUFFER_CACHE_MB
+// caps the cache, default 1024). release_buffer takes the size that was allocated.
+void* allocate_buffer(std::size_t bytes);
+void release_buffer(void* memory, std::size_t bytes);
+
 class Tensor {
  public:
   Tensor() = default;

@@ -489,7 +489,7 @@ class Emitter {
       staging_ = Staging{row_flat, fmt::format("p * {}", extent), "k", {}, {}};
     }
     std::string widen;
-    if (inner == 1 && is_kernel_input(x, DType::f16) && r.dtype == DType::f32) {
+    if (inner == 1 && is_kernel_input(x, DType::f16) && r.dtype != DType::f64) {
       widen = fmt::format("    fbk::f16_to_f32_n(c.{} + p * {}, row, K);\n", buffers_.at(x.id), extent);
     } else {
       line(fmt::format("row[k] = {};", convert(value(x.id, xi), x.dtype, r.dtype)));
@@ -542,7 +542,7 @@ class Emitter {
     identity_[fmt::format("{}|{}", shape_string(x.shape), fmt::join(xi, ","))] = row_flat;
     staging_ = Staging{row_flat, fmt::format("q * {}", extent), "k", {}, {}};
     // An f16 kernel input is widened straight into the row; anything else is gathered per element.
-    const bool widen_row = is_kernel_input(x, DType::f16) && r.dtype == DType::f32;
+    const bool widen_row = is_kernel_input(x, DType::f16) && r.dtype != DType::f64;
     std::string widen;
     if (widen_row) {
       widen = fmt::format("    fbk::f16_to_f32_n(c.{} + q * {}, x, K);\n", buffers_.at(x.id), extent);
@@ -559,7 +559,7 @@ class Emitter {
         line(fmt::format("{}[k] = {};", p == 1 ? "w" : "bias", convert(value(wb.id, Index{"k"}), wb.dtype, r.dtype)));
       }
       params = take_lines("    ");
-      call = fmt::format("fbk::layernorm_row(x, w, bias, y, scratch, K, {}, {}({}), {}, {});",
+      call = fmt::format("fbk::layernorm_row(x, w, bias, y, K, {}, {}({}), {}, {});",
                          o_.reduce_tile, ct, literal(r.eps, r.dtype), round,
                          newton("Rsqrt", o_.rsqrt, o_.rsqrt_newton_iters));
     } else {
@@ -583,7 +583,7 @@ class Emitter {
     // Row buffers are written in full before they are read: no zero-fill (it cost more memory
     // traffic than the row itself).
     std::string buffers;
-    for (const char* b : r.kind == OpKind::LayerNorm ? std::vector<const char*>{"x", "y", "scratch", "w", "bias"}
+    for (const char* b : r.kind == OpKind::LayerNorm ? std::vector<const char*>{"x", "y", "w", "bias"}
                                                      : std::vector<const char*>{"x", "y"}) {
       buffers += fmt::format("  const std::unique_ptr<{0}[]> {1}_buffer(new {0}[K]);\n  {0}* const {1} = {1}_buffer.get();\n",
                              ct, b);
@@ -615,25 +615,48 @@ class Emitter {
       idx.push_back(col);
       return idx;
     };
-    // gather A rows and B rows as the compute type
+    // gather A rows and B rows as the compute type: an f16 kernel input is widened a row at a time
+    const std::string loop = "  for (std::int64_t j = 0; j < {}; ++j) {{\n{}  }}\n";
+    const Shape out_batch(mm.shape.begin(), mm.shape.end() - 2);
+    std::string gather_a, gather_b, epilogue;
     scopes_.emplace_back();
-    line(fmt::format("c.a_buf[r * {} + j] = {};", kk, convert(value(a.id, batch_index(a.shape, "r", "j")), a.dtype, mm.dtype)));
-    const std::string gather_a = take_lines("      ");
-    Index bi = batched_b ? batch_index(b.shape, "r", "j") : Index{"r", "j"};
-    line(fmt::format("c.b_buf[r * {} + j] = {};", n, convert(value(b.id, bi), b.dtype, mm.dtype)));
-    const std::string gather_b = take_lines("      ");
-    const Index ci = batch_index(mm.shape, "r", "j");
-    bound_[mm.id] = anchor_value(mm, fmt::format("c.c_buf[r * {} + j]", n));
-    store_members(k_.members, ci, fmt::format("(c.batch * {} + r * {} + j)", m * n, n));
-    const std::string epilogue = take_lines("      ");
+    if (is_kernel_input(a, DType::f16) && ct == "float") {
+      gather_a = fmt::format("  fbk::f16_to_f32_n(c.{} + c.batch * {} + r * {}, c.a_buf + r * {}, {});\n", buffers_.at(a.id),
+                             m * kk, kk, kk, kk);
+    } else {
+      line(fmt::format("c.a_buf[r * {} + j] = {};", kk, convert(value(a.id, batch_index(a.shape, "r", "j")), a.dtype, mm.dtype)));
+      gather_a = fmt::format(fmt::runtime(loop), kk, take_lines("      "));
+    }
+    const bool b_like_output = !batched_b || Shape(b.shape.begin(), b.shape.end() - 2) == out_batch;
+    if (is_kernel_input(b, DType::f16) && ct == "float" && b_like_output) {
+      gather_b = fmt::format("  fbk::f16_to_f32_n(c.{} + {}r * {}, c.b_buf + r * {}, {});\n", buffers_.at(b.id),
+                             batched_b ? fmt::format("c.batch * {} + ", kk * n) : "", n, n, n);
+    } else {
+      Index bi = batched_b ? batch_index(b.shape, "r", "j") : Index{"r", "j"};
+      line(fmt::format("c.b_buf[r * {} + j] = {};", n, convert(value(b.id, bi), b.dtype, mm.dtype)));
+      gather_b = fmt::format(fmt::runtime(loop), n, take_lines("      "));
+    }
+    // A plain f16 matmul result is narrowed a row at a time; an epilogue runs per element.
+    if (k_.members == std::vector<NodeId>{mm.id} && mm.dtype == DType::f16 && ct == "float" &&
+        std::find(k_.stores.begin(), k_.stores.end(), mm.id) != k_.stores.end() && !o_.emulate_per_op_rounding) {
+      epilogue = fmt::format("  fbk::f32_to_f16_n(c.c_buf + r * {0}, c.{1} + c.batch * {2} + r * {0}, {0});\n", n,
+                             buffers_.at(mm.id), m * n);
+    } else {
+      const Index ci = batch_index(mm.shape, "r", "j");
+      bound_[mm.id] = anchor_value(mm, fmt::format("c.c_buf[r * {} + j]", n));
+      store_members(k_.members, ci, fmt::format("(c.batch * {} + r * {} + j)", m * n, n));
+      epilogue = fmt::format(fmt::runtime(loop), n, take_lines("      "));
+    }
     out_.lowering.push_back(fmt::format("{}: extern GEMM ({} accumulation), epilogue on the {} result", mm.name, ct, ct));
     std::string code;
-    code += task_wrapper("gather_a", fmt::format("  const std::int64_t r = task;\n  for (std::int64_t j = 0; j < {}; ++j) {{\n{}  }}\n", kk, gather_a));
-    code += task_wrapper("gather_b", fmt::format("  const std::int64_t r = task;\n  for (std::int64_t j = 0; j < {}; ++j) {{\n{}  }}\n", n, gather_b));
-    code += task_wrapper("epilogue", fmt::format("  const std::int64_t r = task;\n  for (std::int64_t j = 0; j < {}; ++j) {{\n{}  }}\n", n, epilogue));
+    code += task_wrapper("gather_a", "  const std::int64_t r = task;\n" + gather_a);
+    code += task_wrapper("gather_b", "  const std::int64_t r = task;\n" + gather_b);
+    code += task_wrapper("epilogue", "  const std::int64_t r = task;\n" + epilogue);
+    // Operand and result buffers come from the buffer cache and are written in full before they
+    // are read: no zero-fill, no page faults on a repeated run.
     code += fmt::format(
-        "void run(Ctx& c) {{\n  std::vector<{0}> a({1} * {2}), b({2} * {3}), cm({1} * {3});\n"
-        "  c.a_buf = a.data(); c.b_buf = b.data(); c.c_buf = cm.data();\n"
+        "void run(Ctx& c) {{\n  const FbScratch<{0}> a(c.services, {1} * {2}), b(c.services, {2} * {3}), cm(c.services, {1} * {3});\n"
+        "  c.a_buf = a.data; c.b_buf = b.data; c.c_buf = cm.data;\n"
         "  for (c.batch = 0; c.batch < {4}; ++c.batch) {{\n"
         "    c.services->parallel_for(c.services->pool, {1}, gather_a, &c);\n"
         "    if ({5} || c.batch == 0) c.services->parallel_for(c.services->pool, {2}, gather_b, &c);\n"

@@ -204,24 +204,29 @@ struct RoundBF16 {
 // goes to lane j mod 32 (two 512-bit vectors of independent accumulators: one running sum would
 // be bound by the latency of its additions), and the 32 lanes combine as a pairwise tree at the
 // tile's end. `round` is applied after every addition (the accumulator dtype knob).
+// tiled_sum_of sums value(i) for i in [0, n) in that order without materialising the values.
 inline constexpr int kReduceLanes = 32;
-template <class C, class Round>
-inline C tiled_sum(const C* x, std::int64_t n, std::int64_t tile, Round round) {
+template <class C, class Round, class Value>
+inline C tiled_sum_of(std::int64_t n, std::int64_t tile, Round round, Value value) {
   C total = 0;
   for (std::int64_t start = 0; start < n; start += tile) {
     const std::int64_t end = start + tile < n ? start + tile : n;
     C lane[kReduceLanes] = {};
     std::int64_t i = start;
     for (; i + kReduceLanes <= end; i += kReduceLanes) {
-      for (int l = 0; l < kReduceLanes; ++l) lane[l] = round(lane[l] + x[i + l]);
+      for (int l = 0; l < kReduceLanes; ++l) lane[l] = round(lane[l] + value(i + l));
     }
-    for (int l = 0; i < end; ++i, ++l) lane[l] = round(lane[l] + x[i]);
+    for (int l = 0; i < end; ++i, ++l) lane[l] = round(lane[l] + value(i));
     for (int width = kReduceLanes / 2; width >= 1; width /= 2) {
       for (int l = 0; l < width; ++l) lane[l] = round(lane[l] + lane[l + width]);
     }
     total = round(total + lane[0]);
   }
   return total;
+}
+template <class C, class Round>
+inline C tiled_sum(const C* x, std::int64_t n, std::int64_t tile, Round round) {
+  return tiled_sum_of<C>(n, tile, round, [x](std::int64_t i) { return x[i]; });
 }
 
 // Maximum that propagates NaN; the order of a max does not change its value.
@@ -243,13 +248,13 @@ inline C row_max(const C* x, std::int64_t n) {
 }
 
 // Layer normalisation of one row: y = ((x - mean) * rsqrt(var + eps)) * w + b, with mean and the
-// biased variance as tiled sums divided by n. `scratch` holds n values.
+// biased variance as tiled sums divided by n (the squared deviations are summed as they are
+// computed: a row fewer in cache than storing them first, the same order and values).
 template <class C, class Round, class Rsqrt>
-inline void layernorm_row(const C* x, const C* w, const C* b, C* y, C* scratch, std::int64_t n, std::int64_t tile,
-                          C eps, Round round, Rsqrt rsqrt) {
+inline void layernorm_row(const C* x, const C* w, const C* b, C* y, std::int64_t n, std::int64_t tile, C eps,
+                          Round round, Rsqrt rsqrt) {
   const C mean = tiled_sum(x, n, tile, round) / C(n);
-  for (std::int64_t i = 0; i < n; ++i) scratch[i] = (x[i] - mean) * (x[i] - mean);
-  const C var = tiled_sum(scratch, n, tile, round) / C(n);
+  const C var = tiled_sum_of<C>(n, tile, round, [x, mean](std::int64_t i) { return (x[i] - mean) * (x[i] - mean); }) / C(n);
   const C r = rsqrt(var + eps);
   for (std::int64_t i = 0; i < n; ++i) y[i] = ((x[i] - mean) * r) * w[i] + b[i];
 }
@@ -258,8 +263,8 @@ inline void layernorm_row(const C* x, const C* w, const C* b, C* y, C* scratch, 
 template <class C, class Round, class Div>
 inline void softmax_row(const C* x, C* y, std::int64_t n, std::int64_t tile, Round round, Div div) {
   const C m = row_max(x, n);
-  for (std::int64_t i = 0; i < n; ++i) y[i] = exp_c(x[i] - m);
-  const C s = tiled_sum(y, n, tile, round);
+  // The exponentials are summed as they are stored: one pass fewer, the same order and values.
+  const C s = tiled_sum_of<C>(n, tile, round, [x, y, m](std::int64_t i) { return y[i] = exp_c(x[i] - m); });
   for (std::int64_t i = 0; i < n; ++i) y[i] = div(y[i], s);
 }
 
