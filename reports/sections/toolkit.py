@@ -31,8 +31,8 @@ def render(doc, runs: dict[str, dict]):
         doc.paragraph("No MemoryCopy reference in this run: ratios cannot be computed.")
         return
     doc.paragraph(f"Memory-copy bandwidth measured in the same run: {gbps(copy_bw)} GB/s of traffic (each byte "
-                  "copied is read and written, as STREAM counts it). Comparison throughput counts the input bytes "
-                  "of both operands, which is their traffic. One core.")
+                  "copied is read and written, as STREAM counts it). Comparison throughput counts traffic too: the "
+                  "bytes of both operands, plus UlpDiff's per-element distance tensor, which it writes. One core.")
     table = []
     for r in rows:
         verdict = "—"
