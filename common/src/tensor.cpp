@@ -253,10 +253,28 @@ Tensor Tensor::clone() const {
     std::int64_t offset = 0;
     for (int axis = 0; axis < last; ++axis) offset += index[std::size_t(axis)] * strides_[std::size_t(axis)];
     const std::byte* src = raw_data() + offset * std::int64_t(size);
-    for (std::int64_t i = 0; i < inner; ++i) {
-      std::memcpy(dst, src + i * inner_stride * std::int64_t(size), size);
-      dst += size;
+    if (inner_stride == 1) {
+      std::memcpy(dst, src, std::size_t(inner) * size);
+    } else {
+      // Element-sized words, so that the run is a loop of plain loads and stores (a broadcast,
+      // stride 0, is then a fill), not a memcpy call per element.
+      auto copy_run = [&](auto word) {
+        using Word = decltype(word);
+        for (std::int64_t i = 0; i < inner; ++i) {
+          std::memcpy(&word, src + i * inner_stride * std::int64_t(sizeof(Word)), sizeof(Word));
+          std::memcpy(dst + i * std::int64_t(sizeof(Word)), &word, sizeof(Word));
+        }
+      };
+      switch (size) {
+        case 1: copy_run(std::uint8_t{}); break;
+        case 2: copy_run(std::uint16_t{}); break;
+        case 4: copy_run(std::uint32_t{}); break;
+        case 8: copy_run(std::uint64_t{}); break;
+        default:
+          for (std::int64_t i = 0; i < inner; ++i) std::memcpy(dst + i * std::int64_t(size), src + i * inner_stride * std::int64_t(size), size);
+      }
     }
+    dst += std::size_t(inner) * size;
     for (int axis = last - 1; axis >= 0; --axis) {
       if (++index[std::size_t(axis)] < shape_[std::size_t(axis)]) break;
       index[std::size_t(axis)] = 0;
