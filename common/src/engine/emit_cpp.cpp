@@ -205,7 +205,7 @@ class Emitter {
     } else if (buffers_.count(id) && !members_.count(id)) {
       result = fresh();
       const std::string offset = offset_for(id, idx);
-      const std::string load = staged(n.dtype, offset) ? staged_element(staging_->loads, buffers_.at(id))
+      const std::string load = staged(n.dtype, offset) ? staged_element(staging_->loads, "in", buffers_.at(id))
                                                        : load_expr(n.dtype, "c." + buffers_.at(id), offset);
       line(fmt::format("const {} {} = {};", ctype(n.dtype), result, load));
     } else if (is_data_movement(n.kind)) {
@@ -350,7 +350,7 @@ class Emitter {
       const Node& n = g_.node(m);
       const std::string v = value(m, idx);
       if (staged(n.dtype, flat)) {
-        line(fmt::format("{} = {};", staged_element(staging_->stores, buffers_.at(m)), v));
+        line(fmt::format("{} = {};", staged_element(staging_->stores, "out", buffers_.at(m)), v));
       } else {
         line(fmt::format("c.{}[{}] = {};", buffers_.at(m), flat, store_expr(n.dtype, n.dtype, v)));
       }
@@ -396,10 +396,11 @@ class Emitter {
   bool staged(DType d, const std::string& offset) const {
     return staging_ && d == DType::f16 && offset == staging_->flat;
   }
-  std::string staged_element(std::vector<std::pair<std::string, std::string>>& list, const std::string& buffer) {
+  std::string staged_element(std::vector<std::pair<std::string, std::string>>& list, const char* prefix,
+                             const std::string& buffer) {
     auto it = std::find_if(list.begin(), list.end(), [&](const auto& e) { return e.first == buffer; });
     if (it == list.end()) {
-      list.emplace_back(buffer, fmt::format("{}_{}", &list == &staging_->loads ? "in" : "out", buffer));
+      list.emplace_back(buffer, fmt::format("{}_{}", prefix, buffer));
       it = list.end() - 1;
     }
     return fmt::format("{}[{}]", it->second, staging_->relative);
@@ -428,9 +429,22 @@ class Emitter {
     return code;
   }
 
-  // Whether `n` is read from a kernel buffer of dtype d (not computed in this kernel).
-  bool is_kernel_input(const Node& n, DType d) const {
-    return n.dtype == d && buffers_.count(n.id) && !members_.count(n.id) && !bound_.count(n.id);
+  // Whole runs instead of per-element loops, where a run is a plain f16 buffer and the compute
+  // type is fp32: `count` values of kernel input n from flat offset `base` widened into `dst`
+  // (nullopt if n is computed here or is not f16), ...
+  std::optional<std::string> widen_input(const Node& n, DType compute, const std::string& base, const std::string& dst,
+                                         const std::string& count) const {
+    const bool input = buffers_.count(n.id) && !members_.count(n.id) && !bound_.count(n.id);
+    if (!input || n.dtype != DType::f16 || compute == DType::f64) return std::nullopt;
+    return fmt::format("fbk::f16_to_f32_n(c.{} + {}, {}, {});\n", buffers_.at(n.id), base, dst, count);
+  }
+  // ... and `src` narrowed into the anchor's buffer at `base` when the anchor is the only member
+  // computed from `members` on and is stored as f16 (nullopt otherwise: an epilogue runs per element).
+  std::optional<std::string> narrow_anchor(const Node& anchor, const std::vector<NodeId>& members, const std::string& src,
+                                           const std::string& base, const std::string& count) const {
+    const bool stored = std::find(k_.stores.begin(), k_.stores.end(), anchor.id) != k_.stores.end();
+    if (members != std::vector<NodeId>{anchor.id} || !stored || anchor.dtype != DType::f16) return std::nullopt;
+    return fmt::format("fbk::f32_to_f16_n({}, c.{} + {}, {});\n", src, buffers_.at(anchor.id), base, count);
   }
   // A loop over var in [0, count) around `body`, or nothing when the body is empty.
   static std::string element_loop(const std::string& var, const std::string& count, const std::string& body) {
@@ -489,8 +503,8 @@ class Emitter {
       staging_ = Staging{row_flat, fmt::format("p * {}", extent), "k", {}, {}};
     }
     std::string widen;
-    if (inner == 1 && is_kernel_input(x, DType::f16) && r.dtype != DType::f64) {
-      widen = fmt::format("    fbk::f16_to_f32_n(c.{} + p * {}, row, K);\n", buffers_.at(x.id), extent);
+    if (auto run = inner == 1 ? widen_input(x, r.dtype, fmt::format("p * {}", extent), "row", "K") : std::nullopt) {
+      widen = "    " + *run;
     } else {
       line(fmt::format("row[k] = {};", convert(value(x.id, xi), x.dtype, r.dtype)));
     }
@@ -542,10 +556,9 @@ class Emitter {
     identity_[fmt::format("{}|{}", shape_string(x.shape), fmt::join(xi, ","))] = row_flat;
     staging_ = Staging{row_flat, fmt::format("q * {}", extent), "k", {}, {}};
     // An f16 kernel input is widened straight into the row; anything else is gathered per element.
-    const bool widen_row = is_kernel_input(x, DType::f16) && r.dtype != DType::f64;
     std::string widen;
-    if (widen_row) {
-      widen = fmt::format("    fbk::f16_to_f32_n(c.{} + q * {}, x, K);\n", buffers_.at(x.id), extent);
+    if (auto run = widen_input(x, r.dtype, fmt::format("q * {}", extent), "x", "K")) {
+      widen = "    " + *run;
       bound_[x.id] = "x[k]";
     } else {
       line(fmt::format("x[k] = {};", convert(value(x.id, xi), x.dtype, r.dtype)));
@@ -570,11 +583,9 @@ class Emitter {
     bound_[r.id] = anchor_value(r, "y[k]");
     const std::vector<NodeId> epilogue = epilogue_members();
     // A row that is the kernel's only f16 result is narrowed straight from y.
-    const bool narrow_row = epilogue == std::vector<NodeId>{r.id} && r.dtype == DType::f16 &&
-                            std::find(k_.stores.begin(), k_.stores.end(), r.id) != k_.stores.end();
     std::string narrow;
-    if (narrow_row) {
-      narrow = fmt::format("    fbk::f32_to_f16_n(y, c.{} + q * {}, K);\n", buffers_.at(r.id), extent);
+    if (auto run = narrow_anchor(r, epilogue, "y", fmt::format("q * {}", extent), "K")) {
+      narrow = "    " + *run;
     } else {
       store_members(epilogue, xi, row_flat);
     }
@@ -620,27 +631,27 @@ class Emitter {
     const Shape out_batch(mm.shape.begin(), mm.shape.end() - 2);
     std::string gather_a, gather_b, epilogue;
     scopes_.emplace_back();
-    if (is_kernel_input(a, DType::f16) && ct == "float") {
-      gather_a = fmt::format("  fbk::f16_to_f32_n(c.{} + c.batch * {} + r * {}, c.a_buf + r * {}, {});\n", buffers_.at(a.id),
-                             m * kk, kk, kk, kk);
+    if (auto run = widen_input(a, mm.dtype, fmt::format("c.batch * {} + r * {}", m * kk, kk), fmt::format("c.a_buf + r * {}", kk),
+                               std::to_string(kk))) {
+      gather_a = "  " + *run;
     } else {
       line(fmt::format("c.a_buf[r * {} + j] = {};", kk, convert(value(a.id, batch_index(a.shape, "r", "j")), a.dtype, mm.dtype)));
       gather_a = fmt::format(fmt::runtime(loop), kk, take_lines("      "));
     }
     const bool b_like_output = !batched_b || Shape(b.shape.begin(), b.shape.end() - 2) == out_batch;
-    if (is_kernel_input(b, DType::f16) && ct == "float" && b_like_output) {
-      gather_b = fmt::format("  fbk::f16_to_f32_n(c.{} + {}r * {}, c.b_buf + r * {}, {});\n", buffers_.at(b.id),
-                             batched_b ? fmt::format("c.batch * {} + ", kk * n) : "", n, n, n);
+    const std::string b_base = fmt::format("{}r * {}", batched_b ? fmt::format("c.batch * {} + ", kk * n) : "", n);
+    if (auto run = b_like_output ? widen_input(b, mm.dtype, b_base, fmt::format("c.b_buf + r * {}", n), std::to_string(n))
+                                 : std::nullopt) {
+      gather_b = "  " + *run;
     } else {
       Index bi = batched_b ? batch_index(b.shape, "r", "j") : Index{"r", "j"};
       line(fmt::format("c.b_buf[r * {} + j] = {};", n, convert(value(b.id, bi), b.dtype, mm.dtype)));
       gather_b = fmt::format(fmt::runtime(loop), n, take_lines("      "));
     }
     // A plain f16 matmul result is narrowed a row at a time; an epilogue runs per element.
-    if (k_.members == std::vector<NodeId>{mm.id} && mm.dtype == DType::f16 && ct == "float" &&
-        std::find(k_.stores.begin(), k_.stores.end(), mm.id) != k_.stores.end() && !o_.emulate_per_op_rounding) {
-      epilogue = fmt::format("  fbk::f32_to_f16_n(c.c_buf + r * {0}, c.{1} + c.batch * {2} + r * {0}, {0});\n", n,
-                             buffers_.at(mm.id), m * n);
+    if (auto run = narrow_anchor(mm, k_.members, fmt::format("c.c_buf + r * {}", n),
+                                 fmt::format("c.batch * {} + r * {}", m * n, n), std::to_string(n))) {
+      epilogue = "  " + *run;
     } else {
       const Index ci = batch_index(mm.shape, "r", "j");
       bound_[mm.id] = anchor_value(mm, fmt::format("c.c_buf[r * {} + j]", n));
