@@ -73,6 +73,25 @@ TEST(Tensor, LargeBuffersAreReusedAtTheirExactSizeAndZeroFilledWhenAskedFor) {
   EXPECT_NE(other.raw_data(), first);  // a buffer in use is never handed out twice
 }
 
+// A one-off computation that fills the cache must not push a repeated run's buffers out for good
+// (it did: an fp64 reference filled 1 GiB and a benchmark's outputs were evicted every run).
+TEST(Tensor, AFullBufferCacheLetsTheOldestBuffersGo) {
+  const std::size_t limit = buffer_cache_state().limit_bytes;
+  constexpr std::size_t kMiB = std::size_t(1) << 20;
+  if (limit < 8 * kMiB) GTEST_SKIP() << "FUSEBENCH_BUFFER_CACHE_MB is below 8";
+  // Fill the cache with one untouched block (virtual memory only) the size of the limit.
+  void* filler = allocate_buffer(limit / (2 * kMiB) * (2 * kMiB));
+  release_buffer(filler, limit / (2 * kMiB) * (2 * kMiB));
+  // A working-set buffer released now is kept: the filler goes instead.
+  void* working = allocate_buffer(4 * kMiB);
+  release_buffer(working, 4 * kMiB);
+  EXPECT_EQ(buffer_cache_state().cached_bytes, 4 * kMiB);
+  void* again = allocate_buffer(4 * kMiB);
+  EXPECT_EQ(again, working);
+  EXPECT_EQ(buffer_cache_state().cached_bytes, 0u);
+  release_buffer(again, 4 * kMiB);
+}
+
 TEST(Tensor, BadShapesAndViews) {
   const Tensor t(DType::f16, {2, 3});
   expect_input_error([&] { t.reshape({4, 2}); }, "6 elements cannot become 8");

@@ -22,9 +22,15 @@ Shape contiguous_strides(const Shape& shape);  // in elements
 
 // Raw memory from the allocator behind every tensor: 64-byte aligned (2 MiB from 4 MiB up); blocks
 // of 1 MiB or more are kept after release and reused at their exact size (FUSEBENCH_BUFFER_CACHE_MB
-// caps the cache, default 1024). release_buffer takes the size that was allocated.
+// caps the cache, default 1024; when full, the blocks released longest ago are freed first).
+// release_buffer takes the size that was allocated.
 void* allocate_buffer(std::size_t bytes);
 void release_buffer(void* memory, std::size_t bytes);
+struct BufferCacheState {
+  std::size_t cached_bytes;  // held for reuse now
+  std::size_t limit_bytes;
+};
+BufferCacheState buffer_cache_state();
 
 class Tensor {
  public:

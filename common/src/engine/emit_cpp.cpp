@@ -414,8 +414,8 @@ class Emitter {
     StagedCode code;
     auto declare = [&](const std::string& name) {
       code.declare += on_stack ? fmt::format("  alignas(64) float {}[{}];\n", name, capacity)
-                               : fmt::format("  const std::unique_ptr<float[]> {0}_buffer(new float[{1}]);\n"
-                                             "  float* const {0} = {0}_buffer.get();\n", name, capacity);
+                               : fmt::format("  const FbScratch<float> {0}_buffer(c.services, {1});\n"
+                                             "  float* const {0} = {0}_buffer.data;\n", name, capacity);
     };
     for (const auto& [buffer, name] : staging_->loads) {
       declare(name);
@@ -556,10 +556,13 @@ class Emitter {
     identity_[fmt::format("{}|{}", shape_string(x.shape), fmt::join(xi, ","))] = row_flat;
     staging_ = Staging{row_flat, fmt::format("q * {}", extent), "k", {}, {}};
     // An f16 kernel input is widened straight into the row; anything else is gathered per element.
-    std::string widen;
+    std::string widen, prefetch = "fbk::NoPrefetch{}";
     if (auto run = widen_input(x, r.dtype, fmt::format("q * {}", extent), "x", "K")) {
       widen = "    " + *run;
       bound_[x.id] = "x[k]";
+      // The next row of that input is fetched while this one is computed (none after the last).
+      prefetch = fmt::format("fbk::RowPrefetch{{q + 1 < {0} ? reinterpret_cast<const char*>(c.{1} + (q + 1) * {2}) : nullptr, 2}}",
+                             rows, buffers_.at(x.id), extent);
     } else {
       line(fmt::format("x[k] = {};", convert(value(x.id, xi), x.dtype, r.dtype)));
     }
@@ -572,12 +575,12 @@ class Emitter {
         line(fmt::format("{}[k] = {};", p == 1 ? "w" : "bias", convert(value(wb.id, Index{"k"}), wb.dtype, r.dtype)));
       }
       params = take_lines("    ");
-      call = fmt::format("fbk::layernorm_row(x, w, bias, y, K, {}, {}({}), {}, {});",
+      call = fmt::format("fbk::layernorm_row(x, w, bias, y, K, {}, {}({}), {}, {}, {});",
                          o_.reduce_tile, ct, literal(r.eps, r.dtype), round,
-                         newton("Rsqrt", o_.rsqrt, o_.rsqrt_newton_iters));
+                         newton("Rsqrt", o_.rsqrt, o_.rsqrt_newton_iters), prefetch);
     } else {
-      call = fmt::format("fbk::softmax_row(x, y, K, {}, {}, {});", o_.reduce_tile, round,
-                         newton("Div", o_.div, o_.div_newton_iters));
+      call = fmt::format("fbk::softmax_row(x, y, K, {}, {}, {}, {});", o_.reduce_tile, round,
+                         newton("Div", o_.div, o_.div_newton_iters), prefetch);
     }
     out_.lowering.push_back(fmt::format("{}: row-wise {}, tile {}", r.name, op_name(r.kind), o_.reduce_tile));
     bound_[r.id] = anchor_value(r, "y[k]");
@@ -592,12 +595,12 @@ class Emitter {
     const std::string after = take_lines("      ");
     const StagedCode staged = staged_code(extent, false, "K", "    ");
     // Row buffers are written in full before they are read: no zero-fill (it cost more memory
-    // traffic than the row itself).
+    // traffic than the row itself). They are 64-byte aligned (kernel scratch): operator new's 16
+    // bytes split every 512-bit access across two cache lines.
     std::string buffers;
     for (const char* b : r.kind == OpKind::LayerNorm ? std::vector<const char*>{"x", "y", "w", "bias"}
                                                      : std::vector<const char*>{"x", "y"}) {
-      buffers += fmt::format("  const std::unique_ptr<{0}[]> {1}_buffer(new {0}[K]);\n  {0}* const {1} = {1}_buffer.get();\n",
-                             ct, b);
+      buffers += fmt::format("  const FbScratch<{0}> {1}_buffer(c.services, K);\n  {0}* const {1} = {1}_buffer.data;\n", ct, b);
     }
     std::string body = fmt::format(
         "  constexpr std::int64_t K = {0};\n{1}{8}"
