@@ -87,6 +87,15 @@ void narrow(const Compute<T>* src, T* dst, std::int64_t n) {
     for (std::int64_t i = 0; i < n; ++i) dst[i] = store<T>(src[i]);
   }
 }
+// narrow of src[i] * scale, the product rounded to the compute type first.
+template <class T>
+void narrow_scaled(const Compute<T>* src, Compute<T> scale, T* dst, std::int64_t n) {
+  if constexpr (std::is_same_v<T, Half>) {
+    fbk::f32_scaled_to_f16_n(src, scale, reinterpret_cast<std::uint16_t*>(dst), n);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) dst[i] = store<T>(src[i] * scale);
+  }
+}
 
 // out[i] = fn(in_0[i], ...) over n contiguous elements in fixed chunks. 16-bit operands are
 // widened a block at a time into buffers that stay in L1, so the loop over fn sees only the
@@ -264,10 +273,14 @@ Tensor EagerExecutor::evaluate(const Node& n, const std::vector<Tensor>& in, eng
                   fbk::layernorm_row(row.data(), w.span<C>().data(), b.span<C>().data(), y.data(), k,
                                      o.reduce_tile, C(n.eps), round, rsqrt, next);
                 });
+                narrow<T>(y.data(), po + r * k, k);
               } else {
-                with_div(o, [&](auto div) { fbk::softmax_row(row.data(), y.data(), k, o.reduce_tile, round, div, next); });
+                // softmax_row's last multiply, folded into the store.
+                with_div(o, [&](auto div) {
+                  const C inverse = div(C(1), fbk::softmax_exp_row(row.data(), y.data(), k, o.reduce_tile, round, next));
+                  narrow_scaled<T>(y.data(), inverse, po + r * k, k);
+                });
               }
-              narrow<T>(y.data(), po + r * k, k);
             }
           });
         });

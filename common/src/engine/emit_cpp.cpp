@@ -440,10 +440,15 @@ class Emitter {
   }
   // ... and `src` narrowed into the anchor's buffer at `base` when the anchor is the only member
   // computed from `members` on and is stored as f16 (nullopt otherwise: an epilogue runs per element).
+  // With a `scale`, the values narrowed are src[i] * scale.
   std::optional<std::string> narrow_anchor(const Node& anchor, const std::vector<NodeId>& members, const std::string& src,
-                                           const std::string& base, const std::string& count) const {
+                                           const std::string& base, const std::string& count,
+                                           const std::string& scale = "") const {
     const bool stored = std::find(k_.stores.begin(), k_.stores.end(), anchor.id) != k_.stores.end();
     if (members != std::vector<NodeId>{anchor.id} || !stored || anchor.dtype != DType::f16) return std::nullopt;
+    if (!scale.empty()) {
+      return fmt::format("fbk::f32_scaled_to_f16_n({}, {}, c.{} + {}, {});\n", src, scale, buffers_.at(anchor.id), base, count);
+    }
     return fmt::format("fbk::f32_to_f16_n({}, c.{} + {}, {});\n", src, buffers_.at(anchor.id), base, count);
   }
   // A loop over var in [0, count) around `body`, or nothing when the body is empty.
@@ -578,19 +583,26 @@ class Emitter {
       call = fmt::format("fbk::layernorm_row(x, w, bias, y, K, {}, {}({}), {}, {}, {});",
                          o_.reduce_tile, ct, literal(r.eps, r.dtype), round,
                          newton("Rsqrt", o_.rsqrt, o_.rsqrt_newton_iters), prefetch);
-    } else {
-      call = fmt::format("fbk::softmax_row(x, y, K, {}, {}, {}, {});", o_.reduce_tile, round,
-                         newton("Div", o_.div, o_.div_newton_iters), prefetch);
     }
     out_.lowering.push_back(fmt::format("{}: row-wise {}, tile {}", r.name, op_name(r.kind), o_.reduce_tile));
     bound_[r.id] = anchor_value(r, "y[k]");
     const std::vector<NodeId> epilogue = epilogue_members();
-    // A row that is the kernel's only f16 result is narrowed straight from y.
+    // A row that is the kernel's only f16 result is narrowed straight from y; softmax's last
+    // multiply by 1 / sum then happens in the narrowing.
+    const std::string div = newton("Div", o_.div, o_.div_newton_iters);
+    const bool softmax = r.kind == OpKind::Softmax;
     std::string narrow;
-    if (auto run = narrow_anchor(r, epilogue, "y", fmt::format("q * {}", extent), "K")) {
+    if (auto run = narrow_anchor(r, epilogue, "y", fmt::format("q * {}", extent), "K", softmax ? "inverse" : "")) {
       narrow = "    " + *run;
+      if (softmax) {
+        call = fmt::format("const {} inverse = {}({}(1), fbk::softmax_exp_row(x, y, K, {}, {}, {}));", ct, div, ct,
+                           o_.reduce_tile, round, prefetch);
+      }
     } else {
       store_members(epilogue, xi, row_flat);
+    }
+    if (softmax && call.empty()) {
+      call = fmt::format("fbk::softmax_row(x, y, K, {}, {}, {}, {});", o_.reduce_tile, round, div, prefetch);
     }
     const std::string after = take_lines("      ");
     const StagedCode staged = staged_code(extent, false, "K", "    ");

@@ -185,6 +185,29 @@ inline void f32_to_f16_n(const float* src, std::uint16_t* dst, std::int64_t n) {
 #endif
 }
 
+// f32_to_f16_n of src[i] * scale, each product rounded to fp32 first (the bits of a multiply,
+// a store and a conversion) without the intermediate pass: softmax's last step.
+inline void f32_scaled_to_f16_n(const float* src, float scale, std::uint16_t* dst, std::int64_t n) {
+#if defined(__AVX512F__)
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const __m512 factor = _mm512_set1_ps(scale);
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 product = _mm512_mul_ps(_mm512_loadu_ps(src + i), factor);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_maskz_cvtps_ph(0xffff, product, kRound));
+  }
+  for (; i < n; ++i) dst[i] = fusebench::fp32_to_fp16_bits(src[i] * scale);
+#else
+  constexpr std::int64_t kRun = 128;
+  alignas(64) float products[kRun];
+  for (std::int64_t i = 0; i < n; i += kRun) {
+    const std::int64_t count = n - i < kRun ? n - i : kRun;
+    for (std::int64_t j = 0; j < count; ++j) products[j] = src[i + j] * scale;
+    f32_to_f16_n(products, dst + i, count);
+  }
+#endif
+}
+
 // ---- per-dtype spellings, so that templates over the compute type C call the right one
 inline float exp_c(float x) { return exp_f32(x); }
 inline double exp_c(double x) { return exp_f64(x); }
@@ -293,12 +316,17 @@ inline void layernorm_row(const C* x, const C* w, const C* b, C* y, std::int64_t
 // with the division knob. Multiplying by the reciprocal is how PyTorch's CPU softmax normalises;
 // it costs at most one more fp32 rounding than e / sum (measured: a per-element vdivps made the
 // normalisation 19 % of the row's work). `prefetch` runs in the exponential pass.
-template <class C, class Round, class Div, class Prefetch = NoPrefetch>
-inline void softmax_row(const C* x, C* y, std::int64_t n, std::int64_t tile, Round round, Div div, Prefetch prefetch = {}) {
+// softmax_exp_row is the first part: it writes e to y and returns sum(e), so that a kernel
+// storing f16 can fold the last multiply into the narrowing (f32_scaled_to_f16_n).
+template <class C, class Round, class Prefetch = NoPrefetch>
+inline C softmax_exp_row(const C* x, C* y, std::int64_t n, std::int64_t tile, Round round, Prefetch prefetch = {}) {
   const C m = row_max(x, n);
   // The exponentials are summed as they are stored: one pass fewer, the same order and values.
-  const C s = tiled_sum_of<C>(n, tile, round, [x, y, m](std::int64_t i) { return y[i] = exp_c(x[i] - m); }, prefetch);
-  const C inverse = div(C(1), s);
+  return tiled_sum_of<C>(n, tile, round, [x, y, m](std::int64_t i) { return y[i] = exp_c(x[i] - m); }, prefetch);
+}
+template <class C, class Round, class Div, class Prefetch = NoPrefetch>
+inline void softmax_row(const C* x, C* y, std::int64_t n, std::int64_t tile, Round round, Div div, Prefetch prefetch = {}) {
+  const C inverse = div(C(1), softmax_exp_row(x, y, n, tile, round, prefetch));
   for (std::int64_t i = 0; i < n; ++i) y[i] = y[i] * inverse;
 }
 
