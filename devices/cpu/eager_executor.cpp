@@ -266,8 +266,9 @@ Tensor EagerExecutor::evaluate(const Node& n, const std::vector<Tensor>& in, eng
             const std::int64_t end = std::min(rows, (task + 1) * per_task);
             for (std::int64_t r = task * per_task; r < end; ++r) {
               widen<T>(px + r * k, row.data(), k);
-              const fbk::RowPrefetch next{r + 1 < rows ? reinterpret_cast<const char*>(px + (r + 1) * k) : nullptr,
-                                          std::int64_t(sizeof(T))};
+              const bool last = r + 1 == rows;
+              const fbk::RowPrefetch next{last ? nullptr : reinterpret_cast<const char*>(px + (r + 1) * k), std::int64_t(sizeof(T)),
+                                          last ? nullptr : reinterpret_cast<char*>(po + (r + 1) * k), std::int64_t(sizeof(T))};
               if (n.kind == OpKind::LayerNorm) {
                 with_rsqrt(o, [&](auto rsqrt) {
                   fbk::layernorm_row(row.data(), w.span<C>().data(), b.span<C>().data(), y.data(), k,

@@ -561,13 +561,11 @@ class Emitter {
     identity_[fmt::format("{}|{}", shape_string(x.shape), fmt::join(xi, ","))] = row_flat;
     staging_ = Staging{row_flat, fmt::format("q * {}", extent), "k", {}, {}};
     // An f16 kernel input is widened straight into the row; anything else is gathered per element.
-    std::string widen, prefetch = "fbk::NoPrefetch{}";
+    std::string widen, next_in;
     if (auto run = widen_input(x, r.dtype, fmt::format("q * {}", extent), "x", "K")) {
       widen = "    " + *run;
       bound_[x.id] = "x[k]";
-      // The next row of that input is fetched while this one is computed (none after the last).
-      prefetch = fmt::format("fbk::RowPrefetch{{q + 1 < {0} ? reinterpret_cast<const char*>(c.{1} + (q + 1) * {2}) : nullptr, 2}}",
-                             rows, buffers_.at(x.id), extent);
+      next_in = fmt::format("reinterpret_cast<const char*>(c.{} + (q + 1) * {})", buffers_.at(x.id), extent);
     } else {
       line(fmt::format("x[k] = {};", convert(value(x.id, xi), x.dtype, r.dtype)));
     }
@@ -580,9 +578,6 @@ class Emitter {
         line(fmt::format("{}[k] = {};", p == 1 ? "w" : "bias", convert(value(wb.id, Index{"k"}), wb.dtype, r.dtype)));
       }
       params = take_lines("    ");
-      call = fmt::format("fbk::layernorm_row(x, w, bias, y, K, {}, {}({}), {}, {}, {});",
-                         o_.reduce_tile, ct, literal(r.eps, r.dtype), round,
-                         newton("Rsqrt", o_.rsqrt, o_.rsqrt_newton_iters), prefetch);
     }
     out_.lowering.push_back(fmt::format("{}: row-wise {}, tile {}", r.name, op_name(r.kind), o_.reduce_tile));
     bound_[r.id] = anchor_value(r, "y[k]");
@@ -591,17 +586,27 @@ class Emitter {
     // multiply by 1 / sum then happens in the narrowing.
     const std::string div = newton("Div", o_.div, o_.div_newton_iters);
     const bool softmax = r.kind == OpKind::Softmax;
-    std::string narrow;
+    std::string narrow, next_out;
     if (auto run = narrow_anchor(r, epilogue, "y", fmt::format("q * {}", extent), "K", softmax ? "inverse" : "")) {
       narrow = "    " + *run;
-      if (softmax) {
-        call = fmt::format("const {} inverse = {}({}(1), fbk::softmax_exp_row(x, y, K, {}, {}, {}));", ct, div, ct,
-                           o_.reduce_tile, round, prefetch);
-      }
+      next_out = fmt::format("reinterpret_cast<char*>(c.{} + (q + 1) * {})", buffers_.at(r.id), extent);
     } else {
       store_members(epilogue, xi, row_flat);
     }
-    if (softmax && call.empty()) {
+    // The next row's plain f16 input and output lines are requested while this row is computed
+    // (none after the last row).
+    std::string prefetch = "fbk::NoPrefetch{}";
+    if (!next_in.empty() || !next_out.empty()) {
+      auto pointer = [&](const std::string& p) { return p.empty() ? std::string("nullptr") : fmt::format("q + 1 < {} ? {} : nullptr", rows, p); };
+      prefetch = fmt::format("fbk::RowPrefetch{{{}, 2, {}, 2}}", pointer(next_in), pointer(next_out));
+    }
+    if (r.kind == OpKind::LayerNorm) {
+      call = fmt::format("fbk::layernorm_row(x, w, bias, y, K, {}, {}({}), {}, {}, {});", o_.reduce_tile, ct,
+                         literal(r.eps, r.dtype), round, newton("Rsqrt", o_.rsqrt, o_.rsqrt_newton_iters), prefetch);
+    } else if (!narrow.empty()) {
+      call = fmt::format("const {} inverse = {}({}(1), fbk::softmax_exp_row(x, y, K, {}, {}, {}));", ct, div, ct,
+                         o_.reduce_tile, round, prefetch);
+    } else {
       call = fmt::format("fbk::softmax_row(x, y, K, {}, {}, {}, {});", o_.reduce_tile, round, div, prefetch);
     }
     const std::string after = take_lines("      ");
