@@ -128,6 +128,23 @@ TEST(Evidence, TraceDisassemblyAndDumps) {
   fs::remove_all(dump_dir);
 }
 
+// Row kernels prefetch the next row (scalar_math.hpp, RowPrefetch); GCC once compiled them
+// without a single prefetch instruction, silently, so the artifact itself is checked.
+TEST(Evidence, RowKernelsKeepTheirPrefetches) {
+#if defined(__x86_64__) && defined(__PRFCHW__)
+  Graph g;
+  const auto x = g.input("x", {8, 4096}, DType::f16);
+  g.mark_output(g.softmax(x));
+  const engine::Inputs in = {{"x", random_uniform(DType::f16, {8, 4096}, -1, 1, 4)}};
+  const auto result = cpu::FusedExecutor({}, testsupport::test_cache_dir()).run(g, in);
+  const auto histogram = cpu::instruction_histogram(result.trace[0].artifact_path);
+  EXPECT_GT(histogram.count("prefetcht1") ? histogram.at("prefetcht1") : 0, 0) << "next input row";
+  EXPECT_GT(histogram.count("prefetchw") ? histogram.at("prefetchw") : 0, 0) << "next output row";
+#else
+  GTEST_SKIP() << "the prefetch instructions checked are x86-64 with PREFETCHW";
+#endif
+}
+
 TEST(BadInput, GraphConstructionNamesOpShapesAndDtypes) {
   Graph g;
   const auto a = g.input("a", {2, 3}, DType::f16);
