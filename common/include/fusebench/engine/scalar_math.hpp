@@ -215,7 +215,9 @@ inline void f32_scaled_to_f16_n(const float* src, float scale, std::uint16_t* ds
 }
 
 // ---- per-dtype spellings, so that templates over the compute type C call the right one
-inline float exp_c(float x) { return exp_f32(x); }
+template <bool AboveRange = true>
+inline float exp_c(float x) { return exp_f32<AboveRange>(x); }
+template <bool AboveRange = true>
 inline double exp_c(double x) { return exp_f64(x); }
 inline float gelu_erf_c(float x) { return gelu_erf_f32(x); }
 inline double gelu_erf_c(double x) { return gelu_erf_f64(x); }
@@ -357,7 +359,8 @@ template <class C, class Round, class Prefetch = NoPrefetch>
 inline C softmax_exp_row(const C* x, C* y, std::int64_t n, std::int64_t tile, Round round, Prefetch prefetch = {}) {
   const C m = row_max(x, n);
   // The exponentials are summed as they are stored: one pass fewer, the same order and values.
-  return tiled_sum_of<C>(n, tile, round, [x, y, m](std::int64_t i) { return y[i] = exp_c(x[i] - m); }, prefetch);
+  // x - max is never above 0 (or NaN), so exp's upper clamp is left out.
+  return tiled_sum_of<C>(n, tile, round, [x, y, m](std::int64_t i) { return y[i] = exp_c<false>(x[i] - m); }, prefetch);
 }
 template <class C, class Round, class Div, class Prefetch = NoPrefetch>
 inline void softmax_row(const C* x, C* y, std::int64_t n, std::int64_t tile, Round round, Div div, Prefetch prefetch = {}) {
