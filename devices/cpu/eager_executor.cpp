@@ -109,8 +109,8 @@ void elementwise(ThreadPool& pool, std::int64_t n, T* out, Fn fn, const Operands
     if constexpr (std::is_same_v<T, C>) {
       for (std::int64_t i = begin; i < end; ++i) out[i] = fn(in[i]...);
     } else {
-      C staged[sizeof...(Operands)][kBlock];
-      C result[kBlock];
+      alignas(64) C staged[sizeof...(Operands)][kBlock];  // 64: a 512-bit access stays in one line
+      alignas(64) C result[kBlock];
       for (std::int64_t block = begin; block < end; block += kBlock) {
         const std::int64_t len = std::min(kBlock, end - block);
         int slot = 0;
@@ -136,6 +136,28 @@ Tensor zip_kernel(ThreadPool& pool, const Tensor& a, const Tensor& b, Fn fn) {
   Tensor out = Tensor::uninitialized(a.dtype(), a.shape());
   elementwise<T>(pool, a.numel(), out.span<T>().data(), fn, a.span<T>().data(), b.span<T>().data());
   return out;
+}
+
+// fn(a, b) over `shape` for operands of any dtype and broadcastable shapes. A one-element
+// operand is read once instead of being broadcast into a full tensor, as a framework's eager mode
+// keeps it a stride-0 view: the values are the same (it is rounded to the dtype either way), only
+// the materialising copy is gone.
+template <class T, class Fn>
+Tensor binary_kernel(ThreadPool& pool, const Tensor& a, const Tensor& b, DType dtype, const Shape& shape, Fn fn) {
+  using C = Compute<T>;
+  auto single = [dtype](const Tensor& t) {
+    const Tensor value = (t.dtype() == dtype ? t : t.to(dtype)).contiguous();
+    return load(value.template span<T>()[0]);
+  };
+  if (b.numel() == 1 && a.shape() == shape) {
+    const C y = single(b);
+    return map_kernel<T>(pool, operand(a, dtype, shape), [fn, y](C x) { return fn(x, y); });
+  }
+  if (a.numel() == 1 && b.shape() == shape) {
+    const C x = single(a);
+    return map_kernel<T>(pool, operand(b, dtype, shape), [fn, x](C y) { return fn(x, y); });
+  }
+  return zip_kernel<T>(pool, operand(a, dtype, shape), operand(b, dtype, shape), fn);
 }
 
 struct ReductionGeometry {
@@ -183,23 +205,28 @@ Tensor EagerExecutor::evaluate(const Node& n, const std::vector<Tensor>& in, eng
       case OpKind::Sub:
       case OpKind::Mul:
       case OpKind::Div: {
-        const Tensor a = operand(in[0], n.dtype, n.shape), b = operand(in[1], n.dtype, n.shape);
-        if (n.kind == OpKind::Add) return zip_kernel<T>(pool_, a, b, [](C x, C y) { return x + y; });
-        if (n.kind == OpKind::Sub) return zip_kernel<T>(pool_, a, b, [](C x, C y) { return x - y; });
-        if (n.kind == OpKind::Mul) return zip_kernel<T>(pool_, a, b, [](C x, C y) { return x * y; });
-        return with_div(o, [&](auto div) { return zip_kernel<T>(pool_, a, b, [div](C x, C y) { return div(x, y); }); });
+        const Tensor& a = in[0];
+        const Tensor& b = in[1];
+        if (n.kind == OpKind::Add) return binary_kernel<T>(pool_, a, b, n.dtype, n.shape, [](C x, C y) { return x + y; });
+        if (n.kind == OpKind::Sub) return binary_kernel<T>(pool_, a, b, n.dtype, n.shape, [](C x, C y) { return x - y; });
+        if (n.kind == OpKind::Mul) return binary_kernel<T>(pool_, a, b, n.dtype, n.shape, [](C x, C y) { return x * y; });
+        return with_div(o, [&](auto div) {
+          return binary_kernel<T>(pool_, a, b, n.dtype, n.shape, [div](C x, C y) { return div(x, y); });
+        });
       }
       case OpKind::AddScalar:
       case OpKind::MulScalar: {
-        const Tensor x = operand(in[0], n.dtype, n.shape);
         if (trace) trace->lowering.push_back(scalar_lowering_note(n, o));
         if (o.scalar_lowering == engine::ScalarLowering::BroadcastTensor && !std::is_same_v<T, double>) {
-          // The scalar becomes a tensor of the storage dtype, broadcast, then an element-wise op.
-          const std::vector<T> value = {round_to<T>(n.scalar)};
-          const Tensor scalar = operand(Tensor::from_values<T>({1}, value), n.dtype, n.shape);
-          if (n.kind == OpKind::AddScalar) return zip_kernel<T>(pool_, x, scalar, [](C a, C b) { return a + b; });
-          return zip_kernel<T>(pool_, x, scalar, [](C a, C b) { return a * b; });
+          // The scalar becomes a one-element tensor of the storage dtype, broadcast, then an
+          // element-wise op.
+          const Tensor scalar = Tensor::from_values<T>({1}, std::vector<T>{round_to<T>(n.scalar)});
+          if (n.kind == OpKind::AddScalar) {
+            return binary_kernel<T>(pool_, in[0], scalar, n.dtype, n.shape, [](C a, C b) { return a + b; });
+          }
+          return binary_kernel<T>(pool_, in[0], scalar, n.dtype, n.shape, [](C a, C b) { return a * b; });
         }
+        const Tensor x = operand(in[0], n.dtype, n.shape);
         const C c = C(n.scalar);  // fp32 immediate (fp64 for fp64 tensors)
         if (n.kind == OpKind::AddScalar) return map_kernel<T>(pool_, x, [c](C v) { return v + c; });
         return map_kernel<T>(pool_, x, [c](C v) { return v * c; });

@@ -33,6 +33,38 @@ TEST(Eager, EqualsAScalarModelOfPerOpRoundingBitForBit) {
   }
 }
 
+// A one-element operand is read once instead of being materialised (binary_kernel); the values
+// must be those of the broadcast: the model is the per-element op on the stored one-element value.
+TEST(Eager, OneElementOperandsBroadcastWithoutChangingValues) {
+  for (const Shape& one : {Shape{1}, Shape{1, 1}}) {
+    for (bool left : {false, true}) {
+      Graph g;
+      const NodeId x = g.input("x", {4, 33}, DType::f16);
+      const NodeId s = g.input("s", one, DType::bf16);  // another dtype: converted, then broadcast
+      const NodeId sum = left ? g.add(s, x) : g.add(x, s);
+      g.mark_output(sum);
+      g.mark_output(left ? g.div(s, x) : g.div(x, s));
+      const engine::Inputs in = {{"x", random_uniform(DType::f16, {4, 33}, 0.5, 2, 30)},
+                                 {"s", Tensor::from_values<double>(one, std::vector<double>{0.7}).to(DType::bf16)}};
+      const auto eager = testsupport::run_eager(g, in).outputs;
+      const auto fused = testsupport::run_fused(g, in).outputs;
+      const DType out_dtype = g.node(sum).dtype;
+      const float scalar = float(in.at("s").value_at(0));
+      std::vector<double> sums, quotients;
+      for (std::int64_t i = 0; i < 4 * 33; ++i) {
+        const float v = float(in.at("x").value_at(i));
+        sums.push_back(left ? scalar + v : v + scalar);
+        quotients.push_back(left ? scalar / v : v / scalar);
+      }
+      const Shape out_shape = g.node(sum).shape;
+      EXPECT_THAT(eager[0], BitEqual(Tensor::from_values<double>(out_shape, sums).to(out_dtype))) << left;
+      EXPECT_THAT(eager[1], BitEqual(Tensor::from_values<double>(out_shape, quotients).to(out_dtype))) << left;
+      EXPECT_THAT(fused[0], BitEqual(eager[0]));
+      EXPECT_THAT(fused[1], BitEqual(eager[1]));
+    }
+  }
+}
+
 TEST(Fused, WithPerOpRoundingEmulatedEqualsEagerBitForBit) {
   testsupport::ElementwiseChain chain(DType::f16, {4096}, 4);
   engine::EngineOptions emulate;
