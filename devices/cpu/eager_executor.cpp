@@ -16,22 +16,6 @@ using engine::OpKind;
 
 namespace {
 
-// A row of scratch, 64-byte aligned as the fused kernels' rows are: std::vector's 16-byte
-// alignment splits every 512-bit access across two cache lines.
-template <class C>
-class AlignedRow {
- public:
-  explicit AlignedRow(std::int64_t n) : bytes_(std::size_t(n) * sizeof(C)), data_(static_cast<C*>(allocate_buffer(bytes_))) {}
-  ~AlignedRow() { release_buffer(data_, bytes_); }
-  AlignedRow(const AlignedRow&) = delete;
-  AlignedRow& operator=(const AlignedRow&) = delete;
-  C* data() const { return data_; }
-  C& operator[](std::size_t i) const { return data_[i]; }
-
- private:
-  std::size_t bytes_;
-  C* data_;
-};
 constexpr std::int64_t kChunk = std::int64_t(1) << 15;  // elements per task
 constexpr std::int64_t kGemmRowTile = 128;               // rows of C per GEMM task
 
@@ -251,20 +235,22 @@ Tensor EagerExecutor::evaluate(const Node& n, const std::vector<Tensor>& in, eng
         const std::int64_t per_task = std::max<std::int64_t>(1, kChunk / g.extent);
         with_accumulator<T>(o, [&](auto round) {
           pool_.parallel_for(chunks(positions, per_task), [&](std::int64_t task) {
-            AlignedRow<C> row(g.extent);
+            // A tensor's storage is 64-byte aligned (std::vector's 16 bytes split 512-bit accesses).
+            Tensor row_storage = Tensor::uninitialized(compute_dtype<T>(), {g.extent});
+            C* const row = row_storage.span<C>().data();
             const std::int64_t end = std::min(positions, (task + 1) * per_task);
             for (std::int64_t p = task * per_task; p < end; ++p) {
               const std::int64_t a = p / g.inner, c = p % g.inner;
               if (g.inner == 1) {
-                widen<T>(px + a * g.extent, row.data(), g.extent);
+                widen<T>(px + a * g.extent, row, g.extent);
               } else {
-                for (std::int64_t k = 0; k < g.extent; ++k) row[std::size_t(k)] = load(px[(a * g.extent + k) * g.inner + c]);
+                for (std::int64_t k = 0; k < g.extent; ++k) row[k] = load(px[(a * g.extent + k) * g.inner + c]);
               }
               C r;
               if (n.kind == OpKind::Max) {
-                r = fbk::row_max(row.data(), g.extent);
+                r = fbk::row_max(row, g.extent);
               } else {
-                r = fbk::tiled_sum(row.data(), g.extent, o.reduce_tile, round);
+                r = fbk::tiled_sum(row, g.extent, o.reduce_tile, round);
                 if (n.kind == OpKind::Mean) r = r / C(g.extent);
               }
               po[p] = store<T>(r);
@@ -288,25 +274,28 @@ Tensor EagerExecutor::evaluate(const Node& n, const std::vector<Tensor>& in, eng
         const std::int64_t per_task = std::max<std::int64_t>(1, kChunk / k);
         with_accumulator<T>(o, [&](auto round) {
           pool_.parallel_for(chunks(rows, per_task), [&](std::int64_t task) {
-            const auto row_size = static_cast<std::size_t>(k);
-            AlignedRow<C> row(k), y(k);
+            // Tensor storage: 64-byte aligned (std::vector's 16 bytes split 512-bit accesses).
+            Tensor row_storage = Tensor::uninitialized(compute_dtype<T>(), {k});
+            Tensor y_storage = Tensor::uninitialized(compute_dtype<T>(), {k});
+            C* const row = row_storage.span<C>().data();
+            C* const y = y_storage.span<C>().data();
             const std::int64_t end = std::min(rows, (task + 1) * per_task);
             for (std::int64_t r = task * per_task; r < end; ++r) {
-              widen<T>(px + r * k, row.data(), k);
+              widen<T>(px + r * k, row, k);
               const bool last = r + 1 == rows;
               const fbk::RowPrefetch next{last ? nullptr : reinterpret_cast<const char*>(px + (r + 1) * k), std::int64_t(sizeof(T)),
                                           last ? nullptr : reinterpret_cast<char*>(po + (r + 1) * k), std::int64_t(sizeof(T))};
               if (n.kind == OpKind::LayerNorm) {
                 with_rsqrt(o, [&](auto rsqrt) {
-                  fbk::layernorm_row(row.data(), w.span<C>().data(), b.span<C>().data(), y.data(), k,
+                  fbk::layernorm_row(row, w.span<C>().data(), b.span<C>().data(), y, k,
                                      o.reduce_tile, C(n.eps), round, rsqrt, next);
                 });
-                narrow<T>(y.data(), po + r * k, k);
+                narrow<T>(y, po + r * k, k);
               } else {
                 // softmax_row's last multiply, folded into the store.
                 with_div(o, [&](auto div) {
-                  const C inverse = div(C(1), fbk::softmax_exp_row(row.data(), y.data(), k, o.reduce_tile, round, next));
-                  narrow_scaled<T>(y.data(), inverse, po + r * k, k);
+                  const C inverse = div(C(1), fbk::softmax_exp_row(row, y, k, o.reduce_tile, round, next));
+                  narrow_scaled<T>(y, inverse, po + r * k, k);
                 });
               }
             }

@@ -100,7 +100,7 @@ def render(doc, runs: dict[str, dict]):
         if family in ceilings:
             ceiling = ceilings[family]["bytes_per_second"] / copy_bw
             evidence += (f"; the kernel's arithmetic ceiling is {100 * ceiling:.0f} % of the copy"
-                         + (", below the target: the target needs cheaper math (a knob such as FMA contraction), "
+                         + (", below the target: the target needs cheaper per-element math, "
                             "not better memory access" if ceiling < target else ""))
         doc.verdict(f"fused {family} reaches {100 * target:.0f} % of the copy bandwidth",
                     "supported" if share >= target else "contradicted", evidence + ".")

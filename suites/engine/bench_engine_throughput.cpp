@@ -183,49 +183,43 @@ void compute_ceiling(benchmark::State& state, CeilingOp op, int threads) {
   // Per thread: f16 operand rows (made before timing), an fp32 staging area and an f16 result
   // row, in tensors: 64-byte aligned, as the kernels' rows are.
   struct Rows {
-    Tensor in_tensor, out_tensor, widened_tensor, y_tensor;
-    std::uint16_t *in, *out;
-    float *widened, *y;
+    Tensor in, out, widened, y;
   };
   std::vector<Rows> rows(static_cast<std::size_t>(threads));
   for (int t = 0; t < threads; ++t) {
-    Rows& r = rows[std::size_t(t)];
-    r.in_tensor = random_uniform(DType::f16, {operands * kRow}, -2, 2, 106, std::uint64_t(t));
-    r.out_tensor = Tensor::uninitialized(DType::f16, {kRow});
-    r.widened_tensor = Tensor::uninitialized(DType::f32, {operands * kRow});
-    r.y_tensor = Tensor::uninitialized(DType::f32, {kRow});
-    r.in = reinterpret_cast<std::uint16_t*>(r.in_tensor.raw_data());
-    r.out = reinterpret_cast<std::uint16_t*>(r.out_tensor.raw_data());
-    r.widened = reinterpret_cast<float*>(r.widened_tensor.raw_data());
-    r.y = reinterpret_cast<float*>(r.y_tensor.raw_data());
+    rows[std::size_t(t)] = {random_uniform(DType::f16, {operands * kRow}, -2, 2, 106, std::uint64_t(t)),
+                            Tensor::uninitialized(DType::f16, {kRow}), Tensor::uninitialized(DType::f32, {operands * kRow}),
+                            Tensor::uninitialized(DType::f32, {kRow})};
   }
   // The same structure as the kernels: the chain in 128-element staging runs, rows whole (a
   // layernorm's weight and bias widened once, as a task does).
   auto work = [op](Rows& r) {
-    float* const x = r.widened;
-    float* const y = r.y;
-    if (op == CeilingOp::LayerNorm) fbk::f16_to_f32_n(r.in + kRow, x + kRow, 2 * kRow);
+    const auto* const in = reinterpret_cast<const std::uint16_t*>(r.in.raw_data());
+    auto* const out = reinterpret_cast<std::uint16_t*>(r.out.raw_data());
+    float* const x = r.widened.span<float>().data();
+    float* const y = r.y.span<float>().data();
+    if (op == CeilingOp::LayerNorm) fbk::f16_to_f32_n(in + kRow, x + kRow, 2 * kRow);
     for (std::int64_t repeat = 0; repeat < kRepeats; ++repeat) {
       switch (op) {
         case CeilingOp::Chain:
           for (std::int64_t block = 0; block < kRow; block += kStage) {
             float s[4][kStage];
-            for (int k = 0; k < 4; ++k) fbk::f16_to_f32_n(r.in + k * kRow + block, s[k], kStage);
+            for (int k = 0; k < 4; ++k) fbk::f16_to_f32_n(in + k * kRow + block, s[k], kStage);
             for (std::int64_t i = 0; i < kStage; ++i) y[i] = fbk::gelu_erf_f32(s[0][i] * s[1][i] + s[2][i]) * s[3][i];
-            fbk::f32_to_f16_n(y, r.out + block, kStage);
+            fbk::f32_to_f16_n(y, out + block, kStage);
           }
           break;
         case CeilingOp::LayerNorm:
-          fbk::f16_to_f32_n(r.in, x, kRow);
+          fbk::f16_to_f32_n(in, x, kRow);
           fbk::layernorm_row(x, x + kRow, x + 2 * kRow, y, kRow, 1024, 1e-5f, fbk::NoRounding{}, fbk::RsqrtIeee{});
-          fbk::f32_to_f16_n(y, r.out, kRow);
+          fbk::f32_to_f16_n(y, out, kRow);
           break;
         case CeilingOp::Softmax:
-          fbk::f16_to_f32_n(r.in, x, kRow);
-          fbk::f32_scaled_to_f16_n(y, fbk::DivIeee{}(1.0f, fbk::softmax_exp_row(x, y, kRow, 1024, fbk::NoRounding{})), r.out, kRow);
+          fbk::f16_to_f32_n(in, x, kRow);
+          fbk::f32_scaled_to_f16_n(y, fbk::DivIeee{}(1.0f, fbk::softmax_exp_row(x, y, kRow, 1024, fbk::NoRounding{})), out, kRow);
           break;
       }
-      benchmark::DoNotOptimize(r.out);
+      benchmark::DoNotOptimize(out);
     }
   };
   for (auto _ : state) {

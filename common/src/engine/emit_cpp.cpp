@@ -405,8 +405,16 @@ class Emitter {
     }
     return fmt::format("{}[{}]", it->second, staging_->relative);
   }
-  // Staging buffers of `capacity` floats (on the stack for a fixed block, else on the heap),
-  // the widening before the loop and the narrowing after it, for `count` elements.
+  // `{type}* const {name}` over `count` values of kernel scratch: from the engine's buffer
+  // allocator, 64-byte aligned (operator new's 16 bytes split every 512-bit access across two
+  // cache lines) and reused without page faults on a repeated run. Written in full before it is
+  // read: no zero-fill.
+  static std::string scratch(const std::string& type, const std::string& name, const std::string& count) {
+    return fmt::format("  const FbScratch<{0}> {1}_buffer(c.services, {2});\n  {0}* const {1} = {1}_buffer.data;\n", type, name,
+                       count);
+  }
+  // Staging buffers of `capacity` floats (on the stack for a fixed block, else scratch), the
+  // widening before the loop and the narrowing after it, for `count` elements.
   struct StagedCode {
     std::string declare, before, after;
   };
@@ -414,8 +422,7 @@ class Emitter {
     StagedCode code;
     auto declare = [&](const std::string& name) {
       code.declare += on_stack ? fmt::format("  alignas(64) float {}[{}];\n", name, capacity)
-                               : fmt::format("  const FbScratch<float> {0}_buffer(c.services, {1});\n"
-                                             "  float* const {0} = {0}_buffer.data;\n", name, capacity);
+                               : scratch("float", name, std::to_string(capacity));
     };
     for (const auto& [buffer, name] : staging_->loads) {
       declare(name);
@@ -533,14 +540,13 @@ class Emitter {
     store_members(epilogue, ri, "p");
     const std::string after = take_lines("    ");
     std::string body = fmt::format(
-        "  constexpr std::int64_t K = {0};\n  const std::unique_ptr<{1}[]> row_buffer(new {1}[K]);\n"
-        "  {1}* const row = row_buffer.get();\n{8}"
+        "  constexpr std::int64_t K = {0};\n{11}{8}"
         "  const std::int64_t begin = task * {2}, end = begin + {2} < {3} ? begin + {2} : {3};\n"
         "  for (std::int64_t p = begin; p < end; ++p) {{\n    const std::int64_t a = p / {4}, b = p % {4};\n"
         "    (void)a; (void)b;\n{9}{10}{5}"
         "    const {1} reduced = {6};\n{7}  }}\n",
         extent, ctype(r.dtype), per_task, positions, inner, element_loop("k", "K", gather), reduce, after,
-        staged.declare, staged.before, widen);
+        staged.declare, staged.before, widen, scratch(ctype(r.dtype), "row", "K"));
     return task_wrapper("reduction_task", body) +
            fmt::format("void run(Ctx& c) {{ c.services->parallel_for(c.services->pool, {}, reduction_task, &c); }}\n", tasks);
   }
@@ -559,10 +565,11 @@ class Emitter {
     xi.push_back("k");
     const std::string row_flat = fmt::format("(q * {} + k)", extent);
     identity_[fmt::format("{}|{}", shape_string(x.shape), fmt::join(xi, ","))] = row_flat;
-    staging_ = Staging{row_flat, fmt::format("q * {}", extent), "k", {}, {}};
+    const std::string row_base = fmt::format("q * {}", extent);
+    staging_ = Staging{row_flat, row_base, "k", {}, {}};
     // An f16 kernel input is widened straight into the row; anything else is gathered per element.
     std::string widen, next_in;
-    if (auto run = widen_input(x, r.dtype, fmt::format("q * {}", extent), "x", "K")) {
+    if (auto run = widen_input(x, r.dtype, row_base, "x", "K")) {
       widen = "    " + *run;
       bound_[x.id] = "x[k]";
       next_in = fmt::format("reinterpret_cast<const char*>(c.{} + (q + 1) * {})", buffers_.at(x.id), extent);
@@ -587,14 +594,14 @@ class Emitter {
     const std::string div = newton("Div", o_.div, o_.div_newton_iters);
     const bool softmax = r.kind == OpKind::Softmax;
     std::string narrow, next_out;
-    if (auto run = narrow_anchor(r, epilogue, "y", fmt::format("q * {}", extent), "K", softmax ? "inverse" : "")) {
+    if (auto run = narrow_anchor(r, epilogue, "y", row_base, "K", softmax ? "inverse" : "")) {
       narrow = "    " + *run;
       next_out = fmt::format("reinterpret_cast<char*>(c.{} + (q + 1) * {})", buffers_.at(r.id), extent);
     } else {
       store_members(epilogue, xi, row_flat);
     }
-    // The next row's plain f16 input and output lines are requested while this row is computed
-    // (none after the last row).
+    // The next row's plain f16 input and output lines (2 bytes an element: only f16 rows are
+    // widened or narrowed whole) are requested while this row is computed (none after the last).
     std::string prefetch = "fbk::NoPrefetch{}";
     if (!next_in.empty() || !next_out.empty()) {
       auto pointer = [&](const std::string& p) { return p.empty() ? std::string("nullptr") : fmt::format("q + 1 < {} ? {} : nullptr", rows, p); };
@@ -611,13 +618,10 @@ class Emitter {
     }
     const std::string after = take_lines("      ");
     const StagedCode staged = staged_code(extent, false, "K", "    ");
-    // Row buffers are written in full before they are read: no zero-fill (it cost more memory
-    // traffic than the row itself). They are 64-byte aligned (kernel scratch): operator new's 16
-    // bytes split every 512-bit access across two cache lines.
     std::string buffers;
     for (const char* b : r.kind == OpKind::LayerNorm ? std::vector<const char*>{"x", "y", "w", "bias"}
                                                      : std::vector<const char*>{"x", "y"}) {
-      buffers += fmt::format("  const FbScratch<{0}> {1}_buffer(c.services, K);\n  {0}* const {1} = {1}_buffer.data;\n", ct, b);
+      buffers += scratch(ct, b, "K");
     }
     std::string body = fmt::format(
         "  constexpr std::int64_t K = {0};\n{1}{8}"

@@ -237,15 +237,10 @@ struct RoundBF16 {
   float operator()(float x) const { return round_bf16(x); }
 };
 
-// ---- reduction order, shared by eager and fused execution
-// The sum of n values is the in-order sum of tiles of `tile` elements; within a tile, element j
-// goes to lane j mod 32 (two 512-bit vectors of independent accumulators: one running sum would
-// be bound by the latency of its additions), and the 32 lanes combine as a pairwise tree at the
-// tile's end. `round` is applied after every addition (the accumulator dtype knob).
-// tiled_sum_of sums value(i) for i in [0, n) in that order without materialising the values;
-// `step(i)` runs before each group of 32 (a row prefetch, below), outside the arithmetic.
+// Reductions consume their rows in groups of kReduceLanes elements (below).
 inline constexpr int kReduceLanes = 32;
 
+// ---- prefetching the next row
 // Row kernels read a row, then compute on it from L1 for far longer than the read took, so the
 // next row's memory latency is not hidden: the hardware prefetcher runs only ~20 lines ahead,
 // and the row's f16 stores each wait for a read-for-ownership of their line. RowPrefetch asks
@@ -254,6 +249,7 @@ inline constexpr int kReduceLanes = 32;
 // pass. Measured on softmax 4096x4096 f16, 2 threads: 42 % of the copy bandwidth without, 50 %
 // with the input prefetch, 66 % with both (a burst of prefetches at the row's start did not
 // help). It only moves data into L2 earlier; no value changes.
+//
 // One cache line into L2, for reading or for writing. Inline assembly on x86-64: GCC drops
 // __builtin_prefetch from loops it vectorises, and it did so here (a kernel compiled without a
 // single prefetch instruction).
@@ -293,6 +289,13 @@ struct RowPrefetch {
   }
 };
 
+// ---- reduction order, shared by eager and fused execution
+// The sum of n values is the in-order sum of tiles of `tile` elements; within a tile, element j
+// goes to lane j mod 32 (two 512-bit vectors of independent accumulators: one running sum would
+// be bound by the latency of its additions), and the 32 lanes combine as a pairwise tree at the
+// tile's end. `round` is applied after every addition (the accumulator dtype knob).
+// tiled_sum_of sums value(i) for i in [0, n) in that order without materialising the values;
+// `step(i)` runs before each group of 32 (a row prefetch, above), outside the arithmetic.
 template <class C, class Round, class Value, class Step = NoPrefetch>
 inline C tiled_sum_of(std::int64_t n, std::int64_t tile, Round round, Value value, Step step = {}) {
   C total = 0;
