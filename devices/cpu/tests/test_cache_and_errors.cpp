@@ -130,16 +130,25 @@ TEST(Evidence, TraceDisassemblyAndDumps) {
 
 // Row kernels prefetch the next row (scalar_math.hpp, RowPrefetch); GCC once compiled them
 // without a single prefetch instruction, silently, so the artifact itself is checked.
-TEST(Evidence, RowKernelsKeepTheirPrefetches) {
+TEST(Evidence, KernelsKeepTheirPrefetches) {
 #if defined(__x86_64__) && defined(__PRFCHW__)
+  auto count = [](const std::map<std::string, int>& histogram, const std::string& instruction) {
+    return histogram.count(instruction) ? histogram.at(instruction) : 0;
+  };
   Graph g;
   const auto x = g.input("x", {8, 4096}, DType::f16);
   g.mark_output(g.softmax(x));
   const engine::Inputs in = {{"x", random_uniform(DType::f16, {8, 4096}, -1, 1, 4)}};
-  const auto result = cpu::FusedExecutor({}, testsupport::test_cache_dir()).run(g, in);
-  const auto histogram = cpu::instruction_histogram(result.trace[0].artifact_path);
-  EXPECT_GT(histogram.count("prefetcht1") ? histogram.at("prefetcht1") : 0, 0) << "next input row";
-  EXPECT_GT(histogram.count("prefetchw") ? histogram.at("prefetchw") : 0, 0) << "next output row";
+  const auto row = cpu::FusedExecutor({}, testsupport::test_cache_dir()).run(g, in);
+  const auto row_histogram = cpu::instruction_histogram(row.trace[0].artifact_path);
+  EXPECT_GT(count(row_histogram, "prefetcht1"), 0) << "softmax: next input row";
+  EXPECT_GT(count(row_histogram, "prefetchw"), 0) << "softmax: next output row";
+
+  testsupport::ElementwiseChain chain(DType::f16, {4096}, 3);
+  const auto pointwise = cpu::FusedExecutor({}, testsupport::test_cache_dir()).run(chain.graph, chain.inputs);
+  ASSERT_EQ(pointwise.trace.size(), 1u);
+  EXPECT_GT(count(cpu::instruction_histogram(pointwise.trace[0].artifact_path), "prefetcht1"), 0)
+      << "chain: staged inputs ahead of the block";
 #else
   GTEST_SKIP() << "the prefetch instructions checked are x86-64 with PREFETCHW";
 #endif
