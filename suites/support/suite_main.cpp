@@ -11,6 +11,9 @@
 #include <thread>
 #include <vector>
 
+// Defined in the build_revision.cpp that cmake/write_revision.cmake writes at every build.
+extern const char* const fusebench_build_revision;
+
 namespace fusebench::suite {
 
 namespace {
@@ -100,7 +103,6 @@ int run_suite(int argc, char** argv, const char* suite_name) {
   benchmark::Initialize(&remaining_count, remaining.data());
   if (benchmark::ReportUnrecognizedArguments(remaining_count, remaining.data())) return 2;
 
-  const char* revision = std::getenv("FUSEBENCH_GIT_REVISION");
   benchmark::AddCustomContext("fusebench_suite", suite_name);
   benchmark::AddCustomContext("fusebench_profile", config.profile_name());
   benchmark::AddCustomContext("fusebench_device", config.device);
@@ -109,7 +111,7 @@ int run_suite(int argc, char** argv, const char* suite_name) {
   benchmark::AddCustomContext("cpu_model", cpu_model());
   benchmark::AddCustomContext("cpu_isa", isa_summary());
   benchmark::AddCustomContext("hardware_threads", std::to_string(std::thread::hardware_concurrency()));
-  benchmark::AddCustomContext("git_revision", revision != nullptr && *revision ? revision : FUSEBENCH_CONFIGURE_REVISION);
+  benchmark::AddCustomContext("git_revision", fusebench_build_revision);
   if (!config.dump_dir.empty()) {
     std::filesystem::create_directories(config.dump_dir);
     benchmark::AddCustomContext("dump_dir", config.dump_dir.string());
