@@ -1,6 +1,6 @@
 #include "eager_executor.hpp"
+#include "fusebench/engine/eigen.hpp"
 
-#include <Eigen/Core>
 #include <fmt/format.h>
 
 #include <chrono>

@@ -1,8 +1,8 @@
 #include "fused_executor.hpp"
+#include "fusebench/engine/eigen.hpp"
 
 #include <chrono>
 
-#include <Eigen/Core>
 #include <fmt/format.h>
 
 #include "eager_executor.hpp"

@@ -1,11 +1,11 @@
 // The fp64 reference executor: every op in fp64, math from the C library, no rounding to
 // storage dtypes (casts are identities): the truth against which eager and fused are measured.
-#include <Eigen/Core>
 
 #include <cmath>
 #include <limits>
 
 #include "fusebench/engine/executor.hpp"
+#include "fusebench/engine/eigen.hpp"
 
 namespace fusebench::engine {
 
