@@ -9,11 +9,13 @@
 // between fused-with-emulated-rounding and eager). Per-set maxima and counter-examples, each with
 // the first op where the fused error exceeds eager's, go to the dump directory.
 #include <map>
+#include <thread>
 
 #include "fusebench/compare.hpp"
 #include "fusebench/error_stats.hpp"
 #include "fusebench/rng.hpp"
 #include "support/engine_support.hpp"
+#include "thread_pool.hpp"
 
 namespace fusebench::suite {
 
@@ -139,6 +141,7 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
   // a time. The executors run between those phases with the machine to themselves, so the fused
   // time is measured as before. Results are collected in set order.
   constexpr int kBatch = 32;
+  cpu::ThreadPool accuracy_pool(int(std::max(1u, std::thread::hardware_concurrency())));
   struct SetWork {
     engine::Inputs in;
     Tensor ref, eager, fused, fused_emulated;
@@ -150,9 +153,10 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
       const int batch_end = std::min(sets, batch + kBatch);
       std::vector<SetWork> work(std::size_t(batch_end - batch));
       auto slot = [&](std::int64_t s) -> SetWork& { return work[std::size_t(s - batch)]; };
-      for_each_index_in_parallel(batch, batch_end, [&](std::int64_t s) {
-        slot(s).in = inputs_for(g, heavy, seed, std::uint64_t(s));
-        slot(s).ref = engine::fp64_reference(g, slot(s).in)[0];
+      accuracy_pool.parallel_for(batch_end - batch, [&](std::int64_t k) {
+        SetWork& w = work[std::size_t(k)];
+        w.in = inputs_for(g, heavy, seed, std::uint64_t(batch + k));
+        w.ref = engine::fp64_reference(g, w.in)[0];
       });
       for (int s = batch; s < batch_end; ++s) {
         SetWork& w = slot(s);
@@ -162,8 +166,8 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
         fused_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         w.fused_emulated = fused_emulated->run(g, w.in).outputs[0];
       }
-      for_each_index_in_parallel(batch, batch_end, [&](std::int64_t s) {
-        SetWork& w = slot(s);
+      accuracy_pool.parallel_for(batch_end - batch, [&](std::int64_t k) {
+        SetWork& w = work[std::size_t(k)];
         w.emulated_gap = double(ulp_diff(w.fused_emulated, w.eager).max_distance);
         w.eager_stats = error_stats(w.eager, w.ref);
         w.fused_stats = error_stats(w.fused, w.ref);

@@ -201,7 +201,7 @@ void compute_ceiling(benchmark::State& state, CeilingOp op, int threads) {
     // The row length as the kernels see it, at run time: with the constant, GCC 12 inlines the
     // row functions and warns falsely about their tail loops (-Waggressive-loop-optimizations).
     const std::int64_t row = r.out.numel();
-    if (op == CeilingOp::LayerNorm) fbk::f16_to_f32_n(in + kRow, x + kRow, 2 * kRow);
+    if (op == CeilingOp::LayerNorm) fbk::f16_to_f32_n(in + row, x + row, 2 * row);
     for (std::int64_t repeat = 0; repeat < kRepeats; ++repeat) {
       switch (op) {
         case CeilingOp::Chain:

@@ -3,11 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
-#include <exception>
-#include <mutex>
-#include <thread>
-#include <vector>
 
 #include "cpu_device.hpp"
 #include "fusebench/npy.hpp"
@@ -18,29 +13,6 @@ std::unique_ptr<engine::Executor> make_executor(const SuiteConfig& config, bool 
   cpu::register_cpu_device();
   const auto device = engine::make_device(config.device);
   return fused ? device->fused(options) : device->eager(options);
-}
-
-void for_each_index_in_parallel(std::int64_t begin, std::int64_t end, const std::function<void(std::int64_t)>& work) {
-  std::atomic<std::int64_t> next{begin};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  auto worker = [&] {
-    for (std::int64_t i; (i = next.fetch_add(1)) < end;) {
-      try {
-        work(i);
-      } catch (...) {
-        const std::lock_guard lock(failure_mutex);
-        if (!failure) failure = std::current_exception();
-        next = end;  // no new indices after a failure
-      }
-    }
-  };
-  std::vector<std::thread> helpers;
-  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  for (unsigned t = 1; t < threads; ++t) helpers.emplace_back(worker);
-  worker();
-  for (auto& h : helpers) h.join();
-  if (failure) std::rethrow_exception(failure);
 }
 
 std::string file_safe(std::string name) {

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,10 +19,6 @@ std::unique_ptr<engine::Executor> make_executor(const SuiteConfig& config, bool 
 void write_evidence(const SuiteConfig& config, const std::string& name, const nlohmann::json& evidence);
 // A file-name-safe form of a benchmark name ("A/dtype:f16" -> "A_dtype-f16").
 std::string file_safe(std::string name);
-
-// work(i) for i in [begin, end) on every hardware thread, indices claimed in order; for work that
-// is independent per index and writes only its own slots. The first exception is rethrown here.
-void for_each_index_in_parallel(std::int64_t begin, std::int64_t end, const std::function<void(std::int64_t)>& work);
 
 // "label: 40/100 (12 s)" on stderr at most every two seconds, and at the end.
 class Progress {

@@ -431,10 +431,12 @@ class Emitter {
     std::string prefetches;
     for (const auto& [buffer, name] : staging_->loads) {
       declare(name);
-      prefetches += fmt::format("{}  fbk::prefetch_run(c.{} + {} + {}, {});\n", indent, buffer, staging_->base, kPrefetchAhead, capacity);
+      if (prefetch_below) {
+        prefetches += fmt::format("{}  fbk::prefetch_run(c.{} + {} + {}, {});\n", indent, buffer, staging_->base, kPrefetchAhead, capacity);
+      }
       code.before += fmt::format("{}fbk::f16_to_f32_n(c.{} + {}, {}, {});\n", indent, buffer, staging_->base, name, count);
     }
-    if (prefetch_below && !prefetches.empty()) {
+    if (!prefetches.empty()) {
       code.before = fmt::format("{0}if ({1} + {2} + {3} <= {4}) {{\n{5}{0}}}\n", indent, staging_->base, kPrefetchAhead, capacity,
                                 *prefetch_below, prefetches) +
                     code.before;

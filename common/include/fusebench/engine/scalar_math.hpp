@@ -299,6 +299,10 @@ inline void prefetch_line(const char* p, bool for_write) {
   }
 #endif
 }
+// Every cache line of `bytes` bytes from p.
+inline void prefetch_lines(const char* p, std::int64_t bytes, bool for_write) {
+  for (std::int64_t b = 0; b < bytes; b += 64) prefetch_line(p + b, for_write);
+}
 struct NoPrefetch {
   void operator()(std::int64_t) const {}
 };
@@ -308,12 +312,8 @@ struct RowPrefetch {
   char* next_out = nullptr;
   std::int64_t out_bytes = 0;
   void operator()(std::int64_t i) const {
-    if (next_in != nullptr) {
-      for (std::int64_t b = 0; b < kReduceLanes * in_bytes; b += 64) prefetch_line(next_in + i * in_bytes + b, false);
-    }
-    if (next_out != nullptr) {
-      for (std::int64_t b = 0; b < kReduceLanes * out_bytes; b += 64) prefetch_line(next_out + i * out_bytes + b, true);
-    }
+    if (next_in != nullptr) prefetch_lines(next_in + i * in_bytes, kReduceLanes * in_bytes, false);
+    if (next_out != nullptr) prefetch_lines(next_out + i * out_bytes, kReduceLanes * out_bytes, true);
   }
 };
 
@@ -325,8 +325,7 @@ struct RowPrefetch {
 // at 512 elements ahead (256 to 2048 were alike; the output's prefetchw added nothing).
 template <class T>
 inline void prefetch_run(const T* p, std::int64_t count) {
-  const char* bytes = reinterpret_cast<const char*>(p);
-  for (std::int64_t b = 0; b < count * std::int64_t(sizeof(T)); b += 64) prefetch_line(bytes + b, false);
+  prefetch_lines(reinterpret_cast<const char*>(p), count * std::int64_t(sizeof(T)), false);
 }
 
 // ---- reduction order, shared by eager and fused execution
