@@ -109,7 +109,10 @@ Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env
     throw InputError(fmt::format("{}: {} ({}) did not start fusebench's worker: {}", device_, python.string(), python_origin(),
                                  e.what()));
   }
-  if (!hello.value("ready", false)) {
+  if (!hello.value("ready", false) && hello.contains("target_error")) {
+    unavailable_ = fmt::format("{} imports, but its device '{}' is not usable here: {}", spec.framework, spec.target,
+                               hello["target_error"].get<std::string>());
+  } else if (!hello.value("ready", false)) {
     unavailable_ = fmt::format("{} cannot be imported by {} ({}: {}): install it with `{} -m pip install {}` (tools/bootstrap "
                                "installs the pinned version into .venv)",
                                spec.framework, python.string(), python_origin(), hello.value("error", std::string("?")),

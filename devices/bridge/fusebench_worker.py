@@ -61,11 +61,18 @@ def main():
         protocol.flush()
 
     sys.path.insert(0, args.backend_dir)
+    failure = None
     try:
         backend = importlib.import_module(args.backend)
-        backend.setup(args.target)
-    except Exception as e:  # the framework is missing or broken: say so, then wait for quit
-        reply({"ready": False, "python": sys.executable, "error": f"{type(e).__name__}: {e}"})
+    except Exception as e:  # the framework is missing or broken
+        failure = {"error": f"{type(e).__name__}: {e}"}
+    else:
+        try:
+            backend.setup(args.target)
+        except Exception as e:  # imported, but its device (e.g. a CUDA GPU) is not here
+            failure = {"target_error": f"{type(e).__name__}: {e}"}
+    if failure:  # say so, then wait for quit
+        reply({"ready": False, "python": sys.executable, **failure})
         for line in sys.stdin:
             if json.loads(line).get("cmd") == "quit":
                 break
@@ -127,8 +134,9 @@ def main():
             last = traceback.format_exception_only(type(e), e)[-1].strip()
             reply({"ok": False, "error": last, "node": _node_of(e.__traceback__, source),
                    "traceback": traceback.format_exc()})
-    print(f"fusebench {args.backend} worker: {compiles} graphs compiled in {compile_s:.2f} s",
-          file=sys.stderr)
+    if compiles:
+        print(f"fusebench {args.backend} worker: {compiles} graphs compiled in {compile_s:.2f} s",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

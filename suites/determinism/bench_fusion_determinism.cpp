@@ -10,8 +10,10 @@
 // Any device: the cold restart is the device's fused_cold (the engine: an emptied kernel cache;
 // Inductor: a fresh TORCHINDUCTOR_CACHE_DIR in a fresh worker process; XLA: a fresh process, no
 // persistent cache). A kernel's hash is its artifact's (the .so; XLA: the executable fingerprint),
-// and kernel_source_stable compares the generated sources' hashes (Inductor: source + command
-// line), which can be stable where the binary is not.
+// kernel_source_stable compares the generated sources' hashes (Inductor: source + command line
+// with the cache directory factored out), and kernel_text_stable the machine code alone (the
+// .so's .text section; -1 where the device reports none): both can be stable where the binary is
+// not (Inductor's -g1 writes the cache directory's path into the .so's debug sections).
 // Counters: runs, distinct output hashes (expected 1), kernel hash stable (expected 1), max ULP of
 // round 2 against round 1 (expected 0), and whether the negative control was detected (kernel hash
 // and outputs). Time is the mean time of one run (manual timing).
@@ -77,6 +79,19 @@ Round run_round(const engine::Device& device, const engine::Graph& g, const engi
   }
   round.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return round;
+}
+
+// The machine code's own hashes where the device reports them (Inductor: each .so's .text
+// section, which excludes the debug information that -g1 fills with the cache directory's path).
+std::vector<std::string> text_hashes(const nlohmann::json& kernels) {
+  std::vector<std::string> hashes;
+  for (const auto& k : kernels) {
+    if (!k.contains("evidence") || !k["evidence"].is_object() || !k["evidence"].contains("kernels")) continue;
+    for (const auto& part : k["evidence"]["kernels"]) {
+      if (part.contains("text_sha256")) hashes.push_back(part["text_sha256"].get<std::string>());
+    }
+  }
+  return hashes;
 }
 
 engine::Inputs load_inputs(const fs::path& dir) {
@@ -157,6 +172,8 @@ void run_case(benchmark::State& state, DType dtype, int threads, const SuiteConf
     state.counters["kernel_hash_stable"] = second.kernel_sha256 == first.kernel_sha256 ? 1 : 0;
     state.counters["kernel_source_stable"] = second.source_sha256 == first.source_sha256 ? 1 : 0;
     state.counters["kernels"] = double(first.kernel_sha256.size());
+    const auto text1 = text_hashes(first.kernel_evidence), text2 = text_hashes(second.kernel_evidence);
+    state.counters["kernel_text_stable"] = text1.empty() ? -1 : (text1 == text2 ? 1 : 0);
     state.counters["max_ulp_vs_round1"] = double(drift.max_distance);
     state.counters["inputs_reload_exact"] = reload_exact ? 1 : 0;
     // -1: the device cannot flip FMA contraction (no such knob), so there is no control.

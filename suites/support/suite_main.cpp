@@ -109,6 +109,16 @@ int run_suite(int argc, char** argv, const char* suite_name) {
         usage_error(fmt::format("--device={}: unknown device (this build has: {})", *d, fmt::join(names, ", ")));
       }
       config.device = std::string(*d);
+    } else if (arg == "--list-devices") {
+      // The devices that can run here, one per line (what `tools/run --device all` expands to);
+      // each unavailable one with its reason on stderr.
+      register_all_devices();
+      for (const std::string& name : engine::device_names()) {
+        const std::string why = engine::make_device(name)->unavailable_reason();
+        if (why.empty()) fmt::print("{}\n", name);
+        else fmt::print(stderr, "{}: unavailable: {}\n", name, why);
+      }
+      std::exit(0);
     } else if (auto dir = value_of("--dump-dir")) {
       config.dump_dir = std::string(*dir);
     } else {

@@ -35,7 +35,7 @@ void register_benchmarks(const SuiteConfig& config);
 void register_memory_copy(std::int64_t bytes, int threads);
 
 // Parses --profile=quick|full, --device=NAME (any registered device; an unavailable one is an
-// error with its reason), --dump-dir=DIR (removing them from argv), records the
+// error with its reason), --list-devices (prints the available devices and exits), --dump-dir=DIR (removing them from argv), records the
 // context and runs the benchmarks.
 int run_suite(int argc, char** argv, const char* suite_name);
 
