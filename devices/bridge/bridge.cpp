@@ -174,6 +174,21 @@ nlohmann::json Worker::request(const nlohmann::json& message) {
   }
 }
 
+fs::path Worker::stage_input(std::size_t k, const Tensor& tensor) {
+  const fs::path path = scratch_ / fmt::format("in{}.npy", k);
+  const Tensor t = tensor.contiguous();
+  if (k < staged_.size() && staged_[k].defined() && staged_[k].dtype() == t.dtype() && staged_[k].shape() == t.shape() &&
+      std::memcmp(staged_[k].raw_data(), t.raw_data(), t.nbytes()) == 0) {
+    return path;
+  }
+  write_npy(path, t);
+  if (staged_.size() <= k) staged_.resize(k + 1);
+  Tensor copy = Tensor::uninitialized(t.dtype(), t.shape());
+  std::memcpy(copy.raw_data(), t.raw_data(), t.nbytes());
+  staged_[k] = std::move(copy);
+  return path;
+}
+
 std::string default_cache_dir(const FrameworkSpec& spec) {
   if (spec.cache_env.empty()) return {};
   if (const char* set = std::getenv(spec.cache_env.c_str()); set != nullptr && *set != '\0') return set;
@@ -295,8 +310,7 @@ class FrameworkExecutor final : public engine::Executor {
     for (engine::NodeId id : graph.inputs()) {
       const engine::Node& n = graph.node(id);
       const Tensor& t = inputs.at(n.name);
-      const fs::path path = worker_->scratch() / fmt::format("in{}.npy", k++);
-      write_npy(path, t);
+      const fs::path path = worker_->stage_input(std::size_t(k++), t);
       in.push_back({{"name", n.name}, {"path", path.string()}});
       result.values[id] = t;
       bytes += double(t.nbytes());
