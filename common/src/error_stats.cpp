@@ -458,11 +458,23 @@ ErrorStats error_stats_typed(const Tensor& y, const Tensor& ref, const ErrorStat
     const auto summary = detail::block_distances<Y>(y_bits, ref_bits, distances.data(), count);
     detail::block_histogram(distances.data(), count, exact_bins, stats.ulp_histogram.counts.data());
     stats.ulp_histogram.nan_pairs += summary.nan_pairs;
+    // Rescan only a block that raises the maximum (or holds the first pair without NaN).
+    if (std::int64_t(summary.nan_pairs) < count &&
+        (summary.max_distance > stats.ulp_diff_max || stats.ulp_diff_max_index < 0)) {
+      for (std::int64_t i = 0; i < count; ++i) {
+        if (!is_nan_bits<Y>(y_bits[i]) && !is_nan_bits<Y>(ref_bits[i]) &&
+            distances[std::size_t(i)] == summary.max_distance) {
+          stats.ulp_diff_max = summary.max_distance;
+          stats.ulp_diff_max_index = begin + i;
+          break;
+        }
+      }
+    }
   }
   // NaN pairs were counted into the overflow bin (their distance entry is all ones).
   stats.ulp_histogram.counts.back() -= stats.ulp_histogram.nan_pairs;
   if (stats.compared == 0) {
-    for (ErrorSummary* s : {&stats.abs, &stats.rel, &stats.ulp}) {
+    for (ErrorSummary* s : {&stats.abs, &stats.rel, &stats.ulp_error}) {
       s->max = s->mean = s->p50 = s->p99 = std::numeric_limits<double>::quiet_NaN();
     }
     return stats;
@@ -500,7 +512,7 @@ ErrorStats error_stats_typed(const Tensor& y, const Tensor& ref, const ErrorStat
     for (auto& acc : accumulators) acc.ranks.finish_pass();
   }
 
-  std::array<ErrorSummary*, kMetrics> summaries = {&stats.abs, &stats.rel, &stats.ulp};
+  std::array<ErrorSummary*, kMetrics> summaries = {&stats.abs, &stats.rel, &stats.ulp_error};
   for (int m = 0; m < kMetrics; ++m) {
     auto& acc = accumulators[std::size_t(m)];
     ErrorSummary& summary = *summaries[std::size_t(m)];

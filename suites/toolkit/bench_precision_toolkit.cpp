@@ -65,13 +65,13 @@ void error_stats_benchmark(benchmark::State& state, DType dtype) {
   ErrorStats stats = error_stats(in.a, in.b);  // untimed first call, as for UlpDiff
   for (auto _ : state) {
     stats = error_stats(in.a, in.b);
-    benchmark::DoNotOptimize(stats.ulp.p99);
+    benchmark::DoNotOptimize(stats.ulp_error.p99);
   }
   state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(2 * in.a.nbytes()));
   state.SetItemsProcessed(std::int64_t(state.iterations()) * in.a.numel());
-  state.counters["ulp_max"] = stats.ulp.max;
-  state.counters["ulp_p99"] = stats.ulp.p99;
-  state.counters["ulp_p50"] = stats.ulp.p50;
+  state.counters["ulp_max"] = stats.ulp_error.max;
+  state.counters["ulp_p99"] = stats.ulp_error.p99;
+  state.counters["ulp_p50"] = stats.ulp_error.p50;
   state.counters["rel_err_p99"] = stats.rel.p99;
   state.counters["abs_err_max"] = stats.abs.max;
 }
