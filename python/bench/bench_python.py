@@ -6,7 +6,7 @@ On N f16 pairs (default 2^25), for ulp_diff and error_stats:
           checks, the binding, the result objects and the returned distance array included);
   cpp     the same toolkit calls (ulp_diff + summarize; error_stats) on the same memory, timed
           inside the extension by fusebench._core.time_cpp (steady_clock around the C++ call);
-  numpy   numpy.testing.assert_array_max_ulp(a, b, maxulp=65535) on the same arrays (ulp_diff only).
+  numpy   numpy.testing.assert_array_max_ulp(a, b, maxulp=1000) on the same arrays (ulp_diff only).
 Python and C++ runs alternate; each figure is the median of --repeats runs after one warm-up.
 Writes a JSON object (figures and the two ratios the issue asks for) to --out and to stdout. A
 benchmark, not a test: the ratios are reported, never asserted.
@@ -34,7 +34,11 @@ def make_pairs(n, seed):
     rng = np.random.Generator(np.random.Philox(seed))
     a = rng.standard_normal(n, dtype=np.float32).astype(np.float16)
     steps = rng.integers(-3, 4, n, dtype=np.int16)
-    b = (a.view(np.int16) + steps).view(np.float16)  # normals near 0..5: never crosses into inf/NaN
+    # Steps move the magnitude bits; near zero only upwards, so that no step crosses the sign
+    # (a -3 step from +0 would land on a NaN pattern). Normals stay far below the f16 infinity.
+    magnitude = a.view(np.int16) & np.int16(0x7FFF)
+    steps = np.where(magnitude < 3, np.abs(steps), steps).astype(np.int16)
+    b = (a.view(np.int16) + steps).view(np.float16)
     return a, b
 
 
@@ -85,7 +89,7 @@ def main():
         }
 
     print("bench_python: numpy.testing.assert_array_max_ulp", file=sys.stderr)
-    numpy_seconds = [timed(lambda: np.testing.assert_array_max_ulp(a, b, maxulp=65535)) for _ in range(args.numpy_repeats)]
+    numpy_seconds = [timed(lambda: np.testing.assert_array_max_ulp(a, b, maxulp=1000)) for _ in range(args.numpy_repeats)]
     ulp = result["ops"]["ulp_diff"]
     numpy_median = statistics.median(numpy_seconds)
     ulp["numpy_assert_array_max_ulp_seconds"] = numpy_seconds
@@ -93,7 +97,7 @@ def main():
     ulp["target_python_over_numpy"] = 20.0
     ulp["meets_numpy_target"] = ulp["python_over_numpy_throughput"] >= 20.0
     # Same answer, or the comparison means nothing.
-    assert fusebench.ulp_diff(a, b).max == int(np.max(np.testing.assert_array_max_ulp(a, b, maxulp=65535)))
+    assert fusebench.ulp_diff(a, b).max == int(np.max(np.testing.assert_array_max_ulp(a, b, maxulp=1000)))
 
     text = json.dumps(result, indent=1)
     directory = os.path.dirname(os.path.abspath(args.out))
