@@ -19,6 +19,10 @@ class _FromJson:
         return copy.deepcopy(self._json)
 
 
+def _optional_int(value: Any) -> Optional[int]:
+    return None if value is None else int(value)  # null when nothing was compared
+
+
 def _attach(result: _FromJson, json: Dict[str, Any]) -> _FromJson:
     object.__setattr__(result, "_json", json)
     return result
@@ -82,7 +86,7 @@ class UlpDiffResult(_FromJson):
     per-element distances out."""
 
     distance: np.ndarray = field(repr=False, compare=False)
-    max: int
+    max: Optional[int]
     max_index: int
     mean: Optional[float]
     p50: Optional[float]
@@ -97,7 +101,7 @@ class UlpDiffResult(_FromJson):
         return _attach(
             cls(
                 distance,
-                int(json["max"]),
+                _optional_int(json["max"]),
                 int(json["max_index"]),
                 json["mean"],
                 json["p50"],
@@ -115,13 +119,13 @@ class UlpDiffResult(_FromJson):
 class UlpDiffToRef(_FromJson):
     """Integer distance of y to ref rounded to y's format (0 = correctly rounded)."""
 
-    max: int
+    max: Optional[int]
     max_index: int
     hist: UlpHistogram
 
     @classmethod
     def from_json(cls, json: Dict[str, Any]) -> "UlpDiffToRef":
-        return _attach(cls(int(json["max"]), int(json["max_index"]), UlpHistogram.from_json(json["hist"])), json)
+        return _attach(cls(_optional_int(json["max"]), int(json["max_index"]), UlpHistogram.from_json(json["hist"])), json)
 
 
 @dataclass(frozen=True)
@@ -175,7 +179,7 @@ class ErrorStats(_FromJson):
 class UlpDiffSummary(_FromJson):
     """A-vs-B integer distances as fusebench-diff reports them (no per-element array)."""
 
-    max: int
+    max: Optional[int]
     max_index: int
     mean: Optional[float]
     p50: Optional[float]
@@ -187,7 +191,7 @@ class UlpDiffSummary(_FromJson):
     @classmethod
     def from_json(cls, json: Dict[str, Any]) -> "UlpDiffSummary":
         return _attach(
-            cls(int(json["max"]), int(json["max_index"]), json["mean"], json["p50"], json["p99"],
+            cls(_optional_int(json["max"]), int(json["max_index"]), json["mean"], json["p50"], json["p99"],
                 int(json["compared"]), int(json["nan_pairs"]), UlpHistogram.from_json(json["hist"])),
             json,
         )

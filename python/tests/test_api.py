@@ -282,3 +282,16 @@ def test_import_works_without_torch_and_the_torch_helpers_say_what_is_missing():
         "        raise SystemExit('no ImportError')\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_empty_scalar_and_broadcast_operands():
+    empty = fusebench.ulp_diff(np.zeros(0, np.float16), np.zeros(0, np.float16))
+    assert (empty.max, empty.max_index, empty.mean, empty.compared) == (None, -1, None, 0)
+    assert fusebench.error_stats(np.zeros(0, np.float16), np.zeros(0)).ulp_error.max is None
+    scalar = fusebench.ulp_diff(np.array(1.0, np.float16), np.array(1.0009765625, np.float16))
+    assert scalar.max == 1 and scalar.distance.shape == ()
+    broadcast = np.broadcast_to(np.float32(1.0), (4, 3))  # stride 0: read through its strides
+    assert fusebench.bit_equal(broadcast, np.ones((4, 3), np.float32))
+    read_only = np.ones(5, np.float16)
+    read_only.flags.writeable = False
+    assert fusebench.bit_equal(read_only, read_only)
