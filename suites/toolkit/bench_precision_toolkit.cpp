@@ -65,7 +65,10 @@ void error_stats_benchmark(benchmark::State& state, DType dtype) {
   ErrorStats stats = error_stats(in.a, in.b);  // untimed first call, as for UlpDiff
   for (auto _ : state) {
     stats = error_stats(in.a, in.b);
-    benchmark::DoNotOptimize(stats.ulp_error.p99);
+    // The address, not the double: GCC 12 miscompiles DoNotOptimize's "+m,r" operand on a double
+    // lvalue (GCC bug 92597, google/benchmark#903); it had replaced ulp_p99 with a pointer's bits
+    // (6.95e-310) in every ErrorStats row.
+    benchmark::DoNotOptimize(&stats);
   }
   state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(2 * in.a.nbytes()));
   state.SetItemsProcessed(std::int64_t(state.iterations()) * in.a.numel());
@@ -82,7 +85,7 @@ void bit_equal_benchmark(benchmark::State& state, DType dtype) {
   BitEqualResult result;
   for (auto _ : state) {
     result = bit_equal(in.a, copy);
-    benchmark::DoNotOptimize(result.equal);
+    benchmark::DoNotOptimize(&result);  // the address: see ErrorStats
   }
   state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(2 * in.a.nbytes()));
   state.counters["bit_equal"] = result.equal ? 1 : 0;
