@@ -51,8 +51,8 @@ struct Literal {
   std::int64_t integer = 0;                           // Integer
   bool boolean = false;                               // Boolean
   bool is_list = false;                               // Sequence: list or tuple
-  std::vector<Literal> items;                         // Sequence
-  std::vector<std::pair<std::string, Literal>> dict;  // Dict
+  std::vector<Literal> items;                         // Sequence, or a Dict's values
+  std::vector<std::string> keys;                      // Dict: keys[i] names items[i]
 
   static Literal of(Kind kind) {
     Literal out;
@@ -154,7 +154,8 @@ class HeaderParser {
       if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"')) fail("expected a quoted key");
       std::string key = parse_string();
       if (!take(':')) fail("expected ':' after a key");
-      out.dict.emplace_back(std::move(key), parse_value(depth + 1));
+      out.keys.push_back(std::move(key));
+      out.items.push_back(parse_value(depth + 1));
       if (take('}')) return out;
       if (!take(',')) fail("expected ',' in the dict");
     }
@@ -172,8 +173,8 @@ Header parse_header(std::string_view text, const std::string& source) {
   const Literal document = HeaderParser(text, source).parse_document();
   if (document.kind != Literal::Kind::Dict) return fail("not a dict");
   auto find = [&](std::string_view key) -> const Literal* {
-    for (const auto& [name, value] : document.dict) {
-      if (name == key) return &value;
+    for (std::size_t i = 0; i < document.keys.size(); ++i) {
+      if (document.keys[i] == key) return &document.items[i];
     }
     return nullptr;
   };

@@ -36,6 +36,9 @@ struct ErrorSummary {
 struct ErrorStatsOptions {
   int histogram_bins = 16;
   std::size_t max_reported_indices = 16;
+  // Worker threads for inputs of 2^20 elements or more (0: one per hardware thread). The results
+  // are the same for any count: the work is split into fixed chunks merged in order.
+  int threads = 0;
 };
 
 struct ErrorStats {
