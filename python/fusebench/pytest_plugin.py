@@ -164,7 +164,7 @@ class FusebenchFixture:
 
 
 # ---- pytest hooks
-_REPORT_KEY = pytest.StashKey[List[Dict[str, Any]]]() if hasattr(pytest, "StashKey") else None
+_REPORT_KEY = pytest.StashKey[Optional[List[Dict[str, Any]]]]()  # the records, None without the option
 
 
 def pytest_addoption(parser):
