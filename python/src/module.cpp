@@ -213,6 +213,13 @@ std::vector<double> time_cpp(const std::string& op, nb::handle a, nb::handle b, 
   return seconds;
 }
 
+// The address the toolkit reads an operand at: the tests compare it with the caller's own data
+// pointer to show that operands are borrowed, not copied.
+std::uintptr_t borrowed_address(nb::handle x, bool bf16_bits) {
+  const Tensor t = borrow_operand(x, "x", bf16_bits);
+  return reinterpret_cast<std::uintptr_t>(t.raw_data());
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -234,4 +241,5 @@ NB_MODULE(_core, m) {
         nb::arg("ref_bf16"), nb::arg("bins"), nb::arg("nan_equal"), nb::arg("zeros_equal"), nb::arg("a_name"),
         nb::arg("b_name"), nb::arg("ref_name"));
   m.def("time_cpp", &time_cpp);
+  m.def("borrowed_address", &borrowed_address);
 }

@@ -295,3 +295,13 @@ def test_empty_scalar_and_broadcast_operands():
     read_only = np.ones(5, np.float16)
     read_only.flags.writeable = False
     assert fusebench.bit_equal(read_only, read_only)
+
+
+def test_operands_are_borrowed_not_copied():
+    from fusebench import _core
+    from fusebench._operands import operand
+
+    base = np.arange(64, dtype=np.float32).reshape(8, 8)
+    for array in (base, base[2:, 1::2], base.T, np.linspace(0, 1, 9).astype(ml_dtypes.bfloat16)):
+        op = operand(array, "x", "test")
+        assert _core.borrowed_address(op.obj, op.bf16_bits) == array.__array_interface__["data"][0]

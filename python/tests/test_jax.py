@@ -29,3 +29,12 @@ def test_jax_arrays_every_pattern(dtype, fmt):
 def test_jax_wrong_dtype_names_the_argument():
     with pytest.raises(TypeError, match="b has dtype int32"):
         fusebench.bit_equal(jnp.zeros(3), jnp.zeros(3, dtype=jnp.int32))
+
+
+def test_jax_operands_are_borrowed_not_copied():
+    from fusebench import _core
+    from fusebench._operands import operand
+
+    for array in (jnp.arange(64, dtype=jnp.float32), jnp.ones(16, dtype=jnp.bfloat16)):
+        op = operand(array, "x", "test")
+        assert _core.borrowed_address(op.obj, op.bf16_bits) == array.unsafe_buffer_pointer()

@@ -95,3 +95,13 @@ def test_compare_fused_with_torch_compile_and_the_fixture(fusebench):
     else:
         with pytest.raises(AssertionError, match="less accurate than eager"):
             fusebench.assert_fused_not_worse(chain, x)
+
+
+def test_torch_operands_are_borrowed_not_copied():
+    from fusebench import _core
+    from fusebench._operands import operand
+
+    base = torch.arange(64, dtype=torch.float32).reshape(8, 8)
+    for tensor in (base, base[2:, 1::2], base.T, base.to(torch.bfloat16), base.requires_grad_(True)):
+        op = operand(tensor, "x", "test")
+        assert _core.borrowed_address(op.obj, op.bf16_bits) == tensor.data_ptr()
