@@ -23,7 +23,14 @@ from typing import Any, Optional, Tuple
 
 import numpy as _np
 
-from . import _core
+try:
+    from . import _core
+except ImportError as _error:  # e.g. `import fusebench` from python/ in a checkout
+    raise ImportError(
+        f"fusebench: the compiled toolkit (fusebench._core) cannot be imported ({_error}); this is "
+        "probably the source tree: install the package (pip install ./python from the repository root) "
+        "and import it from elsewhere"
+    ) from _error
 from ._operands import Operand, check_same_dtype, check_same_shape, operand
 from ._results import (
     AgainstRef,
