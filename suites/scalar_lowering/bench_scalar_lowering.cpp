@@ -117,9 +117,9 @@ void run_case(benchmark::State& state, const std::string& name, const Case& c, b
   state.counters["frac_ulp1"] = double(between.histogram.counts[1]) / n;
   state.counters["frac_ulp_ge2"] = double(between.histogram.counts[2]) / n;
   state.counters["ulp_max_between"] = double(between.max_distance);
-  state.counters["ulp_max"] = error.ulp.max;
-  state.counters["ulp_p99"] = error.ulp.p99;
-  state.counters["ulp_mean"] = error.ulp.mean;
+  state.counters["ulp_max"] = error.ulp_error.max;
+  state.counters["ulp_p99"] = error.ulp_error.p99;
+  state.counters["ulp_mean"] = error.ulp_error.mean;
   const auto control_vs_broadcast = ulp_diff(p.input_tensor.output, p.broadcast.output, {.histogram_bins = 2});
   const auto control_vs_immediate = ulp_diff(p.input_tensor.output, p.immediate.output, {.histogram_bins = 2});
   state.counters["control_input_tensor_vs_broadcast_frac_ulp0"] = double(control_vs_broadcast.histogram.counts[0]) / n;
