@@ -292,8 +292,14 @@ class FrameworkExecutor final : public engine::Executor {
     const std::string digest = sha256_hex(std::string_view(module));
     const std::string file = fmt::format("graph_{}_{}.py", fused_ ? "fused" : "eager", digest.substr(0, 16));
     std::lock_guard lock(worker_->mutex());
-    const fs::path source = worker_->scratch() / file;
-    if (!fs::exists(source)) write_file_atomically(source, module);
+    // Content-addressed and the same in every process: the framework records the source's path
+    // (XLA puts it in the HLO's metadata, which its executable fingerprint covers), so a path
+    // naming the process would make every process's executable look different.
+    const fs::path source = fs::temp_directory_path() / "fusebench-graphs" / device_file_name(spec_.device) / file;
+    if (!fs::exists(source)) {
+      fs::create_directories(source.parent_path());
+      write_file_atomically(source, module);
+    }
     fs::path repro;  // kept after the run (the scratch directory goes with the worker)
     if (const char* dump = std::getenv("FUSEBENCH_DUMP_DIR"); dump != nullptr && *dump != '\0') {
       repro = fs::path(dump) / "repro" / device_file_name(spec_.device) / file;
