@@ -54,6 +54,7 @@ def atomic_write(path: pathlib.Path, data: bytes | str):
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the report from other users of a shared results folder
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
@@ -74,8 +75,14 @@ def _is_number(cell: str) -> bool:
 def _table_html(header: list[str], rows: list[list]) -> str:
     numeric = [all(_is_number(r[i]) for r in rows if i < len(r)) for i in range(len(header))]
     head = "".join(f'<th class="{"num" if numeric[i] else "txt"}">{html.escape(h)}</th>' for i, h in enumerate(header))
-    body = "".join("<tr>" + "".join(f'<td class="{"num" if numeric[i] else "txt"}">{html.escape(str(c))}</td>'
-                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
+    def cell(i, c):
+        text = str(c)
+        if numeric[i]:
+            return f'<td class="num">{html.escape(text)}</td>'
+        if len(text) > 32:  # long text (benchmark names, notes) may wrap, after a '/' where it has one
+            return f'<td class="txt long">{html.escape(text).replace("/", "/&#8203;")}</td>'
+        return f'<td class="txt">{html.escape(text)}</td>'
+    body = "".join("<tr>" + "".join(cell(i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -184,6 +191,8 @@ def verdict_table(doc: Document, results: Results) -> tuple[list[str], list[str]
             claims.append((v.task, v.claim))
         cells[(v.task, v.claim, v.device)] = v
     order = [t[0] for t in TASKS]
+    # A task with no verdict on any device still gets its row: not run, or ran without a verdict.
+    claims += [(t[0], t[1].split(" — ", 1)[1]) for t in TASKS if not any(c[0] == t[0] for c in claims)]
     claims.sort(key=lambda c: order.index(c[0]))
     suite_of = {t[0]: t[2] for t in TASKS}
     md = ["| task | claim | " + " | ".join(devices) + " |", "|---|---|" + "---|" * len(devices)]
@@ -200,7 +209,7 @@ def verdict_table(doc: Document, results: Results) -> tuple[list[str], list[str]
                 text, cls, fig = v.verdict.upper(), v.verdict.replace(" ", "-"), v.key_figure
             md_cells.append(f"**{text}** {fig}".strip())
             html_cells.append(f"<td class='cell {cls}'><a href='#{anchor(task)}'><b>{html.escape(text)}</b></a>"
-                              f"{'<br>' + html.escape(fig) if fig else ''}</td>")
+                              f"{' · ' + html.escape(fig) if fig else ''}</td>")
         md.append(f"| [{task}](#{anchor(task)}) | {claim} | " + " | ".join(md_cells) + " |")
         rows_html.append(f"<tr><td class='txt'><a href='#{anchor(task)}'>{html.escape(task)}</a></td>"
                          f"<td class='txt'>{html.escape(claim)}</td>{''.join(html_cells)}</tr>")
@@ -233,11 +242,11 @@ body{font-family:sans-serif;font-size:15px;max-width:1100px;margin:1em auto;padd
 h1{font-size:1.5em;margin:.3em 0}h2{margin-top:1.6em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;margin:.6em 0;font-size:14px}td,th{border:1px solid #bbb;padding:2px 7px}
 th{background:#eee;font-weight:600;vertical-align:bottom}td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
-th.num{text-align:right}.txt{text-align:left}td.txt{overflow-wrap:anywhere}
+th.num{text-align:right}.txt{text-align:left}td.txt{white-space:nowrap}td.long{white-space:normal;min-width:12em}
 .verdict.supported{color:#060}.verdict.contradicted{color:#a00}.verdict.inconclusive{color:#a60}
 .verdict.not-measured{color:#555}
 #verdicts td{padding:3px 8px;vertical-align:top}#verdicts a{color:inherit;text-decoration:none}
-td.cell{text-align:left;white-space:nowrap}td.supported{background:#dff0d8;color:#060}
+td.cell{text-align:left}td.cell b{white-space:nowrap}td.supported{background:#dff0d8;color:#060}
 td.contradicted{background:#f6d5d5;color:#a00}td.inconclusive{background:#fcebcc;color:#8a5a00}
 td.not-measured,td.not-run{background:#eee;color:#555}
 figure{margin:.8em 0}figcaption{font-size:13px;color:#444}img{max-width:100%;height:auto}
@@ -256,8 +265,13 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
     doc = Document(results_dir)
     for task, title, suite, render_task in TASKS:
         ran = [d for d in results.devices if results.get(suite, d) is not None]
-        if render_task is None:  # E: no suite
+        if render_task is None:  # E: no renderer; a training suite's results, if any, are listed as they are
             s = doc.section(task, title)
+            if ran:
+                for device in ran:
+                    s.device, s.show_device = device, len(ran) > 1
+                    plan_tasks.render_unjudged(s, results.get(suite, device).data)
+                continue
             for device in results.devices:
                 s.device = device
                 s.verdict("training metrics of eager and fused align", "not measured", "no training suite",

@@ -75,7 +75,7 @@ def render(s, run: dict, result):
             rows.append([family, path, b.get("label", "").split("=")[-1] if path != "eager" or int(b.get("kernels", 0)) == 1
                          else f"{num(b.get('kernels', 0))} kernels", _shape(b), num(seconds(b) * 1e3),
                          f"{num(speedup)}×" if speedup else "—", gbps(b.get("bytes_per_second")), pct(share),
-                         pct(b["bytes_per_second"] / ceiling["bytes_per_second"]) if ceiling and path != "eager" else "—",
+                         pct(b["bytes_per_second"] / ceiling["bytes_per_second"]) if ceiling and path == "fused" else "—",
                          num(b.get("ulp_max")), num(b.get("ulp_p99")),
                          f"{num(b['gflops'])} ({pct(b['gflops'] / peak['gflops'])} of peak)" if "gflops" in b and peak else "—"])
     s.table(["kernel", "path", "kernels run", "shape", "time (ms)", "speed-up vs eager", "GB/s", "of copy",

@@ -75,6 +75,11 @@ def _plot(s, rows, copy_bw):
     ax.set_yticks(np.arange(len(families)) + 0.4 - height / 2, families)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+    lo = min(r["bw"] for r in rows) / 1e9
+    ax.xaxis.set_major_locator(FixedLocator([t for t in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100) if t >= lo / 2]))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("GB/s of traffic (log)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     s.figure(fig, "s_throughput", "S: toolkit throughput against the memory copy of the same run (log axis: the "
