@@ -92,6 +92,22 @@ def _table_md(header: list[str], rows: list[list]) -> list[str]:
     return out + [""]
 
 
+UNITS = {"\u00a0%": "%", "×": "×"}
+
+
+def _units_to_header(header: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    header = list(header)
+    for i in range(len(header)):
+        values = [r[i] for r in rows if i < len(r) and r[i] not in ("—", "")]
+        for suffix, unit in UNITS.items():
+            if values and all(v.endswith(suffix) for v in values):
+                header[i] = f"{header[i]} ({unit})"
+                for r in rows:
+                    if i < len(r) and r[i].endswith(suffix):
+                        r[i] = r[i][: -len(suffix)]
+    return header, rows
+
+
 @dataclass
 class Verdict:
     task: str
@@ -130,7 +146,9 @@ class Section:
         self.body.append(([text + "\n"], [f"<p>{html.escape(text)}</p>"]))
 
     def table(self, header: list[str], rows: list[list], summary: str | None = None, caption: str | None = None):
-        """A table; with `summary` it is collapsed under that line (a <details> element)."""
+        """A table; with `summary` it is collapsed under that line (a <details> element). A column whose
+        every value carries the same unit (%, ×) shows it once, in its header."""
+        header, rows = _units_to_header(header, [[str(c) for c in r] for r in rows])
         md, h = [], []
         if caption:
             md.append(caption + "\n")

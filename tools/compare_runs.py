@@ -103,6 +103,7 @@ def timing_report(base: dict, contender: dict, suite: str, settings: dict, args)
                 f"ratio grows by more than {tolerance:.0%}")
     else:
         rule = "single measurements and no yardstick for this suite: shown, not gated"
+    ungated = [re.compile(u) for u in settings.get("ungated", [])]
     lines, regressions = [], 0
     for name in names:
         t_a = statistics.median(seconds(b) for b in a_rows[name])
@@ -111,7 +112,9 @@ def timing_report(base: dict, contender: dict, suite: str, settings: dict, args)
             continue
         raw = t_b / t_a - 1
         note, regressed = "", False
-        if repeated:
+        if any(u.search(name) for u in ungated):
+            note = "not gated (thresholds: ungated)"
+        elif repeated:
             p = pvalues.get(name)
             regressed = p is not None and p < args.alpha and raw > args.min_effect
             note = f"U-test p={p:.3f}" if p is not None else "no U-test"
