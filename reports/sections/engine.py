@@ -86,8 +86,10 @@ def render(s, run: dict, result):
         s.paragraph(f"Matmul: fused takes {num(ratio)}× eager's time. Both paths call the same GEMM (Eigen, fp32 "
                     "accumulation, the same thread pool); a plain matmul has nothing to fuse, and the paths differ only in "
                     "how the f16 operands are widened and the result narrowed (eager: whole-tensor conversions; fused: "
-                    "one task per row inside the kernel). A gap of a few percent is that conversion work, or noise: "
-                    "compare two runs (tools/compare) before reading more into it.")
+                    "one task per row inside the kernel). So the gap is that conversion work or the machine's state during "
+                    "the run (whole-op rates: eager "
+                    f"{num(mm['eager'].get('gflops'))}, fused {num(mm['fused'].get('gflops'))} GFLOP/s); tools/compare "
+                    "on a second run tells which.")
     chain = fam.get("Chain", {})
     if "eager" in chain and "fused" in chain:
         speedup = seconds(chain["eager"]) / seconds(chain["fused"])

@@ -44,8 +44,9 @@ def render_a(s, run, result):
                       num(b["real_time"])])
     runs_per = sorted({int(b["runs"]) for _, b in rows})
     control = (f"the negative control (FMA contraction flipped) was caught by the kernel hash in every configuration; "
-               + (f"its outputs did not change in {', '.join(sorted(set(control_same)))} (there the hash alone caught it: "
-                  "the contracted and uncontracted kernels round the same values)" if control_same
+               + (f"but in {', '.join(sorted(set(control_same)))} its outputs were bit-identical to round 1's, so there only "
+                  "the kernel hash caught it (the contraction's fp32-level differences did not survive rounding to "
+                  f"{'/'.join(sorted(set(control_same)))} in these runs)" if control_same
                   else "its outputs changed in every configuration"))
     if failures:
         s.verdict("fused execution and its compilation are bit-deterministic", "contradicted",
@@ -188,8 +189,8 @@ def render_c2(s, run, result):
         (dropped if twin else shown).append(c)
     deterministic = all(b["self_deterministic"] == 1 for _, b in rows)
     where = {c: max((b.get(f"ulp_vs_tile{o}", 0) for t, b in groups[c] for o, _ in groups[c]), default=0) for c in configs}
-    differs = [c for c in configs if where[c] >= 1]
-    agrees = [c for c in configs if where[c] == 0]
+    differs = [c for c in shown if where[c] >= 1]
+    agrees = [c for c in shown if where[c] == 0]
     describe = lambda cs: ", ".join(f"out {o}/acc {a}/{sh}" + (f" (up to {num(where[(o, a, sh)])} ULP)" if where[(o, a, sh)] else "")
                                     for o, a, sh in cs)
     s.verdict("reduction order (tile size) changes last bits; each order is self-deterministic",
@@ -199,9 +200,10 @@ def render_c2(s, run, result):
               f"{describe(differs) or 'none'}; every tile agrees at 0 ULP in {describe(agrees) or 'none'}.")
     _c2_heatmaps(s, shown, groups, where)
     if dropped:
-        s.paragraph("Not shown: " + ", ".join(f"out {o}/acc {a}" for o, a, _ in dropped) + " — identical tile by tile "
-                    "to the configuration with the same output and the storage accumulator (the storage dtype is that "
-                    "accumulator).")
+        kinds = sorted({(o, a) for o, a, _ in dropped})
+        s.paragraph("Not shown: " + ", ".join(f"out {o}/acc {a}" for o, a in kinds) + " — identical tile by tile to the "
+                    "same output with the other accumulator (for an f32 output the storage dtype is f32, so both "
+                    "accumulators are the same).")
     table = []
     for c in shown:
         for t, b in groups[c]:
