@@ -47,6 +47,9 @@ def evaluate(check: dict, results: Results, device: str) -> list[tuple[str, floa
         return rows
     num = matching(run, check["ratio"]["numerator"]["benchmark"])
     den = matching(run, check["ratio"]["denominator"]["benchmark"])
+    same = check["ratio"].get("same_counter")  # e.g. "threads": the copy on as many threads as the comparison
+    if same and num:
+        den = [d for d in den if d.get(same, 1) == num[0].get(same, 1)]
     if not num or not den:
         return [(suite, None, False, "ratio operands missing")]
     n, d = num[0].get(check["ratio"]["numerator"]["field"]), den[0].get(check["ratio"]["denominator"]["field"])

@@ -1,7 +1,7 @@
 """Task S: throughput of the precision toolkit against a memory copy measured in the same run."""
 from __future__ import annotations
 
-from .common import benchmarks, copy_bandwidth, gbps, name_fields, num, pct
+from .common import benchmarks, gbps, name_fields, num, pct
 from .plots import close, figure
 
 # Family -> target share of the copy bandwidth (the issue's targets; shown, and the verdict's condition).
@@ -10,22 +10,38 @@ WHAT = {"BitEqual": "reads both operands, writes nothing", "UlpDiff": "reads bot
         "ErrorStats": "reads both operands; sorts for exact percentiles"}
 
 
-def ratios(run: dict) -> tuple[float | None, list[dict]]:
-    copy_bw = copy_bandwidth(run)
+def copies(run: dict) -> dict[int, float]:
+    """threads -> bytes_per_second of the MemoryCopy on that many threads."""
+    return {int(name_fields(b["name"]).get("threads", b.get("threads", 1))): b["bytes_per_second"]
+            for b in benchmarks(run, "MemoryCopy/") if "bytes_per_second" in b}
+
+
+def ratios(run: dict) -> tuple[dict[int, float], list[dict]]:
+    """Each comparison against the copy on as many threads as it used (its `threads` counter; runs
+    made before that counter existed had one copy, on one thread)."""
+    copy_bw = copies(run)
     rows = []
     for b in benchmarks(run):
         f = name_fields(b["name"])
         if f["family"] == "MemoryCopy" or "bytes_per_second" not in b or b.get("error_occurred"):
             continue
-        rows.append({"family": f["family"], "dtype": f.get("dtype", "?"), "n": f.get("n", "?"),
-                     "bw": b["bytes_per_second"], "ratio": b["bytes_per_second"] / copy_bw if copy_bw else None,
+        threads = int(b.get("threads", 1))  # the suite's own counter (it overrides Google Benchmark's field)
+        copy = copy_bw.get(threads) or (next(iter(copy_bw.values())) if len(copy_bw) == 1 else None)
+        rows.append({"family": f["family"], "dtype": f.get("dtype", "?"), "n": f.get("n", "?"), "threads": threads,
+                     "bw": b["bytes_per_second"], "copy": copy, "ratio": b["bytes_per_second"] / copy if copy else None,
                      "target": TARGETS.get(f["family"])})
     return copy_bw, rows
 
 
+def share(r: dict) -> str:
+    """The share of the copy, with enough digits that one just under its target does not print as the target."""
+    close = r["target"] is not None and r["ratio"] is not None and abs(r["ratio"] / r["target"] - 1) < 0.01
+    return pct(r["ratio"], 4 if close else 3)
+
+
 def render(s, run: dict, result):
     copy_bw, rows = ratios(run)
-    if copy_bw is None:
+    if not copy_bw:
         s.paragraph("No MemoryCopy reference in this run: shares of the copy bandwidth cannot be computed.")
         return
     if not rows:
@@ -35,23 +51,28 @@ def render(s, run: dict, result):
     for r in targeted:
         meets = r["ratio"] >= r["target"]
         s.verdict(f"{r['family']} keeps up with memory (≥ {pct(r['target'], 2)} of copy)",
-                  "supported" if meets else "contradicted", f"{pct(r['ratio'])} of copy",
-                  f"Decided by: {r['family']} f16 moves {gbps(r['bw'])} GB/s, {pct(r['ratio'])} of the copy measured "
-                  f"in the same run; the target is {pct(r['target'], 2)}: {'met' if meets else 'missed'}.")
+                  "supported" if meets else "contradicted",
+                  f"{share(r)} of copy",
+                  f"Decided by: {r['family']} f16 moves {gbps(r['bw'])} GB/s on {r['threads']} thread"
+                  f"{'s' if r['threads'] > 1 else ''}, {share(r)} of the copy on as many threads measured in the "
+                  f"same run ({gbps(r['copy'])} GB/s); the target is {pct(r['target'], 2)}: {'met' if meets else 'missed'}.")
     _plot(s, rows, copy_bw)
     bit_equal = [r for r in rows if r["family"] == "BitEqual" and r["ratio"] and r["ratio"] > 1]
-    s.paragraph(f"Memory copy measured in the same run: {gbps(copy_bw)} GB/s of traffic (each byte copied is read and "
-                "written, as STREAM counts it). The toolkit's rates count traffic too: the bytes of both operands, plus "
-                "UlpDiff's per-element distance, which it writes. One core, operands of 2²⁵ elements (beyond the caches)."
+    copy_text = ", ".join(f"{gbps(bw)} GB/s on {t} thread{'s' if t > 1 else ''}" for t, bw in sorted(copy_bw.items()))
+    s.paragraph(f"Memory copy measured in the same run: {copy_text} of traffic (each byte copied is read and "
+                "written, as STREAM counts it); each comparison is set against the copy on as many threads as it used. "
+                "The toolkit's rates count traffic too: the bytes of both operands, plus UlpDiff's per-element distance, "
+                "which it writes. Operands of 2²⁵ elements (beyond the caches)."
                 + (f" BitEqual exceeds the copy ({', '.join(r['dtype'] + ' ' + pct(r['ratio']) for r in bit_equal)}) because "
                    "it only reads: a copy's written lines are first read into the cache (write-allocate) and then written "
                    "back, so the copy moves more bytes than it counts, and a read-only scan has no such cost."
                    if bit_equal else ""))
-    table = [[r["family"], r["dtype"], num(int(r["n"])) if r["n"].isdigit() else r["n"], gbps(r["bw"]), pct(r["ratio"]),
+    table = [[r["family"], r["dtype"], num(int(r["n"])) if r["n"].isdigit() else r["n"], num(r["threads"]), gbps(r["bw"]),
+              share(r),
               pct(r["target"], 2) if r["target"] is not None else "—",
               ("meets" if r["ratio"] >= r["target"] else "misses") if r["target"] is not None else "—",
               WHAT.get(r["family"], "")] for r in rows]
-    s.table(["operation", "dtype", "elements", "GB/s", "of copy", "target", "verdict", "traffic"], table)
+    s.table(["operation", "dtype", "elements", "threads", "GB/s", "of copy", "target", "verdict", "traffic"], table)
 
 
 def _plot(s, rows, copy_bw):
@@ -66,11 +87,15 @@ def _plot(s, rows, copy_bw):
         ys = np.arange(len(families)) + i * height
         values = [next((r["bw"] / 1e9 for r in rows if r["family"] == f and r["dtype"] == dtype), 0) for f in families]
         ax.barh(ys, values, height=height, label=dtype, color=colors.get(dtype))
-    ax.axvline(copy_bw / 1e9, color="black", linestyle="--", label=f"memory copy {gbps(copy_bw)} GB/s")
+    for (t, bw), style in zip(sorted(copy_bw.items()), ("--", "-.", ":")):
+        ax.axvline(bw / 1e9, color="black", linestyle=style,
+                   label=f"memory copy, {t} thread{'s' if t > 1 else ''}: {gbps(bw)} GB/s")
     for f in families:
         if f in TARGETS:
             y = families.index(f)
-            ax.plot([TARGETS[f] * copy_bw / 1e9] * 2, [y - 0.15, y + 0.8], color="#a00", linewidth=2)
+            copy = next((r["copy"] for r in rows if r["family"] == f and r["copy"]), None)
+            if copy:
+                ax.plot([TARGETS[f] * copy / 1e9] * 2, [y - 0.15, y + 0.8], color="#a00", linewidth=2)
     ax.plot([], [], color="#a00", linewidth=2, label="target share of copy")
     ax.set_yticks(np.arange(len(families)) + 0.4 - height / 2, families)
     ax.invert_yaxis()
