@@ -230,7 +230,7 @@ def verdict_table(doc: Document, results: Results) -> tuple[list[str], list[str]
                               f"{' · ' + html.escape(fig) if fig else ''}</td>")
         md.append(f"| [{task}](#{anchor(task)}) | {claim} | " + " | ".join(md_cells) + " |")
         rows_html.append(f"<tr><td class='txt'><a href='#{anchor(task)}'>{html.escape(task)}</a></td>"
-                         f"<td class='txt'>{html.escape(claim)}</td>{''.join(html_cells)}</tr>")
+                         f"<td class='txt claim'>{html.escape(claim)}</td>{''.join(html_cells)}</tr>")
     h = (f"<table id='verdicts'><thead><tr><th class='txt'>task</th><th class='txt'>claim</th>{head}</tr></thead>"
          f"<tbody>{''.join(rows_html)}</tbody></table>")
     return md + [""], [h]
@@ -263,7 +263,8 @@ th{background:#eee;font-weight:600;vertical-align:bottom}td.num{text-align:right
 th.num{text-align:right}.txt{text-align:left}td.txt{white-space:nowrap}td.long{white-space:normal;min-width:12em}
 .verdict.supported{color:#060}.verdict.contradicted{color:#a00}.verdict.inconclusive{color:#a60}
 .verdict.not-measured{color:#555}
-#verdicts td{padding:3px 8px;vertical-align:top}#verdicts a{color:inherit;text-decoration:none}
+#verdicts{font-size:13px;line-height:1.25}#verdicts td,#verdicts th{padding:2px 6px;vertical-align:top}
+#verdicts a{color:inherit;text-decoration:none}#verdicts td.claim{max-width:24em;white-space:normal}
 td.cell{text-align:left}td.cell b{white-space:nowrap}td.supported{background:#dff0d8;color:#060}
 td.contradicted{background:#f6d5d5;color:#a00}td.inconclusive{background:#fcebcc;color:#8a5a00}
 td.not-measured,td.not-run{background:#eee;color:#555}

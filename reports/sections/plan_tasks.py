@@ -412,13 +412,13 @@ def render_b(s, run, result):
         if failed:
             worse = [m for m in margins if m[0] > 0]
             smallest = min(worse, key=lambda m: m[0] / m[4])
-            s.verdict(f"{chain}: fused error ≤ eager error (P99 and max)", "contradicted",
+            s.verdict(f"{chain}: fused error ≤ eager error (P99, max)", "contradicted",
                       f"worse fused in {len(worse)}/{len(margins)} checks, from +{pct(smallest[0] / smallest[4], 2)}",
                       f"Decided by: {condition}. Failed: {'; '.join(failed)}." + extra)
         else:
             closest = max(margins, key=lambda m: m[0] / max(m[4], 1e-30))
             identical = all(m[0] == 0 for m in margins)
-            s.verdict(f"{chain}: fused error ≤ eager error (P99 and max)", "supported",
+            s.verdict(f"{chain}: fused error ≤ eager error (P99, max)", "supported",
                       f"{num(counter)}/{num(sets)} sets counter-examples" if counter
                       else ("fused = eager" if identical else "fused ≤ eager everywhere"),
                       f"Decided by: {condition}: holds in all {len(measured)}"
