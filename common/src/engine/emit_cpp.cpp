@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -132,11 +133,13 @@ class Emitter {
       case KernelKind::Rowwise: body = rowwise(); break;
       case KernelKind::Matmul: body = matmul(); break;
     }
-    std::string header = fmt::format("// fusebench fused kernel {} ({})\n// knobs: {}\n", k_.name,
-                                     kernel_kind_name(k_.kind), o_.describe());
+    // The source names no node or kernel: kernels of the same structure (a transformer's layers,
+    // one graph built twice) are one source, compiled once and shared through the kernel cache.
+    // The trace keeps the names (KernelTrace::name, ops).
+    std::string header = fmt::format("// fusebench fused kernel ({})\n// knobs: {}\n", kernel_kind_name(k_.kind), o_.describe());
     for (NodeId m : k_.members) {
       const Node& n = g_.node(m);
-      header += fmt::format("//   {} = {} -> {}{}\n", n.name, op_name(n.kind), dtype_name(n.dtype), shape_string(n.shape));
+      header += fmt::format("//   {} -> {}{}\n", op_name(n.kind), dtype_name(n.dtype), shape_string(n.shape));
     }
     std::string ctx = "namespace {\nstruct Ctx {\n  const FbKernelServices* services;\n  std::int64_t batch;\n";
     std::string bind;
@@ -316,6 +319,22 @@ class Emitter {
         break;
       case OpKind::GeluErf: expr = fmt::format("fbk::gelu_erf_c({})", operand(n, 0, idx)); break;
       case OpKind::GeluTanh: expr = fmt::format("fbk::gelu_tanh_c({})", operand(n, 0, idx)); break;
+      case OpKind::Log: expr = fmt::format("fbk::log_c({})", operand(n, 0, idx)); break;
+      case OpKind::GeluTanhBackward:
+        expr = fmt::format("fbk::gelu_tanh_backward_c({}, {})", operand(n, 0, idx), operand(n, 1, idx));
+        break;
+      case OpKind::CausalMask: {
+        // Index arithmetic on the node's own (row, column) index: the mask is never a tensor.
+        const std::string& row = idx[idx.size() - 2];
+        const std::string& col = idx[idx.size() - 1];
+        std::string fill = literal(n.scalar, compute);
+        if (std::isinf(n.scalar)) {
+          fill = fmt::format("{}std::numeric_limits<{}>::infinity()", n.scalar < 0 ? "-" : "", ctype(compute));
+        }
+        expr = fmt::format("({} > {} ? {} : {})", col, row, fill, operand(n, 0, idx));
+        out_.lowering.push_back(fmt::format("{}: causal mask by index comparison, fill {}", n.name, fill));
+        break;
+      }
       case OpKind::Cast: {
         const Node& input = g_.node(n.inputs[0]);
         expr = round_to_dtype(n.dtype, input.dtype, value(input.id, idx));
