@@ -223,6 +223,27 @@ Tensor EagerExecutor::evaluate(const Node& n, const std::vector<Tensor>& in, eng
       case OpKind::GeluErf: return map_kernel<T>(pool_, in[0].contiguous(), [](C v) { return fbk::gelu_erf_c(v); });
       case OpKind::GeluTanh: return map_kernel<T>(pool_, in[0].contiguous(), [](C v) { return fbk::gelu_tanh_c(v); });
       case OpKind::Cast: return in[0].to(n.dtype);
+      case OpKind::Log: return map_kernel<T>(pool_, in[0].contiguous(), [](C v) { return fbk::log_c(v); });
+      case OpKind::GeluTanhBackward:
+        return binary_kernel<T>(pool_, in[0], in[1], n.dtype, n.shape,
+                                [](C dy, C x) { return fbk::gelu_tanh_backward_c(dy, x); });
+      case OpKind::CausalMask: {
+        // One task per [rows, cols] matrix: copy the row's kept prefix, fill the rest.
+        const Tensor x = in[0].contiguous();
+        Tensor out = Tensor::uninitialized(n.dtype, n.shape);
+        const std::int64_t rows = n.shape[n.shape.size() - 2], cols = n.shape.back();
+        const T fill = store<T>(C(n.scalar));
+        const T* px = x.span<T>().data();
+        T* po = out.span<T>().data();
+        pool_.parallel_for(x.numel() / (rows * cols), [&](std::int64_t matrix) {
+          for (std::int64_t r = 0; r < rows; ++r) {
+            const std::int64_t base = (matrix * rows + r) * cols, kept = std::min(cols, r + 1);
+            std::copy_n(px + base, kept, po + base);
+            std::fill(po + base + kept, po + base + cols, fill);
+          }
+        });
+        return out;
+      }
       case OpKind::Sum:
       case OpKind::Mean:
       case OpKind::Max: {

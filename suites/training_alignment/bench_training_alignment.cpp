@@ -14,6 +14,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <sys/wait.h>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -43,8 +47,7 @@ std::filesystem::path config_path(const std::string& name) {
 
 std::filesystem::path csv_path(const SuiteConfig& suite, const TrainConfig& c, const RunSpec& spec) {
   if (suite.dump_dir.empty()) return {};
-  return suite.dump_dir / "training_alignment" /
-         fmt::format("{}_{}_{}_{}_seed{}.csv", c.name, spec.device, spec.fused ? "fused" : "eager",
+  return suite.dump_dir / fmt::format("{}_{}_{}_{}_seed{}.csv", c.name, spec.device, spec.fused ? "fused" : "eager",
                      dtype_name(spec.activations), spec.seed);
 }
 
@@ -68,6 +71,7 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
     spec.label = fmt::format("E {} fused {} seed {}", config.name, dtype_name(dtype), spec.seed);
     spec.csv = csv_path(suite, config, spec);
     fused = training::train_run(config, data, spec);
+    fused_rates()[dtype_name(dtype)] = fused.tokens_per_s;
     measured_s = fused.train_s;
     for (const auto& e : eager) measured_s += e.train_s;
     state.SetIterationTime(measured_s);
@@ -134,6 +138,62 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
   write_evidence(suite, fmt::format("E_alignment_{}", dtype_name(dtype)), evidence);
 }
 
+// fused tokens/s of the alignment cases, by dtype, for the peer's ratios
+std::map<std::string, double>& fused_rates() {
+  static std::map<std::string, double> rates;
+  return rates;
+}
+
+// ---- the peer: PyTorch eager and torch.compile on the same config, where the project's .venv has torch
+void run_peer(benchmark::State& state, const SuiteConfig& suite, const std::string& dtype) {
+  const auto config_file = config_path("default");
+  const TrainConfig config = TrainConfig::load(config_file);
+  const int steps = suite.quick() ? 8 : 30;
+  const std::string python = FUSEBENCH_PEER_PYTHON;
+  if (!std::filesystem::exists(python)) {
+    state.SkipWithError(fmt::format("peer skipped: {} does not exist (run tools/bootstrap)", python).c_str());
+    return;
+  }
+  const std::string cmd = fmt::format("timeout 900 {} {} --config {} --steps {} --dtype {} --threads 2", python,
+                                      FUSEBENCH_PEER_SCRIPT, config_file.string(), steps, dtype);
+  std::string out;
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    FILE* pipe = ::popen(cmd.c_str(), "r");
+    if (!pipe) throw_input_error("peer: cannot start {}", cmd);
+    char buffer[4096];
+    while (std::fgets(buffer, sizeof buffer, pipe)) out += buffer;
+    const int status = ::pclose(pipe);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    state.SetIterationTime(seconds);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+      state.SkipWithError("peer skipped: torch is not installed in the project's .venv");
+      return;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      state.SkipWithError(fmt::format("peer failed (status {}): {}", status, out.substr(0, 300)).c_str());
+      return;
+    }
+  }
+  // stdout is the script's one JSON line (its progress goes to stderr)
+  const auto j = nlohmann::json::parse(out.substr(0, out.find('\n')));
+  auto& c = state.counters;
+  c["steps"] = steps;
+  const double fused = fused_rates().count(dtype) ? fused_rates()[dtype] : 0;
+  c["engine_fused_tokens_per_s"] = fused;
+  for (const char* mode : {"eager", "compile"}) {
+    if (!j.contains(mode) || !j[mode].contains("tokens_per_s")) continue;
+    const double rate = j[mode]["tokens_per_s"].get<double>();
+    c[fmt::format("torch_{}_tokens_per_s", mode)] = rate;
+    c[fmt::format("torch_{}_first_step_s", mode)] = j[mode]["first_step_s"].get<double>();
+    if (fused > 0 && rate > 0) c[fmt::format("fused_over_torch_{}", mode)] = fused / rate;
+  }
+  nlohmann::json evidence = j;
+  evidence["command"] = cmd;
+  write_evidence(suite, fmt::format("E_peer_{}", dtype), evidence);
+}
+
 // ---- the fp32 control: eager and fused over the first steps, loss by loss
 void run_control(benchmark::State& state, const SuiteConfig& suite, int steps) {
   const TrainConfig config = TrainConfig::load(config_path("default"));
@@ -174,7 +234,17 @@ void register_benchmarks(const SuiteConfig& config) {
       } catch (const std::exception& e) {
         s.SkipWithError(e.what());
       }
-    })->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
+    })->Iterations(1)->Repetitions(1)->UseManualTime()->Unit(benchmark::kSecond);
+  }
+  for (const std::string dtype : {"bf16"}) {
+    const std::string peer = fmt::format("E/Peer/torch/dtype:{}/device:cpu", dtype);
+    benchmark::RegisterBenchmark(peer.c_str(), [config, dtype](benchmark::State& s) {
+      try {
+        run_peer(s, config, dtype);
+      } catch (const std::exception& e) {
+        s.SkipWithError(e.what());
+      }
+    })->Iterations(1)->Repetitions(1)->UseManualTime()->Unit(benchmark::kSecond);
   }
   const int control_steps = 8;
   const std::string name = fmt::format("E/Control/dtype:f32/steps:{}/device:{}", control_steps, config.device);
@@ -184,7 +254,7 @@ void register_benchmarks(const SuiteConfig& config) {
     } catch (const std::exception& e) {
       s.SkipWithError(e.what());
     }
-  })->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
+  })->Iterations(1)->Repetitions(1)->UseManualTime()->Unit(benchmark::kSecond);
 }
 
 }  // namespace fusebench::suite
@@ -238,6 +308,7 @@ int train_cli(int argc, char** argv) {
     // The losses of every step, exactly (the resume test compares them bit for bit).
     for (std::size_t i = 0; i < out.losses.size(); ++i) fmt::print("loss {} {:a}\n", i, out.losses[i]);
     fmt::print("tokens_per_s {:.1f}\n", out.tokens_per_s);
+    for (const auto& [kind, ms] : out.kind_ms) fmt::print("ms_per_step {} {:.3f}\n", kind, ms);
     return 0;
   } catch (const InputError& e) {
     fmt::print(stderr, "error: {}\n", e.what());

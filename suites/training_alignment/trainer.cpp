@@ -227,8 +227,10 @@ void bind_parameters(engine::Inputs& in, const std::vector<ParameterSlot>& layou
 Tensor scalar_tensor(double v) { return Tensor::from_values<float>({1}, std::vector<float>{float(v)}); }
 }  // namespace
 
-void Trainer::account(const engine::RunResult& result) {
+void Trainer::account(const engine::RunResult& result, double wall_ms) {
+  double kernels_ms = 0;
   for (const auto& k : result.trace) {
+    kernels_ms += k.run_ms;
     std::string kind;
     if (k.name.rfind("eager_", 0) == 0) {
       kind = kind_of_eager_op(k.name.substr(6));
@@ -239,6 +241,16 @@ void Trainer::account(const engine::RunResult& result) {
     }
     kind_ms_[kind] += k.run_ms;
   }
+  // The executor's own time around its kernels: planning, emission and kernel lookup (fused),
+  // allocation and operand conversion (both).
+  kind_ms_["executor_overhead"] += std::max(0.0, wall_ms - kernels_ms);
+}
+
+engine::RunResult Trainer::timed_run(const engine::Graph& graph, const engine::Inputs& inputs) {
+  const auto start = std::chrono::steady_clock::now();
+  engine::RunResult result = executor_->run(graph, inputs);
+  account(result, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  return result;
 }
 
 StepRecord Trainer::step() {
@@ -258,16 +270,14 @@ StepRecord Trainer::step() {
   in["tokens"] = tokens_;
   in["targets"] = targets_;
   in["loss_seed"] = scalar_tensor(loss_scale_);
-  const engine::RunResult fb = executor_->run(train_.graph, in);
-  account(fb);
+  const engine::RunResult fb = timed_run(train_.graph, in);
   rec.train_loss = fb.outputs[0].value_at(0);
   Tensor grad(DType::f32, {param_.numel()});
   for (std::size_t s = 0; s < layout_.size(); ++s) {
     const Tensor g = fb.outputs[s + 1].contiguous();
     std::memcpy(grad.span<float>().data() + layout_[s].offset, g.span<float>().data(), std::size_t(layout_[s].numel) * sizeof(float));
   }
-  const engine::RunResult norm = executor_->run(norm_, {{"grad", grad}});
-  account(norm);
+  const engine::RunResult norm = timed_run(norm_, {{"grad", grad}});
   const double sum_sq = norm.outputs[0].value_at(0);
   rec.loss_scale = loss_scale_;
   rec.lr = lr_at(step_);
@@ -289,8 +299,7 @@ StepRecord Trainer::step() {
                         {"lr", scalar_tensor(rec.lr)}, {"grad_scale", scalar_tensor(clip / loss_scale_)},
                         {"inv_bias1", scalar_tensor(1.0 / (1.0 - std::pow(config_.beta1, adam_steps_)))},
                         {"inv_bias2", scalar_tensor(1.0 / (1.0 - std::pow(config_.beta2, adam_steps_)))}};
-  const engine::RunResult up = executor_->run(adamw_, opt);
-  account(up);
+  const engine::RunResult up = timed_run(adamw_, opt);
   param_ = up.outputs[0].contiguous();
   m_ = up.outputs[1].contiguous();
   v_ = up.outputs[2].contiguous();

@@ -87,7 +87,8 @@ class Trainer {
 
  private:
   void fill_batch(const std::vector<std::uint8_t>& text, const std::vector<std::int64_t>& starts);
-  void account(const engine::RunResult& result);
+  void account(const engine::RunResult& result, double wall_ms);
+  engine::RunResult timed_run(const engine::Graph& graph, const engine::Inputs& inputs);
 
   TrainConfig config_;
   const Dataset& data_;

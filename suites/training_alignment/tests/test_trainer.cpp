@@ -30,10 +30,13 @@ struct Tiny {
   }
 };
 
-TEST(Trainer, TinyConfigLossFallsInEveryModeAndDtype) {
+// Eager in both 16-bit dtypes, fused in bf16 (each fused dtype compiles its own ~100 kernels,
+// minutes on a cold kernel cache; the suite's quick run trains fused f16 too).
+TEST(Trainer, TinyConfigLossFalls) {
   Tiny tiny;
   for (DType dtype : {DType::bf16, DType::f16}) {
     for (bool fused : {false, true}) {
+      if (fused && dtype == DType::f16) continue;
       const auto losses = tiny.losses(fused, dtype, tiny.config.steps);
       ASSERT_NEAR(losses.front(), std::log(256.0), 0.3) << "initial loss is that of a near-uniform prediction";
       EXPECT_LT(losses.back(), losses.front() - 0.5) << dtype_name(dtype) << (fused ? " fused" : " eager");
