@@ -17,7 +17,7 @@ using engine::OpKind;
 namespace {
 
 constexpr std::int64_t kChunk = std::int64_t(1) << 15;  // elements per task
-constexpr std::int64_t kGemmRowTile = 128;               // rows of C per GEMM task
+constexpr std::int64_t kGemmRowTile = 128;               // rows of C per GEMM task (emit_cpp.cpp has the same)
 
 template <class T>
 using Compute = std::conditional_t<std::is_same_v<T, double>, double, float>;
@@ -329,7 +329,7 @@ Tensor EagerExecutor::evaluate(const Node& n, const std::vector<Tensor>& in, eng
         const std::int64_t m = a.shape()[std::size_t(a.rank() - 2)], kk = a.shape().back(), nn = b.shape().back();
         const std::int64_t batches = a.numel() / (m * kk);
         Tensor c = Tensor::uninitialized(compute_dtype<T>(), n.shape);
-        for (std::int64_t i = 0; i < batches; ++i) {
+        auto one_batch = [&](std::int64_t i) {
           const std::int64_t b_offset = b.rank() > 2 ? i * kk * nn : 0;
           if constexpr (std::is_same_v<C, float>) {
             gemm_f32(pool_, m, nn, kk, a.span<float>().data() + i * m * kk, b.span<float>().data() + b_offset,
@@ -341,6 +341,13 @@ Tensor EagerExecutor::evaluate(const Node& n, const std::vector<Tensor>& in, eng
             Eigen::Map<Matrix> mc(c.span<double>().data() + i * m * nn, m, nn);
             mc.noalias() = ma * mb;
           }
+        };
+        if (batches > 1 && m <= kGemmRowTile) {
+          // Small batched GEMMs (attention's per-head products): one task per batch element, as a
+          // framework's bmm parallelises; each GEMM is then one task run on its thread (same bits).
+          pool_.parallel_for(batches, one_batch);
+        } else {
+          for (std::int64_t i = 0; i < batches; ++i) one_batch(i);
         }
         if (trace) trace->lowering.push_back(fmt::format("{}: Eigen GEMM, {} accumulation", n.name, dtype_name(compute_dtype<T>())));
         return c.to(n.dtype);

@@ -51,6 +51,12 @@ std::filesystem::path csv_path(const SuiteConfig& suite, const TrainConfig& c, c
                      dtype_name(spec.activations), spec.seed);
 }
 
+// fused tokens/s of the alignment cases, by dtype, for the peer's ratios
+std::map<std::string, double>& fused_rates() {
+  static std::map<std::string, double> rates;
+  return rates;
+}
+
 // ---- the alignment case: three eager seeds (the band), fused with the first seed
 void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtype) {
   const TrainConfig config = TrainConfig::load(config_path("default"));
@@ -71,7 +77,7 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
     spec.label = fmt::format("E {} fused {} seed {}", config.name, dtype_name(dtype), spec.seed);
     spec.csv = csv_path(suite, config, spec);
     fused = training::train_run(config, data, spec);
-    fused_rates()[dtype_name(dtype)] = fused.tokens_per_s;
+    fused_rates()[std::string(dtype_name(dtype))] = fused.tokens_per_s;
     measured_s = fused.train_s;
     for (const auto& e : eager) measured_s += e.train_s;
     state.SetIterationTime(measured_s);
@@ -138,18 +144,14 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
   write_evidence(suite, fmt::format("E_alignment_{}", dtype_name(dtype)), evidence);
 }
 
-// fused tokens/s of the alignment cases, by dtype, for the peer's ratios
-std::map<std::string, double>& fused_rates() {
-  static std::map<std::string, double> rates;
-  return rates;
-}
-
 // ---- the peer: PyTorch eager and torch.compile on the same config, where the project's .venv has torch
 void run_peer(benchmark::State& state, const SuiteConfig& suite, const std::string& dtype) {
   const auto config_file = config_path("default");
   const TrainConfig config = TrainConfig::load(config_file);
   const int steps = suite.quick() ? 8 : 30;
-  const std::string python = FUSEBENCH_PEER_PYTHON;
+  // The project's .venv, or FUSEBENCH_PEER_PYTHON (another interpreter that has torch).
+  const char* env = std::getenv("FUSEBENCH_PEER_PYTHON");
+  const std::string python = env && *env ? env : FUSEBENCH_PEER_PYTHON;
   if (!std::filesystem::exists(python)) {
     state.SkipWithError(fmt::format("peer skipped: {} does not exist (run tools/bootstrap)", python).c_str());
     return;
@@ -309,6 +311,12 @@ int train_cli(int argc, char** argv) {
     for (std::size_t i = 0; i < out.losses.size(); ++i) fmt::print("loss {} {:a}\n", i, out.losses[i]);
     fmt::print("tokens_per_s {:.1f}\n", out.tokens_per_s);
     for (const auto& [kind, ms] : out.kind_ms) fmt::print("ms_per_step {} {:.3f}\n", kind, ms);
+    std::vector<std::pair<double, std::string>> slowest;
+    for (const auto& [kernel, ms] : out.kernel_ms) slowest.emplace_back(ms, kernel);
+    std::sort(slowest.rbegin(), slowest.rend());
+    for (std::size_t i = 0; i < std::min<std::size_t>(60, slowest.size()); ++i) {
+      fmt::print("slowest_kernel {:.3f} ms {}\n", slowest[i].first, slowest[i].second);
+    }
     return 0;
   } catch (const InputError& e) {
     fmt::print(stderr, "error: {}\n", e.what());

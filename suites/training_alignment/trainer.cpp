@@ -240,6 +240,7 @@ void Trainer::account(const engine::RunResult& result, double wall_ms) {
       kind = k.name.substr(first + 1, second - first - 1);
     }
     kind_ms_[kind] += k.run_ms;
+    kernel_ms_[k.name + " [" + (k.ops.empty() ? std::string() : k.ops.back()) + "]"] += k.run_ms;
   }
   // The executor's own time around its kernels: planning, emission and kernel lookup (fused),
   // allocation and operand conversion (both).
@@ -427,6 +428,7 @@ RunOutcome train_run(const TrainConfig& config, const Dataset& data, const RunSp
   out.tokens_per_s = timed_s > 0 ? double(timed_tokens) / timed_s : 0;
   const int steady = std::max(1, spec.steps - 1);
   for (const auto& [kind, ms] : trainer.kind_ms()) out.kind_ms[kind] = ms / steady;
+  for (const auto& [kernel, ms] : trainer.kernel_ms()) out.kernel_ms[kernel] = ms / steady;
   if (!spec.checkpoint.empty()) trainer.save(spec.checkpoint);
   if (!spec.csv.empty()) {
     if (spec.csv.has_parent_path()) std::filesystem::create_directories(spec.csv.parent_path());

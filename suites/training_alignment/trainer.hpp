@@ -81,7 +81,12 @@ class Trainer {
   // Executor time of the training steps so far by kernel kind (matmul, rowwise, reduction,
   // pointwise, copy), milliseconds; eager ops are binned by the kind of kernel they would be.
   const std::map<std::string, double>& kind_ms() const { return kind_ms_; }
-  void reset_timing() { kind_ms_.clear(); }
+  // The same by kernel (eager op or fused kernel, with its last op), for finding the slow ones.
+  const std::map<std::string, double>& kernel_ms() const { return kernel_ms_; }
+  void reset_timing() {
+    kind_ms_.clear();
+    kernel_ms_.clear();
+  }
   std::int64_t tokens_per_step() const { return std::int64_t(config_.batch) * config_.model.context; }
   double lr_at(int step) const;
 
@@ -102,7 +107,7 @@ class Trainer {
   Tensor param_, m_, v_, decay_mask_, tokens_, targets_;
   int step_ = 0, adam_steps_ = 0, good_steps_ = 0;
   double loss_scale_ = 1;
-  std::map<std::string, double> kind_ms_;
+  std::map<std::string, double> kind_ms_, kernel_ms_;
 };
 
 // A whole run: steps with CSV rows every `csv_every` steps (eval at each), progress on stderr,
@@ -127,6 +132,7 @@ struct RunOutcome {
   double first_step_s = 0;
   double train_s = 0;
   std::map<std::string, double> kind_ms;  // per step, steps after the first
+  std::map<std::string, double> kernel_ms;  // per step, by kernel
 };
 RunOutcome train_run(const TrainConfig& config, const Dataset& data, const RunSpec& spec);
 
