@@ -308,7 +308,11 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
             render_task(s, result.data, result)
     verdict_md, verdict_html = verdict_table(doc, results)
     not_run = results.not_run()
-    not_run_text = ("Not run: " + ", ".join(f"{s} on {d} ({r})" for s, d, r in not_run) + ".") if not_run else ""
+    by_reason: dict[str, list[str]] = {}
+    for su, d, r in not_run:
+        by_reason.setdefault(r, []).append(su + ("" if len(results.devices) == 1 else f" on {d}"))
+    not_run_text = ("Not run: " + "; ".join(f"{', '.join(names)} ({r})" for r, names in by_reason.items()) + ".") \
+        if not_run else ""
     line = run_line(results)
     contents = " · ".join(f"[{s.title.split(' — ')[0]}](#{anchor(s.task)})" for s in doc.sections)
     contents_html = " · ".join(f"<a href='#{anchor(s.task)}'>{html.escape(s.title)}</a>" for s in doc.sections)
