@@ -312,8 +312,17 @@ def _c3_plot(s, rows):
         ax.set_title(op)
         ax.set_xticks([0, 1, 2, 3])
     fig.legend(handles.values(), handles.keys(), loc="outside right center")
-    s.figure(fig, "c3_iterations", "C3: max ULP error against Newton iterations; dotted: the IEEE path of the same dtype. "
-             "Where curves coincide at 2–3 iterations the dtype's rounding, not the method, sets the error.")
+    coincide = []
+    for op in ("rsqrt", "div"):
+        for dtype in DTYPES:
+            ieee = next((b["ulp_max"] for f, b in rows if (f["op"], f["dtype"], f["mode"]) == (op, dtype, "ieee")), None)
+            last = [b["ulp_max"] for f, b in rows if (f["op"], f["dtype"]) == (op, dtype) and f["mode"] != "ieee"
+                    and f["iters"] == "3"]
+            if ieee is not None and last and all(abs(v - ieee) <= 0.01 * max(ieee, 1e-9) for v in last):
+                coincide.append(f"{op} {dtype}")
+    s.figure(fig, "c3_iterations", "C3: max ULP error against Newton iterations (log axis); dotted: the IEEE path of the "
+             "same dtype." + (f" At 3 iterations both Newton curves lie on the IEEE line in {', '.join(coincide)}: "
+                              "there the result's rounding, not the method, sets the error." if coincide else ""))
     close(fig)
 
 
