@@ -231,7 +231,8 @@ def verdict_table(doc: Document, results: Results) -> tuple[list[str], list[str]
         md.append(f"| [{task}](#{anchor(task)}) | {claim} | " + " | ".join(md_cells) + " |")
         rows_html.append(f"<tr><td class='txt'><a href='#{anchor(task)}'>{html.escape(task)}</a></td>"
                          f"<td class='txt claim'>{html.escape(claim)}</td>{''.join(html_cells)}</tr>")
-    h = (f"<table id='verdicts'><thead><tr><th class='txt'>task</th><th class='txt'>claim</th>{head}</tr></thead>"
+    narrow = " class='many'" if len(devices) >= 3 else ""
+    h = (f"<table id='verdicts'{narrow}><thead><tr><th class='txt'>task</th><th class='txt'>claim</th>{head}</tr></thead>"
          f"<tbody>{''.join(rows_html)}</tbody></table>")
     return md + [""], [h]
 
@@ -264,7 +265,7 @@ th.num{text-align:right}.txt{text-align:left}td.txt{white-space:nowrap}td.long{w
 .verdict.supported{color:#060}.verdict.contradicted{color:#a00}.verdict.inconclusive{color:#a60}
 .verdict.not-measured{color:#555}
 #verdicts{font-size:13px;line-height:1.25}#verdicts td,#verdicts th{padding:2px 6px;vertical-align:top}
-#verdicts a{color:inherit;text-decoration:none}#verdicts td.claim{max-width:24em;white-space:normal}
+#verdicts a{color:inherit;text-decoration:none}#verdicts td.claim{white-space:normal}#verdicts.many td.claim{max-width:24em}
 td.cell{text-align:left}td.cell b{white-space:nowrap}td.supported{background:#dff0d8;color:#060}
 td.contradicted{background:#f6d5d5;color:#a00}td.inconclusive{background:#fcebcc;color:#8a5a00}
 td.not-measured,td.not-run{background:#eee;color:#555}
