@@ -24,7 +24,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tools"))
 from runs import KNOWN_SUITES, InputError, Results, load_results  # noqa: E402
-from sections import engine, plan_tasks, toolkit  # noqa: E402
+from sections import engine, plan_tasks, toolkit, training  # noqa: E402
 from sections.common import num  # noqa: E402
 
 # (task id, title, suite, render function(section, result, results_dir)); the plan's order.
@@ -35,7 +35,7 @@ TASKS = [
     ("C2", "C2 — reduction accumulation order (claim §1.2 (3))", "reduction_order", plan_tasks.render_c2),
     ("C3", "C3 — rsqrt / division iteration count (claim §1.2 (4))", "approximations", plan_tasks.render_c3),
     ("D", "D — pure data movement (claim §2)", "data_movement", plan_tasks.render_d),
-    ("E", "E — end-to-end training alignment (claim §3.2 in practice)", "training_alignment", None),
+    ("E", "E — end-to-end training alignment (claim §3.2 in practice)", "training_alignment", training.render),
     ("S", "S — precision toolkit throughput", "precision_toolkit", toolkit.render),
     ("Engine", "Engine — eager vs fused speed", "engine_throughput", engine.render),
 ]
@@ -285,18 +285,13 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
     doc = Document(results_dir)
     for task, title, suite, render_task in TASKS:
         ran = [d for d in results.devices if results.get(suite, d) is not None]
-        if render_task is None:  # E: no renderer; a training suite's results, if any, are listed as they are
+        if task == "E" and not ran:  # no training suite in these results: said once per device
             s = doc.section(task, title)
-            if ran:
-                for device in ran:
-                    s.device, s.show_device = device, len(ran) > 1
-                    plan_tasks.render_unjudged(s, results.get(suite, device).data)
-                continue
+            reason = next((r for su, d, r in results.not_run() if su == suite), "no result file")
             for device in results.devices:
                 s.device = device
-                s.verdict("training metrics of eager and fused align", "not measured", "no training suite",
-                          "this build has no training suite (task E needs a model, data and an optimizer on the "
-                          "engine, and an accelerator for the plan's GPT-2 run). No curves, no table.")
+                s.verdict("training metrics of eager and fused align", "not measured", "training suite not run",
+                          f"the training suite did not run ({reason}). No curves, no table.")
             continue
         s = doc.section(task, title)
         if not ran:
