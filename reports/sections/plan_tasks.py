@@ -448,6 +448,12 @@ def render_b(s, run, result):
                       f"{num(b['counterexamples'])}/{num(b['sets'])}", num(b["emulated_vs_eager_max_ulp"])])
     s.table(["chain", "dtype", "inputs", "P99 eager (ULP)", "P99 fused (ULP)", "max eager (ULP)", "max fused (ULP)",
              "set-max P99 eager (ULP)", "set-max P99 fused (ULP)", "counter-example sets", "emulated vs eager (ULP)"], table)
+    s.table(["chain", "dtype", "inputs", "P50 eager (ULP)", "P50 fused (ULP)", "set-max P50 eager (ULP)",
+             "set-max P50 fused (ULP)", "abs err max eager", "abs err max fused", "rel err P99 eager", "rel err P99 fused"],
+            [[f["chain"], f["dtype"], f["dist"], num(b["eager_ulp_p50"]), num(b["fused_ulp_p50"]), num(b["eager_setmax_p50"]),
+              num(b["fused_setmax_p50"]), num(b["eager_abs_err_max"]), num(b["fused_abs_err_max"]),
+              num(b["eager_rel_err_p99"]), num(b["fused_rel_err_p99"])] for f, b in rows if f["dtype"] != "f32"],
+            summary="Medians, absolute and relative errors of the same rows")
     _b_floor(s, rows)
     _b_counterexamples(s, evidence)
 
