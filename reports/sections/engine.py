@@ -93,7 +93,8 @@ def render(s, run: dict, result):
     mm = fam.get("Matmul", {})
     if "eager" in mm and "fused" in mm:
         ratio = seconds(mm["fused"]) / seconds(mm["eager"])
-        s.paragraph(f"Matmul: fused takes {num(ratio)}× eager's time. Both paths call the same GEMM (Eigen, fp32 "
+        s.paragraph(f"Matmul: fused takes {num(ratio)}× eager's time ({'slower' if ratio > 1 else 'faster'} in this run). "
+                    "Both paths call the same GEMM (Eigen, fp32 "
                     "accumulation, the same thread pool); a plain matmul has nothing to fuse, and the paths differ only in "
                     "how the f16 operands are widened and the result narrowed (eager: whole-tensor conversions; fused: "
                     "one task per row inside the kernel). So the gap is that conversion work or the machine's state during "
