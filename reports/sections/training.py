@@ -111,6 +111,10 @@ def render_e(doc, runs, results_dir: pathlib.Path):
         ok = b["excursions"] == 0
         where = ("" if ok else f" First excursion at step {int(b['first_excursion_step'])}, "
                  f"{b['first_excursion_size']:.2e} beyond the band; {int(b['excursions'])} of {int(b['rows'])} rows outside.")
+        if b.get("eager_skipped_steps", 0) or b.get("fused_skipped_steps", 0):
+            where += (f" Overflow-skipped steps among the logged rows (dynamic loss scaling): eager "
+                      f"{int(b.get('eager_skipped_steps', 0))}, fused {int(b.get('fused_skipped_steps', 0))}"
+                      " — the CSVs' 'skipped' column says which.")
         doc.verdict(f"{dtype}: the eager-vs-fused eval-loss gap stays within the eager seed-to-seed band",
                     "supported" if ok else "contradicted",
                     f"max gap {b['max_gap']:.2e} = {b['max_gap_over_band']:.3g}× the band at its row; final eval loss "
@@ -132,6 +136,26 @@ def render_e(doc, runs, results_dir: pathlib.Path):
                         "supported" if b["max_rel_loss_diff"] <= 1e-5 else "contradicted",
                         f"max relative train-loss difference {b['max_rel_loss_diff']:.2e} over {int(b['steps'])} steps "
                         f"(first step that differs at all: {int(b['first_step_differing'])}, -1 = none).")
+    steps = [(f, b) for f, b in rows if "StepTime" in b["name"]]
+    if steps:
+        doc.paragraph("GPT-2 small's shape (gpt2-124m config: 12 layers, 12 heads, width 768, context 1024, byte-level "
+                      "vocabulary) is for an accelerator; here one bf16 training step is measured at batch 1 and the "
+                      "config's 1000 steps at its batch are projected linearly in the batch.")
+        doc.table(["mode", "parameters", "step (batch 1)", "first step", "tokens/s", "projected 1000 steps at batch "
+                   f"{int(steps[0][1]['batch_config'])}"],
+                  [[f["mode"], f"{int(b['parameters']):,}", f"{b['step_s_batch1']:.1f} s", f"{b['first_step_s']:.1f} s",
+                    f"{b['tokens_per_s']:.0f}", f"{b['projected_1000_steps_h']:.1f} h"] for f, b in steps])
     peers = [b for f, b in rows if "Peer" in b["name"]]
-    if peers:
-        doc.table(["peer", "tokens/s"], [[b["name"], f"{b.get('tokens_per_s', 0):.0f}"] for b in peers])
+    for b in peers:
+        doc.paragraph(f"Peer (PyTorch on this CPU, same config and math, bf16 autocast, {int(b['steps'])} steps, tokens/s "
+                      "over steps 3 and on, after compilation and any recompilation): the engine's fused trainer against PyTorch eager and torch.compile.")
+        table = []
+        for mode in ("eager", "compile"):
+            rate = b.get(f"torch_{mode}_tokens_per_s")
+            if rate is None:
+                table.append([f"torch {mode}", "did not run", "—", "—"])
+                continue
+            table.append([f"torch {mode}", f"{rate:.0f}", f"{b.get(f'torch_{mode}_first_step_s', 0):.1f} s",
+                          f"{b.get(f'fused_over_torch_{mode}', 0):.2f}×"])
+        table.append(["fusebench fused", f"{b['engine_fused_tokens_per_s']:.0f}", "—", "1×"])
+        doc.table(["trainer", "tokens/s", "first step", "fusebench fused / this"], table)
