@@ -290,10 +290,15 @@ StepRecord Trainer::step() {
     for (const engine::Node& n : train_.graph.nodes()) {
       const auto it = fb.values.find(n.id);
       if (n.kind == engine::OpKind::Input || it == fb.values.end()) continue;
+      if (n.kind == engine::OpKind::CausalMask && std::isinf(n.scalar)) continue;  // -inf by design
       const Tensor values = it->second.to(DType::f64).contiguous();
       const auto v = values.span<double>();
       if (std::any_of(v.begin(), v.end(), [](double x) { return !std::isfinite(x); })) {
-        rec.overflow_node = fmt::format("{}={}", n.name, engine::op_name(n.kind));
+        // "sum277=sum f16[384] of concat276=concat f16[512, 384]": the node and what it reduces or maps
+        const engine::Node& in = train_.graph.node(n.inputs[0]);
+        rec.overflow_node = fmt::format("{}={} {}{} of {}={} {}{}", n.name, engine::op_name(n.kind), dtype_name(n.dtype),
+                                        shape_string(n.shape), in.name, engine::op_name(in.kind), dtype_name(in.dtype),
+                                        shape_string(in.shape));
         break;
       }
     }
