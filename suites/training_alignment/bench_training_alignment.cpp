@@ -213,7 +213,7 @@ void run_step_time(benchmark::State& state, const SuiteConfig& suite, bool fused
   const int full_batch = config.batch;
   config.batch = 1;
   const Dataset data = Dataset::load(config);
-  cpu::register_cpu_device();
+  register_all_devices();
   const auto device = engine::make_device(suite.device);
   engine::EngineOptions options;
   training::Trainer trainer(config, data, *device, fused_mode, DType::bf16, config.seeds[0], options);
@@ -383,7 +383,7 @@ int train_cli(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  fusebench::cpu::register_cpu_device();
+  fusebench::suite::register_all_devices();  // cpu and the framework devices: the trainer runs on any
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) == "--train") return train_cli(argc, argv);
   }
