@@ -376,22 +376,9 @@ class FrameworkExecutor final : public engine::Executor {
 // Mnemonic counts of an Inductor C++ kernel: its `kernel` entry point and the OpenMP regions GCC
 // outlines from it (kernel._omp_fn.N), not the Python binding around them.
 std::map<std::string, int> kernel_instructions(const fs::path& library) {
-  std::map<std::string, int> counts;
-  std::istringstream lines(cpu::disassembly(library));
-  std::string line;
-  bool in_kernel = false;
-  static const std::regex kSymbol(R"(^[0-9a-f]+ <(.*)>:$)");
-  static const std::regex kInstruction(R"(^\s+[0-9a-f]+:\s+([a-z][a-z0-9.]*))");
-  std::smatch m;
-  while (std::getline(lines, line)) {
-    if (std::regex_match(line, m, kSymbol)) {
-      const std::string symbol = m[1].str();
-      in_kernel = symbol == "kernel" || symbol.rfind("kernel.", 0) == 0 || symbol.rfind("kernel._omp", 0) == 0;
-      continue;
-    }
-    if (in_kernel && std::regex_search(line, m, kInstruction)) ++counts[m[1].str()];
-  }
-  return counts;
+  return cpu::instruction_histogram(library, [](const std::string& symbol) {
+    return symbol == "kernel" || symbol.rfind("kernel.", 0) == 0 || symbol.rfind("kernel._omp", 0) == 0;
+  });
 }
 
 class FrameworkDevice final : public engine::Device {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <functional>
 #include <regex>
 #include <sstream>
 
@@ -130,7 +131,8 @@ std::string disassembly(const fs::path& library) {
   return out.text;
 }
 
-std::map<std::string, int> instruction_histogram(const fs::path& library) {
+std::map<std::string, int> instruction_histogram(const fs::path& library,
+                                                 const std::function<bool(const std::string&)>& counts_symbol) {
   std::map<std::string, int> counts;
   std::istringstream lines(disassembly(library));
   std::string line;
@@ -140,14 +142,19 @@ std::map<std::string, int> instruction_histogram(const fs::path& library) {
   std::smatch m;
   while (std::getline(lines, line)) {
     if (std::regex_match(line, m, kSymbol)) {
-      const std::string symbol = m[1].str();
-      // the kernel's own code: its entry point and the functions of its anonymous namespace
-      in_kernel = symbol.find("fusebench_kernel") != std::string::npos || symbol.find("anonymous namespace") != std::string::npos;
+      in_kernel = counts_symbol(m[1].str());
       continue;
     }
     if (in_kernel && std::regex_search(line, m, kInstruction)) ++counts[m[1].str()];
   }
   return counts;
+}
+
+std::map<std::string, int> instruction_histogram(const fs::path& library) {
+  // the kernel's own code: its entry point and the functions of its anonymous namespace
+  return instruction_histogram(library, [](const std::string& symbol) {
+    return symbol.find("fusebench_kernel") != std::string::npos || symbol.find("anonymous namespace") != std::string::npos;
+  });
 }
 
 }  // namespace fusebench::cpu

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -36,6 +37,9 @@ class JitCompiler {
 
 // Instruction mnemonics of the kernel code in a shared object (objdump), with counts.
 std::map<std::string, int> instruction_histogram(const std::filesystem::path& library);
+// The same for any shared object: the instructions of the symbols counts_symbol accepts.
+std::map<std::string, int> instruction_histogram(const std::filesystem::path& library,
+                                                 const std::function<bool(const std::string&)>& counts_symbol);
 std::string disassembly(const std::filesystem::path& library);
 
 }  // namespace fusebench::cpu
