@@ -17,20 +17,22 @@ std::vector<CompiledKernel> compile_graph(const engine::Graph& graph, const engi
   return out;
 }
 
+nlohmann::json kernel_evidence(const CompiledKernel& k) {
+  return {{"kernel", k.plan.name},
+          {"lowering", k.kernel.code.lowering},
+          {"cubin_sha256", k.cubin.sha256},
+          {"cache_key", k.cubin.key},
+          {"compile_ms", k.cubin.hit ? 0.0 : k.cubin.compile_ms},
+          {"cache_hit", k.cubin.hit},
+          {"sass", disassemble_cubin(k.cubin.library).to_json()}};
+}
+
 nlohmann::json sass_evidence(const engine::Graph& graph, const engine::EngineOptions& options, const std::vector<std::string>& archs,
                              engine::KernelCache cache) {
   nlohmann::json evidence = {{"nvrtc", nvrtc_identity()}, {"knobs", options.to_json()}, {"architectures", nlohmann::json::object()}};
   for (const auto& arch : archs) {
     nlohmann::json kernels = nlohmann::json::array();
-    for (const auto& k : compile_graph(graph, options, arch, cache)) {
-      kernels.push_back({{"kernel", k.plan.name},
-                         {"lowering", k.kernel.code.lowering},
-                         {"cubin_sha256", k.cubin.sha256},
-                         {"cache_key", k.cubin.key},
-                         {"compile_ms", k.cubin.hit ? 0.0 : k.cubin.compile_ms},
-                         {"cache_hit", k.cubin.hit},
-                         {"sass", disassemble_cubin(k.cubin.library).to_json()}});
-    }
+    for (const auto& k : compile_graph(graph, options, arch, cache)) kernels.push_back(kernel_evidence(k));
     evidence["architectures"][arch] = std::move(kernels);
   }
   return evidence;

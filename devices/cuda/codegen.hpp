@@ -29,6 +29,10 @@ struct CompiledKernel {
 std::vector<CompiledKernel> compile_graph(const engine::Graph& graph, const engine::EngineOptions& options, const std::string& arch,
                                           engine::KernelCache& cache);
 
+// One compiled kernel as evidence: {"kernel", "lowering", "cubin_sha256", "cache_key", "compile_ms",
+// "cache_hit", "sass": {"histogram", "instructions", "tool"}}.
+nlohmann::json kernel_evidence(const CompiledKernel& kernel);
+
 // Per architecture, per kernel: its lowering notes, cubin SHA-256, NVRTC compile time (0 on a
 // cache hit), cache key and SASS histogram. Shape:
 //   {"nvrtc": "NVRTC 13.0", "knobs": {...}, "architectures": {"sm_80": [{"kernel", "lowering",

@@ -22,6 +22,13 @@ int SassListing::count(const std::string& prefix) const {
   return n;
 }
 
+int SassListing::constant_operand_count(const std::string& opcode) const {
+  const std::regex pattern("^" + opcode + R"((\.[A-Z0-9_]+)* [^,]+, [^,]+, (-?[0-9][0-9.e+-]*|-?c\[0x[0-9a-f]+\]\[0x[0-9a-f]+\])$)");
+  int n = 0;
+  for (const auto& i : instructions) n += std::regex_match(i, pattern) ? 1 : 0;
+  return n;
+}
+
 nlohmann::json SassListing::to_json() const {
   return {{"histogram", histogram}, {"instructions", instructions.size()}, {"tool", tool}};
 }

@@ -16,6 +16,9 @@ struct SassListing {
   std::map<std::string, int> histogram;   // opcode with modifiers -> count
   std::string tool;                       // the disassembler's path
   int count(const std::string& opcode_prefix) const;  // instructions whose opcode starts with the prefix
+  // Instructions of `opcode` (modifiers allowed) whose last operand is an immediate or a
+  // constant-bank operand c[..][..]: a scalar the instruction carries instead of loading it.
+  int constant_operand_count(const std::string& opcode) const;
   nlohmann::json to_json() const;         // {"histogram": ..., "instructions": n, "tool": ...}
 };
 

@@ -1,16 +1,36 @@
 #include "support/engine_support.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
 #include "cpu_device.hpp"
+#if defined(FUSEBENCH_HAVE_CUDA)
+#include "cuda_device.hpp"
+#endif
 #include "fusebench/npy.hpp"
 
 namespace fusebench::suite {
 
-std::unique_ptr<engine::Executor> make_executor(const SuiteConfig& config, bool fused, const engine::EngineOptions& options) {
+void register_devices() {
   cpu::register_cpu_device();
+#if defined(FUSEBENCH_HAVE_CUDA)
+  cuda::register_cuda_device();
+#endif
+}
+
+std::string device_problem(const std::string& device) {
+  register_devices();
+  const auto names = engine::device_names();
+  if (std::find(names.begin(), names.end(), device) == names.end()) {
+    return fmt::format("this build has only {}", fmt::join(names, ", "));
+  }
+  return engine::make_device(device)->unavailable_reason();
+}
+
+std::unique_ptr<engine::Executor> make_executor(const SuiteConfig& config, bool fused, const engine::EngineOptions& options) {
+  register_devices();
   const auto device = engine::make_device(config.device);
   return fused ? device->fused(options) : device->eager(options);
 }

@@ -13,6 +13,10 @@
 
 namespace fusebench::suite {
 
+// Registers every device this build has (cpu; cuda where the toolkit was found).
+void register_devices();
+// Empty when `device` exists in this build and can run here; otherwise what is wrong.
+std::string device_problem(const std::string& device);
 std::unique_ptr<engine::Executor> make_executor(const SuiteConfig& config, bool fused, const engine::EngineOptions& options);
 
 // Writes <dump_dir>/<name>.json (atomically) when dumps were requested.

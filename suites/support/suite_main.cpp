@@ -1,5 +1,7 @@
 #include "support/suite_main.hpp"
 
+#include "support/engine_support.hpp"
+
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -91,8 +93,10 @@ int run_suite(int argc, char** argv, const char* suite_name) {
       else if (*v == "full") config.profile = Profile::Full;
       else usage_error(fmt::format("--profile={}: expected quick or full", *v));
     } else if (auto d = value_of("--device")) {
-      if (*d != "cpu") usage_error(fmt::format("--device={}: this build has only the cpu device", *d));
       config.device = std::string(*d);
+      if (const std::string problem = device_problem(config.device); !problem.empty()) {
+        usage_error(fmt::format("--device={}: {}", *d, problem));
+      }
     } else if (auto dir = value_of("--dump-dir")) {
       config.dump_dir = std::string(*dir);
     } else {
