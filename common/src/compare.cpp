@@ -156,6 +156,85 @@ UlpDiffResult ulp_diff(const Tensor& a_in, const Tensor& b_in, const UlpDiffOpti
   });
 }
 
+// ---- summary of integer distances
+namespace {
+// Value of rank k (0-based) among the sorted distances, from counts per distance (u16) or by
+// selection on a copy (wider distances).
+template <class Bits>
+class DistanceRanks {
+ public:
+  explicit DistanceRanks(std::span<const Bits> distances, Bits no_distance) {
+    if constexpr (sizeof(Bits) == 2) {
+      counts_.assign(65536, 0);
+      for (const Bits d : distances) ++counts_[d];
+      counts_[no_distance] = 0;
+    } else {
+      values_.reserve(distances.size());
+      for (const Bits d : distances) {
+        if (d != no_distance) values_.push_back(d);
+      }
+    }
+  }
+  double at(std::uint64_t rank) {
+    if constexpr (sizeof(Bits) == 2) {
+      std::uint64_t before = 0;
+      for (std::size_t d = 0; d < counts_.size(); ++d) {
+        before += counts_[d];
+        if (rank < before) return double(d);
+      }
+      return std::numeric_limits<double>::quiet_NaN();
+    } else {
+      std::nth_element(values_.begin(), values_.begin() + std::ptrdiff_t(rank), values_.end());
+      return double(values_[std::size_t(rank)]);
+    }
+  }
+
+ private:
+  std::vector<std::uint64_t> counts_;
+  std::vector<Bits> values_;
+};
+
+template <class Bits>
+UlpDiffSummary summarize_typed(const UlpDiffResult& result) {
+  UlpDiffSummary summary;
+  summary.max = result.max_distance;
+  summary.max_index = result.max_index;
+  const std::span<const Bits> distances = result.distance.span<Bits>();
+  summary.compared = distances.size() - result.nan_pairs;
+  if (summary.compared == 0) {
+    summary.mean = summary.p50 = summary.p99 = std::numeric_limits<double>::quiet_NaN();
+    return summary;
+  }
+  // A NaN pair's entry holds the type's maximum. No real distance reaches it: the largest, -inf
+  // against +inf, is twice the infinity's magnitude bits, below the maximum.
+  constexpr Bits kNoDistance = std::numeric_limits<Bits>::max();
+  // The exact mean: the sum of integer distances is exact in 128 bits for any tensor size.
+  unsigned __int128 sum = 0;
+  for (const Bits d : distances) sum += d == kNoDistance ? 0 : d;
+  summary.mean = double(sum) / double(summary.compared);
+  DistanceRanks<Bits> ranks(distances, kNoDistance);
+  auto percentile_of = [&](double p) {  // numpy's "linear" rule
+    const double h = double(summary.compared - 1) * p;
+    const auto low = std::uint64_t(std::floor(h));
+    const double low_value = ranks.at(low);
+    if (low + 1 >= summary.compared) return low_value;
+    return low_value + (h - double(low)) * (ranks.at(low + 1) - low_value);
+  };
+  summary.p50 = percentile_of(0.5);
+  summary.p99 = percentile_of(0.99);
+  return summary;
+}
+}  // namespace
+
+UlpDiffSummary summarize(const UlpDiffResult& result) {
+  switch (result.distance.dtype()) {
+    case DType::u16: return summarize_typed<std::uint16_t>(result);
+    case DType::u32: return summarize_typed<std::uint32_t>(result);
+    case DType::u64: return summarize_typed<std::uint64_t>(result);
+    default: throw_input_error("summarize: a ulp_diff distance tensor is u16, u32 or u64, got {}", result.distance.describe());
+  }
+}
+
 // ---- ulp_error
 namespace {
 template <class Y, class R>

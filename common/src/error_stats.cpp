@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -115,13 +119,13 @@ class RankSelector {
   // such as differences of fp16 values, have few): then one pass resolves any rank in the bin.
   class DistinctCounter {
    public:
-    void add(std::uint64_t bits) {
+    void add(std::uint64_t bits, std::uint64_t count = 1) {
       if (overflowed_) return;
       std::size_t slot = std::size_t((bits * 0x9E3779B97F4A7C15ULL) >> (64 - kSlotBits));
       while (true) {
         Entry& e = table_[slot];
         if (e.count != 0 && e.bits == bits) {
-          ++e.count;
+          e.count += count;
           return;
         }
         if (e.count == 0) {
@@ -129,10 +133,18 @@ class RankSelector {
             overflowed_ = true;
             return;
           }
-          e = {bits, 1};
+          e = {bits, count};
           return;
         }
         slot = (slot + 1) & (kSlots - 1);
+      }
+    }
+    // Overflows exactly when the union has more distinct values than the table keeps, whatever
+    // the order of merging.
+    void merge(const DistinctCounter& other) {
+      if (other.overflowed_) overflowed_ = true;
+      for (const auto& e : other.table_) {
+        if (e.count != 0) add(e.bits, e.count);
       }
     }
     // The value of rank `within` (0-based) among the counted values, if they were few enough.
@@ -233,6 +245,54 @@ class RankSelector {
   }
 
   bool active() const { return !probes_.empty(); }
+
+  // ---- parallel passes: each worker fills its own selector over a part of the stream, and the
+  // parts are merged before plan() or finish_pass(). Counts, minima, maxima and value sets do not
+  // depend on how the stream was split, so neither do the ranks found.
+  // Pass 1 (histogram path only): add another worker's top-bits histograms and ranges.
+  void merge_counts(const RankSelector& other) {
+    for (std::size_t table = 0; table < 2; ++table) {
+      for (std::size_t key = 0; key < kKeyBins; ++key) {
+        top_histogram_[table][key] += other.top_histogram_[table][key];
+        top_range_[table][2 * key] = std::min(top_range_[table][2 * key], other.top_range_[table][2 * key]);
+        top_range_[table][2 * key + 1] = std::max(top_range_[table][2 * key + 1], other.top_range_[table][2 * key + 1]);
+      }
+    }
+  }
+  // A selector with this one's probes and none of their observations, for a worker's replay.
+  RankSelector pass_copy() const {
+    RankSelector copy(0);
+    copy.whole_ = false;
+    copy.wanted_top_ = wanted_top_;
+    for (const auto& probe : probes_) {
+      Probe empty;
+      empty.level = probe.level;
+      empty.prefix = probe.prefix;
+      empty.rank_base = probe.rank_base;
+      empty.count = probe.count;
+      empty.ranks = probe.ranks;
+      empty.store = probe.store;
+      if (!probe.store) empty.histogram.assign(probe.histogram.size(), 0);
+      copy.probes_.push_back(std::move(empty));
+    }
+    return copy;
+  }
+  // Add a worker's replay observations (its selector came from pass_copy()).
+  void merge_observations(RankSelector& other) {
+    for (std::size_t i = 0; i < probes_.size(); ++i) {
+      Probe& mine = probes_[i];
+      Probe& theirs = other.probes_[i];
+      if (mine.store) {
+        mine.values.insert(mine.values.end(), theirs.values.begin(), theirs.values.end());
+        theirs.values = {};
+      } else {
+        mine.min = std::min(mine.min, theirs.min);
+        mine.max = std::max(mine.max, theirs.max);
+        for (std::size_t k = 0; k < mine.histogram.size(); ++k) mine.histogram[k] += theirs.histogram[k];
+        mine.distinct.merge(theirs.distinct);
+      }
+    }
+  }
 
   void observe(double v) {
     const std::uint64_t bits = std::bit_cast<std::uint64_t>(v);
@@ -339,181 +399,325 @@ class RankSelector {
   std::map<std::int64_t, double> resolved_;
 };
 
-struct MetricAccumulator {
-  explicit MetricAccumulator(std::int64_t stream_length) : ranks(stream_length) {}
-  double max = -1;
-  std::int64_t max_index = -1;
-  double sum = 0, compensation = 0;  // Neumaier summation of the block sums
-  RankSelector ranks;
-
-  void add_sum(double block_sum) {
-    const double t = sum + block_sum;
+// Neumaier summation: a running sum and the rounding errors it dropped.
+struct CompensatedSum {
+  double sum = 0, compensation = 0;
+  void add(double value) {
+    const double t = sum + value;
     if (!std::isfinite(t)) {  // an overflowing sum stays +inf; no compensation to carry
       sum = t;
       compensation = 0;
       return;
     }
-    compensation += std::fabs(sum) >= std::fabs(block_sum) ? (sum - t) + block_sum : (block_sum - t) + sum;
+    compensation += std::fabs(sum) >= std::fabs(value) ? (sum - t) + value : (value - t) + sum;
     sum = t;
   }
 };
 
-template <class Y, class R>
-ErrorStats error_stats_typed(const Tensor& y, const Tensor& ref, const ErrorStatsOptions& options) {
-  using F = FormatTraits<Y>;
-  const std::int64_t n = y.numel();
-  const Y* py = reinterpret_cast<const Y*>(y.raw_data());
-  const R* pr = reinterpret_cast<const R*>(ref.raw_data());
-  ErrorStats stats;
-  stats.dtype = y.dtype();
-  stats.ref_dtype = ref.dtype();
-  stats.count = n;
-  stats.rel_floor = std::ldexp(1.0, F::min_normal_exponent);
-  std::array<MetricAccumulator, kMetrics> accumulators = {MetricAccumulator(n), MetricAccumulator(n), MetricAccumulator(n)};
-  const int exact_bins = options.histogram_bins;
-  stats.ulp_histogram.counts.assign(std::size_t(exact_bins + 1), 0);
-  auto block = std::make_unique<BlockMetrics<Y, R>>();
-  std::vector<typename FloatFormat<Y>::Bits> rounded_ref(kBlock), distances(kBlock);
+// What one chunk of the stream contributes, merged in chunk order: the results do not depend on
+// how many threads ran the chunks.
+struct ChunkResult {
+  std::int64_t compared = 0, nan_y = 0, nan_ref = 0, inf_y = 0, inf_ref = 0, mismatches = 0;
+  std::vector<std::int64_t> first_mismatch_indices;
+  std::array<double, kMetrics> max = {-1, -1, -1};
+  std::array<std::int64_t, kMetrics> max_index = {-1, -1, -1};
+  std::array<CompensatedSum, kMetrics> sums;
+  std::vector<std::uint64_t> histogram;
+  std::uint64_t nan_pairs = 0;
+  std::uint64_t ulp_diff_max = 0;
+  std::int64_t ulp_diff_max_index = -1;
+};
 
-  // ---- pass 1: counts, sums, maxima, key histograms, the integer ULP histogram
-  for (std::int64_t begin = 0; begin < n; begin += kBlock) {
-    const std::int64_t count = std::min(kBlock, n - begin);
-    block->compute(py + begin, pr + begin, count, stats.rel_floor);
-    stats.compared += count - block->nonfinite;
-    if (block->nonfinite != 0) {
-      for (std::int64_t i = 0; i < count; ++i) {
-        const auto k = std::size_t(i);
-        if (block->finite[k]) continue;
-        const double yv = block->y_value[k], rv = block->ref_value[k];
-        const bool y_nan = std::isnan(yv), ref_nan = std::isnan(rv);
-        stats.nan_y += y_nan;
-        stats.nan_ref += ref_nan;
-        stats.inf_y += std::isinf(yv);
-        stats.inf_ref += std::isinf(rv);
-        const bool agree = (y_nan && ref_nan) || (std::isinf(yv) && yv == rv);
-        if (!agree) {
-          ++stats.mismatches;
-          if (stats.first_mismatch_indices.size() < options.max_reported_indices) {
-            stats.first_mismatch_indices.push_back(begin + i);
-          }
+// Chunks of 64 blocks (2^18 elements): enough work per claim, and few enough partial results.
+constexpr std::int64_t kChunkBlocks = 64;
+constexpr std::int64_t kChunk = kChunkBlocks * kBlock;
+// Below this size one thread does all: starting threads would cost more than they save.
+constexpr std::int64_t kParallelFrom = std::int64_t(1) << 20;
+
+// Runs work(worker, chunk) for every chunk on `threads` workers (the caller is worker 0), each
+// chunk exactly once; rethrows the first exception.
+template <class Work>
+void for_each_chunk(std::int64_t chunks, int threads, Work&& work) {
+  std::atomic<std::int64_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto worker = [&](int w) {
+    try {
+      for (std::int64_t c = next++; c < chunks; c = next++) work(w, c);
+    } catch (...) {
+      std::lock_guard lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      next = chunks;
+    }
+  };
+  std::vector<std::jthread> helpers;
+  for (int w = 1; w < threads; ++w) helpers.emplace_back(worker, w);
+  worker(0);
+  helpers.clear();  // joins
+  if (failure) std::rethrow_exception(failure);
+}
+
+template <class Y, class R>
+class ErrorStatsRun {
+  using F = FormatTraits<Y>;
+  using Bits = typename FloatFormat<Y>::Bits;
+
+ public:
+  ErrorStatsRun(const Tensor& y, const Tensor& ref, const ErrorStatsOptions& options)
+      : options_(options),
+        n_(y.numel()),
+        y_(reinterpret_cast<const Y*>(y.raw_data())),
+        ref_(reinterpret_cast<const R*>(ref.raw_data())),
+        chunks_((n_ + kChunk - 1) / kChunk) {
+    int threads = options.threads > 0 ? options.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    if (n_ < kParallelFrom) threads = 1;
+    threads_ = int(std::min<std::int64_t>(threads, std::max<std::int64_t>(chunks_, 1)));
+    stats_.dtype = y.dtype();
+    stats_.ref_dtype = ref.dtype();
+    stats_.count = n_;
+    stats_.rel_floor = std::ldexp(1.0, F::min_normal_exponent);
+  }
+
+  ErrorStats run() {
+    count_pass();
+    if (stats_.compared == 0) {
+      for (ErrorSummary* s : {&stats_.abs, &stats_.rel, &stats_.ulp_error}) {
+        s->max = s->mean = s->p50 = s->p99 = std::numeric_limits<double>::quiet_NaN();
+      }
+      return stats_;
+    }
+    percentiles();
+    return stats_;
+  }
+
+ private:
+  // Per worker: the block scratch and, per metric, its share of the rank selection.
+  struct Worker {
+    std::unique_ptr<BlockMetrics<Y, R>> block = std::make_unique<BlockMetrics<Y, R>>();
+    std::vector<Bits> rounded_ref = std::vector<Bits>(std::size_t(kBlock));
+    std::vector<Bits> distances = std::vector<Bits>(std::size_t(kBlock));
+    std::vector<RankSelector> ranks;
+  };
+
+  std::int64_t chunk_begin(std::int64_t c) const { return c * kChunk; }
+  std::int64_t chunk_end(std::int64_t c) const { return std::min(n_, (c + 1) * kChunk); }
+
+  // ---- pass 1: counts, sums, maxima, the selectors' histograms, the integer ULP histogram
+  void count_pass() {
+    std::vector<ChunkResult> results(static_cast<std::size_t>(chunks_));
+    workers_.resize(std::size_t(threads_));
+    for (auto& w : workers_) {
+      for (int m = 0; m < kMetrics; ++m) w.ranks.emplace_back(n_);
+    }
+    for_each_chunk(chunks_, threads_, [&](int w, std::int64_t c) { count_chunk(workers_[std::size_t(w)], c, results[std::size_t(c)]); });
+    // Merge in chunk order.
+    const int exact_bins = options_.histogram_bins;
+    stats_.ulp_histogram.counts.assign(std::size_t(exact_bins + 1), 0);
+    std::array<CompensatedSum, kMetrics> sums;
+    std::array<ErrorSummary*, kMetrics> summaries = {&stats_.abs, &stats_.rel, &stats_.ulp_error};
+    for (auto* s : summaries) {
+      s->max = -1;
+      s->max_index = -1;
+    }
+    for (const ChunkResult& r : results) {
+      stats_.compared += r.compared;
+      stats_.nan_y += r.nan_y;
+      stats_.nan_ref += r.nan_ref;
+      stats_.inf_y += r.inf_y;
+      stats_.inf_ref += r.inf_ref;
+      stats_.mismatches += r.mismatches;
+      for (auto index : r.first_mismatch_indices) {
+        if (stats_.first_mismatch_indices.size() < options_.max_reported_indices) stats_.first_mismatch_indices.push_back(index);
+      }
+      for (int m = 0; m < kMetrics; ++m) {
+        sums[std::size_t(m)].add(r.sums[std::size_t(m)].sum);
+        sums[std::size_t(m)].add(r.sums[std::size_t(m)].compensation);
+        ErrorSummary& s = *summaries[std::size_t(m)];
+        // The first index of the largest value: a later chunk wins only with a larger one.
+        if (r.max_index[std::size_t(m)] >= 0 && (s.max_index < 0 || r.max[std::size_t(m)] > s.max)) {
+          s.max = r.max[std::size_t(m)];
+          s.max_index = r.max_index[std::size_t(m)];
         }
       }
+      for (std::size_t k = 0; k < r.histogram.size(); ++k) stats_.ulp_histogram.counts[k] += r.histogram[k];
+      stats_.ulp_histogram.nan_pairs += r.nan_pairs;
+      if (r.ulp_diff_max_index >= 0 && (stats_.ulp_diff_max_index < 0 || r.ulp_diff_max > stats_.ulp_diff_max)) {
+        stats_.ulp_diff_max = r.ulp_diff_max;
+        stats_.ulp_diff_max_index = r.ulp_diff_max_index;
+      }
     }
+    // NaN pairs were counted into the overflow bin (their distance entry is all ones).
+    stats_.ulp_histogram.counts.back() -= stats_.ulp_histogram.nan_pairs;
     for (int m = 0; m < kMetrics; ++m) {
-      auto& acc = accumulators[std::size_t(m)];
-      const auto& values = block->metric[std::size_t(m)];
-      // Eight independent partial sums in a fixed order: deterministic, and the dependency
-      // chain of one running fp64 sum no longer limits the loop (it vectorises).
-      constexpr int kLanes = 8;
-      double lane_sum[kLanes] = {}, lane_max[kLanes] = {};
-      std::int64_t i = 0;
-      for (; i + kLanes <= count; i += kLanes) {
-        for (int l = 0; l < kLanes; ++l) {
-          const double v = values[std::size_t(i + l)];
-          lane_sum[l] += v;
-          lane_max[l] = lane_max[l] > v ? lane_max[l] : v;
-        }
-      }
-      for (; i < count; ++i) {
-        lane_sum[0] += values[std::size_t(i)];
-        lane_max[0] = std::max(lane_max[0], values[std::size_t(i)]);
-      }
-      double block_sum = 0, block_max = 0;
-      for (int l = 0; l < kLanes; ++l) {
-        block_sum += lane_sum[l];
-        block_max = std::max(block_max, lane_max[l]);
-      }
-      acc.add_sum(block_sum);
-      if (block_max > acc.max) {
-        for (std::int64_t i = 0; i < count; ++i) {
-          if (block->finite[std::size_t(i)] && values[std::size_t(i)] == block_max) {
-            acc.max = block_max;
-            acc.max_index = begin + i;
-            break;
-          }
-        }
-      } else if (acc.max_index < 0 && block->nonfinite < count) {
-        for (std::int64_t i = 0; i < count; ++i) {
-          if (block->finite[std::size_t(i)]) {
-            acc.max = values[std::size_t(i)];
-            acc.max_index = begin + i;
-            break;
-          }
-        }
-      }
-      acc.ranks.count_block(values.data(), block->nonfinite == 0 ? nullptr : block->finite.data(), count);
+      mean_sum_[std::size_t(m)] = sums[std::size_t(m)].sum + sums[std::size_t(m)].compensation;
+      for (std::size_t w = 1; w < workers_.size(); ++w) workers_[0].ranks[std::size_t(m)].merge_counts(workers_[w].ranks[std::size_t(m)]);
     }
-    // Integer ULP distances to the reference rounded to y's format.
-    using Bits = typename FloatFormat<Y>::Bits;
-    const Bits* y_bits = reinterpret_cast<const Bits*>(py + begin);
+  }
+
+  void count_chunk(Worker& worker, std::int64_t c, ChunkResult& result) {
+    BlockMetrics<Y, R>& block = *worker.block;
+    result.histogram.assign(std::size_t(options_.histogram_bins + 1), 0);
+    for (std::int64_t begin = chunk_begin(c); begin < chunk_end(c); begin += kBlock) {
+      const std::int64_t count = std::min(kBlock, n_ - begin);
+      block.compute(y_ + begin, ref_ + begin, count, stats_.rel_floor);
+      result.compared += count - block.nonfinite;
+      if (block.nonfinite != 0) count_nonfinite(block, begin, count, result);
+      for (int m = 0; m < kMetrics; ++m) {
+        const auto& values = block.metric[std::size_t(m)];
+        // Eight independent partial sums in a fixed order: deterministic, and the dependency
+        // chain of one running fp64 sum no longer limits the loop (it vectorises).
+        constexpr int kLanes = 8;
+        double lane_sum[kLanes] = {}, lane_max[kLanes] = {};
+        std::int64_t i = 0;
+        for (; i + kLanes <= count; i += kLanes) {
+          for (int l = 0; l < kLanes; ++l) {
+            const double v = values[std::size_t(i + l)];
+            lane_sum[l] += v;
+            lane_max[l] = lane_max[l] > v ? lane_max[l] : v;
+          }
+        }
+        for (; i < count; ++i) {
+          lane_sum[0] += values[std::size_t(i)];
+          lane_max[0] = std::max(lane_max[0], values[std::size_t(i)]);
+        }
+        double block_sum = 0, block_max = 0;
+        for (int l = 0; l < kLanes; ++l) {
+          block_sum += lane_sum[l];
+          block_max = std::max(block_max, lane_max[l]);
+        }
+        result.sums[std::size_t(m)].add(block_sum);
+        double& max = result.max[std::size_t(m)];
+        std::int64_t& max_index = result.max_index[std::size_t(m)];
+        if (block_max > max || (max_index < 0 && block.nonfinite < count)) {
+          for (std::int64_t k = 0; k < count; ++k) {
+            if (block.finite[std::size_t(k)] && values[std::size_t(k)] == block_max) {
+              max = block_max;
+              max_index = begin + k;
+              break;
+            }
+          }
+        }
+        worker.ranks[std::size_t(m)].count_block(values.data(), block.nonfinite == 0 ? nullptr : block.finite.data(), count);
+      }
+      count_distances(worker, begin, count, result);
+    }
+  }
+
+  void count_nonfinite(const BlockMetrics<Y, R>& block, std::int64_t begin, std::int64_t count, ChunkResult& result) const {
+    for (std::int64_t i = 0; i < count; ++i) {
+      const auto k = std::size_t(i);
+      if (block.finite[k]) continue;
+      const double yv = block.y_value[k], rv = block.ref_value[k];
+      const bool y_nan = std::isnan(yv), ref_nan = std::isnan(rv);
+      result.nan_y += y_nan;
+      result.nan_ref += ref_nan;
+      result.inf_y += std::isinf(yv);
+      result.inf_ref += std::isinf(rv);
+      const bool agree = (y_nan && ref_nan) || (std::isinf(yv) && yv == rv);
+      if (!agree) {
+        ++result.mismatches;
+        if (result.first_mismatch_indices.size() < options_.max_reported_indices) result.first_mismatch_indices.push_back(begin + i);
+      }
+    }
+  }
+
+  // Integer ULP distances to the reference rounded to y's format.
+  void count_distances(Worker& worker, std::int64_t begin, std::int64_t count, ChunkResult& result) const {
+    const Bits* y_bits = reinterpret_cast<const Bits*>(y_ + begin);
     const Bits* ref_bits;
     if constexpr (std::is_same_v<R, Y>) {
-      ref_bits = reinterpret_cast<const Bits*>(pr + begin);
+      ref_bits = reinterpret_cast<const Bits*>(ref_ + begin);
     } else {
       for (std::int64_t i = 0; i < count; ++i) {
-        rounded_ref[std::size_t(i)] = to_format_bits<Y>(block->ref_value[std::size_t(i)]);
+        worker.rounded_ref[std::size_t(i)] = to_format_bits<Y>(worker.block->ref_value[std::size_t(i)]);
       }
-      ref_bits = rounded_ref.data();
+      ref_bits = worker.rounded_ref.data();
     }
-    const auto summary = detail::block_distances<Y>(y_bits, ref_bits, distances.data(), count);
-    detail::block_histogram(distances.data(), count, exact_bins, stats.ulp_histogram.counts.data());
-    stats.ulp_histogram.nan_pairs += summary.nan_pairs;
-  }
-  // NaN pairs were counted into the overflow bin (their distance entry is all ones).
-  stats.ulp_histogram.counts.back() -= stats.ulp_histogram.nan_pairs;
-  if (stats.compared == 0) {
-    for (ErrorSummary* s : {&stats.abs, &stats.rel, &stats.ulp}) {
-      s->max = s->mean = s->p50 = s->p99 = std::numeric_limits<double>::quiet_NaN();
+    const auto summary = detail::block_distances<Y>(y_bits, ref_bits, worker.distances.data(), count);
+    detail::block_histogram(worker.distances.data(), count, options_.histogram_bins, result.histogram.data());
+    result.nan_pairs += summary.nan_pairs;
+    // Rescan only a block that raises the maximum (or holds the first pair without NaN).
+    if (std::int64_t(summary.nan_pairs) < count &&
+        (summary.max_distance > result.ulp_diff_max || result.ulp_diff_max_index < 0)) {
+      for (std::int64_t i = 0; i < count; ++i) {
+        if (!is_nan_bits<Y>(y_bits[i]) && !is_nan_bits<Y>(ref_bits[i]) &&
+            worker.distances[std::size_t(i)] == summary.max_distance) {
+          result.ulp_diff_max = summary.max_distance;
+          result.ulp_diff_max_index = begin + i;
+          break;
+        }
+      }
     }
-    return stats;
   }
 
   // ---- the exact percentiles: ranks floor(h) and floor(h) + 1 of each, h = (compared - 1) p
-  const std::int64_t compared = stats.compared;
-  constexpr double kPercentiles[] = {0.5, 0.99};
-  std::vector<std::int64_t> wanted;
-  for (double p : kPercentiles) {
-    const auto low = std::int64_t(std::floor(double(compared - 1) * p));
-    wanted.push_back(low);
-    wanted.push_back(std::min(low + 1, compared - 1));
+  void percentiles() {
+    const std::int64_t compared = stats_.compared;
+    constexpr double kPercentiles[] = {0.5, 0.99};
+    std::vector<std::int64_t> wanted;
+    for (double p : kPercentiles) {
+      const auto low = std::int64_t(std::floor(double(compared - 1) * p));
+      wanted.push_back(low);
+      wanted.push_back(std::min(low + 1, compared - 1));
+    }
+    std::vector<RankSelector>& ranks = workers_[0].ranks;
+    for (auto& r : ranks) r.plan(wanted);
+    auto any_active = [&] { return std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return r.active(); }); };
+    while (any_active()) {
+      // Each worker observes into copies of the probes; the copies merge into worker 0's.
+      std::vector<std::vector<RankSelector>> copies(workers_.size());
+      for (std::size_t w = 1; w < workers_.size(); ++w) {
+        for (const auto& r : ranks) copies[w].push_back(r.pass_copy());
+      }
+      for_each_chunk(chunks_, threads_, [&](int w, std::int64_t c) {
+        replay_chunk(*workers_[std::size_t(w)].block, w == 0 ? ranks : copies[std::size_t(w)], c);
+      });
+      for (std::size_t w = 1; w < workers_.size(); ++w) {
+        for (int m = 0; m < kMetrics; ++m) ranks[std::size_t(m)].merge_observations(copies[w][std::size_t(m)]);
+      }
+      for (auto& r : ranks) r.finish_pass();
+    }
+    std::array<ErrorSummary*, kMetrics> summaries = {&stats_.abs, &stats_.rel, &stats_.ulp_error};
+    for (int m = 0; m < kMetrics; ++m) {
+      ErrorSummary& summary = *summaries[std::size_t(m)];
+      summary.mean = mean_sum_[std::size_t(m)] / double(compared);
+      for (std::size_t q = 0; q < std::size(kPercentiles); ++q) {
+        const double h = double(compared - 1) * kPercentiles[q];
+        const double low = ranks[std::size_t(m)].value(wanted[2 * q]), high = ranks[std::size_t(m)].value(wanted[2 * q + 1]);
+        (q == 0 ? summary.p50 : summary.p99) = low + (h - double(wanted[2 * q])) * (high - low);
+      }
+    }
   }
-  for (auto& acc : accumulators) acc.ranks.plan(wanted);
-  auto replay = [&] {
-    for (std::int64_t begin = 0; begin < n; begin += kBlock) {
-      const std::int64_t count = std::min(kBlock, n - begin);
-      block->compute(py + begin, pr + begin, count, stats.rel_floor);
+
+  void replay_chunk(BlockMetrics<Y, R>& block, std::vector<RankSelector>& ranks, std::int64_t c) const {
+    for (std::int64_t begin = chunk_begin(c); begin < chunk_end(c); begin += kBlock) {
+      const std::int64_t count = std::min(kBlock, n_ - begin);
+      block.compute(y_ + begin, ref_ + begin, count, stats_.rel_floor);
       for (int m = 0; m < kMetrics; ++m) {
-        RankSelector& ranks = accumulators[std::size_t(m)].ranks;
-        if (!ranks.active()) continue;
-        const auto& values = block->metric[std::size_t(m)];
+        RankSelector& selector = ranks[std::size_t(m)];
+        if (!selector.active()) continue;
+        const auto& values = block.metric[std::size_t(m)];
         for (std::int64_t i = 0; i < count; ++i) {
-          if (block->finite[std::size_t(i)]) ranks.observe(values[std::size_t(i)]);
+          if (block.finite[std::size_t(i)]) selector.observe(values[std::size_t(i)]);
         }
       }
     }
-  };
-  auto any_active = [&] {
-    return std::any_of(accumulators.begin(), accumulators.end(), [](const auto& acc) { return acc.ranks.active(); });
-  };
-  while (any_active()) {
-    replay();
-    for (auto& acc : accumulators) acc.ranks.finish_pass();
   }
 
-  std::array<ErrorSummary*, kMetrics> summaries = {&stats.abs, &stats.rel, &stats.ulp};
-  for (int m = 0; m < kMetrics; ++m) {
-    auto& acc = accumulators[std::size_t(m)];
-    ErrorSummary& summary = *summaries[std::size_t(m)];
-    summary.max = acc.max;
-    summary.max_index = acc.max_index;
-    summary.mean = (acc.sum + acc.compensation) / double(compared);
-    for (std::size_t q = 0; q < std::size(kPercentiles); ++q) {
-      const double h = double(compared - 1) * kPercentiles[q];
-      const double low = acc.ranks.value(wanted[2 * q]), high = acc.ranks.value(wanted[2 * q + 1]);
-      (q == 0 ? summary.p50 : summary.p99) = low + (h - double(wanted[2 * q])) * (high - low);
-    }
-  }
-  return stats;
+  const ErrorStatsOptions& options_;
+  std::int64_t n_;
+  const Y* y_;
+  const R* ref_;
+  std::int64_t chunks_;
+  int threads_ = 1;
+  ErrorStats stats_;
+  std::vector<Worker> workers_;
+  std::array<double, kMetrics> mean_sum_{};
+};
+
+template <class Y, class R>
+ErrorStats error_stats_typed(const Tensor& y, const Tensor& ref, const ErrorStatsOptions& options) {
+  return ErrorStatsRun<Y, R>(y, ref, options).run();
 }
 }  // namespace
 

@@ -32,9 +32,21 @@ nlohmann::json to_json(const ErrorSummary& summary) {
           {"p99", number(summary.p99)}};
 }
 
+nlohmann::json to_json(const UlpDiffSummary& summary) {
+  return {{"max", summary.compared == 0 ? nlohmann::json(nullptr) : nlohmann::json(summary.max)},
+          {"max_index", summary.max_index},
+          {"mean", number(summary.mean)},
+          {"p50", number(summary.p50)},
+          {"p99", number(summary.p99)},
+          {"compared", summary.compared}};
+}
+
 nlohmann::json to_json(const ErrorStats& stats) {
-  nlohmann::json ulp = to_json(stats.ulp);
-  ulp["hist"] = to_json(stats.ulp_histogram);
+  const bool any_distance = stats.ulp_diff_max_index >= 0;
+  const nlohmann::json ulp_diff = {
+      {"max", any_distance ? nlohmann::json(stats.ulp_diff_max) : nlohmann::json(nullptr)},
+      {"max_index", stats.ulp_diff_max_index},
+      {"hist", to_json(stats.ulp_histogram)}};
   return {{"n", stats.count},
           {"compared", stats.compared},
           {"dtype", dtype_name(stats.dtype)},
@@ -46,7 +58,8 @@ nlohmann::json to_json(const ErrorStats& stats) {
           {"rel_floor", stats.rel_floor},
           {"abs", to_json(stats.abs)},
           {"rel", to_json(stats.rel)},
-          {"ulp", ulp}};
+          {"ulp_error", to_json(stats.ulp_error)},
+          {"ulp_diff", ulp_diff}};
 }
 
 }  // namespace fusebench

@@ -113,6 +113,92 @@ TEST(UlpDiff, AgreesWithElementwiseDistanceAcrossManyBlocks) {
   EXPECT_EQ(result.histogram.counts, expected);
 }
 
+// The two ULP measures on a pair that straddles a binade: A = -0.00783 (0xa002) is 3 representable
+// steps from B = -0.00781 (0x9fff), which is 5 spacings of B's binade. ulp_diff (and its histogram
+// and summary) says 3, as numpy's nulp_diff does; ulp_error against B as a reference says 5.
+TEST(UlpMeasures, PairStraddlingABinadeKeepsItsTwoMeasuresApart) {
+  const Tensor a = f16_bits({0xa002}), b = f16_bits({0x9fff});
+  const auto distance = ulp_diff(a, b);
+  EXPECT_EQ(distance.max_distance, 3u);
+  EXPECT_EQ(distance.histogram.counts[3], 1u);
+  const auto summary = summarize(distance);
+  EXPECT_EQ(summary.max, 3u);
+  EXPECT_EQ(summary.mean, 3.0);
+  EXPECT_EQ(summary.p50, 3.0);
+  EXPECT_EQ(summary.p99, 3.0);
+  const auto stats = error_stats(a, b.to(DType::f64));
+  EXPECT_EQ(stats.ulp_error.max, 5.0);
+  EXPECT_EQ(stats.ulp_diff_max, 3u);
+  EXPECT_EQ(stats.ulp_diff_max_index, 0);
+  EXPECT_EQ(stats.ulp_histogram.counts[3], 1u);
+}
+
+// Pairs near every binade edge of fp16 and bf16, both signs, up to three steps on either side:
+// ulp_diff equals the number of steps counted by walking representable values in fp64 (an
+// oracle that never looks at bit patterns), and ulp_error of the value just below an edge
+// against the edge is half a spacing (the spacing halves below the edge; not below the smallest
+// normal, where the subnormals keep it).
+template <class T>
+void check_binade_edges() {
+  using F = FormatTraits<T>;
+  // The next representable value above v (>= 0), from the format's spacing at v.
+  auto next_up = [](double v) {
+    const int exponent = v == 0 ? F::min_normal_exponent : std::max(std::ilogb(v), F::min_normal_exponent);
+    return v + std::ldexp(1.0, exponent - F::mantissa_bits);
+  };
+  auto next_down = [](double v) {  // v > 0
+    const double below = std::nextafter(v, 0.0);
+    const int exponent = std::max(std::ilogb(below), F::min_normal_exponent);
+    return v - std::ldexp(1.0, exponent - F::mantissa_bits);
+  };
+  for (int e = F::min_normal_exponent; e <= F::max_exponent; ++e) {
+    const double edge = std::ldexp(1.0, e);
+    std::vector<double> ladder = {edge};  // three steps down and three up, in order
+    for (int k = 0; k < 3; ++k) ladder.insert(ladder.begin(), next_down(ladder.front()));
+    for (int k = 0; k < 3 && ladder.back() < std::ldexp(2.0, F::max_exponent); ++k) ladder.push_back(next_up(ladder.back()));
+    for (double sign : {1.0, -1.0}) {
+      for (std::size_t i = 0; i < ladder.size(); ++i) {
+        for (std::size_t j = 0; j < ladder.size(); ++j) {
+          const T x = round_to<T>(sign * ladder[i]), y = round_to<T>(sign * ladder[j]);
+          ASSERT_EQ(to_double(x), sign * ladder[i]) << "ladder value not representable";
+          const std::vector<T> xs = {x}, ys = {y};
+          const auto d = ulp_diff(Tensor::from_values<T>({1}, xs), Tensor::from_values<T>({1}, ys));
+          const std::uint64_t expected = i > j ? i - j : j - i;
+          ASSERT_EQ(d.max_distance, expected) << "edge 2^" << e << " steps " << i << " and " << j << " sign " << sign;
+          ASSERT_EQ(summarize(d).mean, double(expected));
+        }
+      }
+      // Just below the edge against the edge: half a spacing at the edge, except below the
+      // smallest normal, where the subnormals keep its spacing.
+      const std::vector<T> below = {round_to<T>(sign * ladder[2])};
+      const auto error = ulp_error(Tensor::from_values<T>({1}, below), f64({sign * edge}));
+      ASSERT_EQ(error.value_at(0), e == F::min_normal_exponent ? 1.0 : 0.5) << "edge 2^" << e;
+    }
+  }
+}
+
+TEST(UlpMeasures, PairsNearEveryBinadeEdgeFp16) { check_binade_edges<Half>(); }
+TEST(UlpMeasures, PairsNearEveryBinadeEdgeBf16) { check_binade_edges<BFloat16>(); }
+
+TEST(UlpMeasures, SummaryIsExactOverMixedDistancesAndSkipsNanPairs) {
+  // distances 0, 1, 2, 3, 10 and one NaN pair: mean 16/5, P50 2, P99 = 3 + 0.96 * 7
+  const Tensor a = f16_bits({0x3c00, 0x3c00, 0x3c00, 0x3c00, 0x3c00, 0x7e00});
+  const Tensor b = f16_bits({0x3c00, 0x3c01, 0x3c02, 0x3c03, 0x3c0a, 0x3c00});
+  const auto summary = summarize(ulp_diff(a, b));
+  EXPECT_EQ(summary.compared, 5u);
+  EXPECT_EQ(summary.max, 10u);
+  EXPECT_DOUBLE_EQ(summary.mean, 16.0 / 5.0);
+  EXPECT_DOUBLE_EQ(summary.p50, 2.0);
+  EXPECT_DOUBLE_EQ(summary.p99, 3.0 + 0.96 * 7.0);
+  const Tensor a32 = a.to(DType::f32), b32 = b.to(DType::f32);
+  const auto wide = summarize(ulp_diff(a32, b32));  // the selection path, 8192 f32 steps per f16 step
+  EXPECT_EQ(wide.max, 10u * 8192u);
+  EXPECT_DOUBLE_EQ(wide.p50, 2.0 * 8192);
+  const auto none = summarize(ulp_diff(f16_bits({0x7e00}), f16_bits({0x3c00})));
+  EXPECT_EQ(none.compared, 0u);
+  EXPECT_TRUE(std::isnan(none.mean));
+}
+
 // ---- ulp_error
 TEST(UlpError, FractionalErrorInTheResultFormat) {
   // 1 + 2^-10 is one fp16 ULP above 1; against ref 1 + 2^-11 it is half an ULP off.
@@ -201,10 +287,10 @@ void check_against_plain(const Tensor& y, const Tensor& ref) {
   EXPECT_EQ(stats.mismatches, plain.mismatches);
   expect_summary(stats.abs, plain.abs, "abs");
   expect_summary(stats.rel, plain.rel, "rel");
-  expect_summary(stats.ulp, plain.ulp, "ulp");
+  expect_summary(stats.ulp_error, plain.ulp, "ulp_error");
   // the index of each max holds the max
   const auto per_element = ulp_error(y, ref);
-  EXPECT_EQ(per_element.value_at(stats.ulp.max_index), stats.ulp.max);
+  EXPECT_EQ(per_element.value_at(stats.ulp_error.max_index), stats.ulp_error.max);
 }
 
 Tensor inject_specials(Tensor t, std::uint64_t seed) {
@@ -269,7 +355,7 @@ TEST(ErrorStats, IntegerUlpHistogramAgainstReferenceRoundedToResultFormat) {
   const auto stats = error_stats(y, ref, {.histogram_bins = 3});
   // distances: 0, 1 (ref rounds up to 1 + 2^-10), 1, 3 (in the >= 3 bin), NaN pair
   EXPECT_EQ(stats.ulp_histogram.counts, (std::vector<std::uint64_t>{1, 2, 0, 1}));
-  EXPECT_DOUBLE_EQ(stats.ulp.max, 3.0);  // fp16 spacing in [2, 4) is 2^-9
+  EXPECT_DOUBLE_EQ(stats.ulp_error.max, 3.0);  // fp16 spacing in [2, 4) is 2^-9
   EXPECT_EQ(stats.ulp_histogram.nan_pairs, 1u);
   EXPECT_EQ(stats.mismatches, 1);
   EXPECT_EQ(stats.first_mismatch_indices, (std::vector<std::int64_t>{4}));
@@ -278,7 +364,7 @@ TEST(ErrorStats, IntegerUlpHistogramAgainstReferenceRoundedToResultFormat) {
 TEST(ErrorStats, SmallAndDegenerateInputs) {
   const auto one = error_stats(f16({1.5}), f64({1.5}));
   EXPECT_EQ(one.compared, 1);
-  EXPECT_EQ(one.ulp.p99, 0.0);
+  EXPECT_EQ(one.ulp_error.p99, 0.0);
   EXPECT_EQ(one.abs.max_index, 0);
   const auto none = error_stats(f16_bits({0x7e00}), f64({1.0}));
   EXPECT_EQ(none.compared, 0);

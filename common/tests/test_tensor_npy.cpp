@@ -182,13 +182,24 @@ TEST(Npy, MalformedFilesGiveErrorsNamingFileAndProblem) {
   expect_input_error([&] { parse_npy(npy_with_header("{'descr': [('x', '<f4')], 'fortran_order': False, 'shape': (2,), }", 8), "r.npy"); },
                      "unsupported structured .npy dtype");
   expect_input_error([&] { parse_npy(npy_with_header("{'descr': '<f4', 'shape': (2,), }", 8), "o.npy"); },
-                     "o.npy: malformed .npy header (no 'fortran_order')");
+                     "o.npy: malformed .npy header (no boolean 'fortran_order')");
   expect_input_error([&] { parse_npy(npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }", 8), "s.npy"); },
-                     "malformed .npy header (bad shape)");
+                     "s.npy: malformed .npy header (unexpected character 'x' at byte 54)");
   auto extra = good;
   extra.push_back(std::byte{0});
   expect_input_error([&] { parse_npy(extra, "x.npy"); }, "1 trailing bytes");
-  expect_input_error([&] { read_npy("/nonexistent/dir/a.npy"); }, "/nonexistent/dir/a.npy: cannot open for reading");
+  expect_input_error([&] { read_npy("/nonexistent/dir/a.npy"); }, "/nonexistent/dir/a.npy: no such file");
+  expect_input_error([&] { read_npy(std::filesystem::temp_directory_path()); }, ": is a directory, not a .npy file");
+  // A header that promises more than the file holds fails before anything is allocated, also when
+  // the promise does not fit in 64 bits.
+  expect_input_error([&] { parse_npy(npy_with_header("{'descr': '<f2', 'fortran_order': False, 'shape': (99999999999999999,), }", 0), "big.npy"); },
+                     "big.npy: truncated .npy data: shape [99999999999999999] of f16 needs 199999999999999998 bytes, file has 0");
+  expect_input_error([&] { parse_npy(npy_with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 0), "wide.npy"); },
+                     "wide.npy: the .npy header's shape [4294967296, 4294967296] of f64 does not fit in 64 bits");
+  expect_input_error([&] { parse_npy(npy_with_header("{'descr': '<f2', 'fortran_order': False, 'shape': (99999999999999999999,), }", 0), "long.npy"); },
+                     "long.npy: malformed .npy header (integer out of range");
+  expect_input_error([&] { parse_npy(npy_with_header("{'descr': '<f2', 'fortran_order': False, 'shape': ((((((((((1,),),),),),),),),),), }", 0), "deep.npy"); },
+                     "deep.npy: malformed .npy header (nested too deeply");
   expect_input_error([&] { write_npy("/nonexistent/dir/a.npy", Tensor(DType::f16, {1})); }, "cannot open for writing");
 }
 

@@ -177,9 +177,9 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
         const auto& es = w.eager_stats;
         const auto& fs = w.fused_stats;
         emulated_gap = std::max(emulated_gap, w.emulated_gap);
-        eager_set_max.push_back(es.ulp.max);
-        fused_set_max.push_back(fs.ulp.max);
-        if (fs.ulp.max > es.ulp.max) {
+        eager_set_max.push_back(es.ulp_error.max);
+        fused_set_max.push_back(fs.ulp_error.max);
+        if (fs.ulp_error.max > es.ulp_error.max) {
           // Localise: per op, the max ULP error of each path's intermediates against fp64; the first
           // op (in graph order) where fused is worse.
           const Graph probe = with_all_outputs(g);
@@ -190,15 +190,15 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
           std::string first;
           for (const auto& n : g.nodes()) {
             if (n.kind == engine::OpKind::Input || engine::is_data_movement(n.kind)) continue;
-            const double ue = error_stats(eager_all.at(n.id), ref_all.at(n.id)).ulp.max;
-            const double uf = error_stats(fused_all.at(n.id), ref_all.at(n.id)).ulp.max;
+            const double ue = error_stats(eager_all.at(n.id), ref_all.at(n.id)).ulp_error.max;
+            const double uf = error_stats(fused_all.at(n.id), ref_all.at(n.id)).ulp_error.max;
             ops.push_back({{"op", n.name}, {"eager_ulp_max", ue}, {"fused_ulp_max", uf}});
             if (first.empty() && uf > ue) first = n.name;
           }
           counterexamples.push_back({{"set", s}, {"seed", seed}, {"stream_base", std::uint64_t(s) * 64},
-                                     {"element", fs.ulp.max_index}, {"fused_ulp_max", fs.ulp.max},
-                                     {"eager_ulp_max", es.ulp.max}, {"fused_value", w.fused.value_at(fs.ulp.max_index)},
-                                     {"reference_value", w.ref.value_at(fs.ulp.max_index)},
+                                     {"element", fs.ulp_error.max_index}, {"fused_ulp_max", fs.ulp_error.max},
+                                     {"eager_ulp_max", es.ulp_error.max}, {"fused_value", w.fused.value_at(fs.ulp_error.max_index)},
+                                     {"reference_value", w.ref.value_at(fs.ulp_error.max_index)},
                                      {"first_divergent_op", first.empty() ? "(final rounding)" : first}, {"ops", ops}});
         }
         refs.push_back(w.ref);
@@ -213,12 +213,12 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
   const auto es = error_stats(concat_flat(eager_out), ref_all);
   const auto fs = error_stats(concat_flat(fused_out), ref_all);
   state.counters["sets"] = sets;
-  state.counters["eager_ulp_p50"] = es.ulp.p50;
-  state.counters["eager_ulp_p99"] = es.ulp.p99;
-  state.counters["eager_ulp_max"] = es.ulp.max;
-  state.counters["fused_ulp_p50"] = fs.ulp.p50;
-  state.counters["fused_ulp_p99"] = fs.ulp.p99;
-  state.counters["fused_ulp_max"] = fs.ulp.max;
+  state.counters["eager_ulp_p50"] = es.ulp_error.p50;
+  state.counters["eager_ulp_p99"] = es.ulp_error.p99;
+  state.counters["eager_ulp_max"] = es.ulp_error.max;
+  state.counters["fused_ulp_p50"] = fs.ulp_error.p50;
+  state.counters["fused_ulp_p99"] = fs.ulp_error.p99;
+  state.counters["fused_ulp_max"] = fs.ulp_error.max;
   state.counters["eager_abs_err_max"] = es.abs.max;
   state.counters["fused_abs_err_max"] = fs.abs.max;
   state.counters["eager_rel_err_p99"] = es.rel.p99;
@@ -227,8 +227,8 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
   state.counters["eager_setmax_p99"] = percentile_of(eager_set_max, 0.99);
   state.counters["fused_setmax_p50"] = percentile_of(fused_set_max, 0.5);
   state.counters["fused_setmax_p99"] = percentile_of(fused_set_max, 0.99);
-  state.counters["fused_le_eager_p99"] = fs.ulp.p99 <= es.ulp.p99 ? 1 : 0;
-  state.counters["fused_le_eager_max"] = fs.ulp.max <= es.ulp.max ? 1 : 0;
+  state.counters["fused_le_eager_p99"] = fs.ulp_error.p99 <= es.ulp_error.p99 ? 1 : 0;
+  state.counters["fused_le_eager_max"] = fs.ulp_error.max <= es.ulp_error.max ? 1 : 0;
   state.counters["counterexamples"] = double(counterexamples.size());
   state.counters["emulated_vs_eager_max_ulp"] = emulated_gap;
   write_evidence(config, name, {{"chain", chain.name}, {"dtype", dtype_name(dtype)},

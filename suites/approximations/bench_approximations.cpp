@@ -37,10 +37,10 @@ void run_case(benchmark::State& state, const std::string& name, bool div, DType 
   state.SetItemsProcessed(std::int64_t(state.iterations()) * shape_numel(shape));
   const Tensor reference = engine::fp64_reference(g, in)[0];
   const auto stats = error_stats(out, reference, {.histogram_bins = 8});
-  state.counters["ulp_p50"] = stats.ulp.p50;
-  state.counters["ulp_p99"] = stats.ulp.p99;
-  state.counters["ulp_max"] = stats.ulp.max;
-  state.counters["ulp_mean"] = stats.ulp.mean;
+  state.counters["ulp_p50"] = stats.ulp_error.p50;
+  state.counters["ulp_p99"] = stats.ulp_error.p99;
+  state.counters["ulp_max"] = stats.ulp_error.max;
+  state.counters["ulp_mean"] = stats.ulp_error.mean;
   state.counters["frac_correctly_rounded"] = double(stats.ulp_histogram.counts[0]) / double(out.numel());
   nlohmann::json hist = stats.ulp_histogram.counts;
   write_evidence(config, name, {{"integer_ulp_histogram", hist}, {"rel_err_max", stats.rel.max}});

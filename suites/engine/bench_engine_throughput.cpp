@@ -126,8 +126,8 @@ void run_workload(benchmark::State& state, const Workload& w, Path path, const S
   state.SetBytesProcessed(std::int64_t(double(state.iterations()) * bytes));
   state.counters["bytes_moved"] = bytes;
   state.counters["kernels"] = double(trace.size());
-  state.counters["ulp_max"] = stats.ulp.max;
-  state.counters["ulp_p99"] = stats.ulp.p99;
+  state.counters["ulp_max"] = stats.ulp_error.max;
+  state.counters["ulp_p99"] = stats.ulp_error.p99;
   if (w.flops > 0) {
     state.counters["gflops"] = benchmark::Counter(w.flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   }

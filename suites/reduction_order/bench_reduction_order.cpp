@@ -76,9 +76,9 @@ void run_case(benchmark::State& state, const Case& c, std::int64_t tile, const S
   const auto error = error_stats(first, o.reference);
   state.counters["runs"] = runs;
   state.counters["self_deterministic"] = differing == 0 ? 1 : 0;
-  state.counters["ulp_max"] = error.ulp.max;
-  state.counters["ulp_p99"] = error.ulp.p99;
-  state.counters["ulp_p50"] = error.ulp.p50;
+  state.counters["ulp_max"] = error.ulp_error.max;
+  state.counters["ulp_p99"] = error.ulp_error.p99;
+  state.counters["ulp_p50"] = error.ulp_error.p50;
   state.counters["abs_err_max"] = error.abs.max;
   state.counters["rel_err_p99"] = error.rel.p99;
   for (std::int64_t other : kTiles) {

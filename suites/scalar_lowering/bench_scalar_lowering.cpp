@@ -91,9 +91,9 @@ void run_case(benchmark::State& state, const std::string& name, const Case& c, b
   state.counters["frac_ulp1"] = double(between.histogram.counts[1]) / n;
   state.counters["frac_ulp_ge2"] = double(between.histogram.counts[2]) / n;
   state.counters["ulp_max_between"] = double(between.max_distance);
-  state.counters["ulp_max"] = error.ulp.max;
-  state.counters["ulp_p99"] = error.ulp.p99;
-  state.counters["ulp_mean"] = error.ulp.mean;
+  state.counters["ulp_max"] = error.ulp_error.max;
+  state.counters["ulp_p99"] = error.ulp_error.p99;
+  state.counters["ulp_mean"] = error.ulp_error.mean;
   state.counters["lowering_notes_differ"] = p.immediate.notes != p.broadcast.notes ? 1 : 0;
   state.counters["instructions_differ"] = c.fused ? (p.immediate.instructions != p.broadcast.instructions ? 1 : 0) : -1;
   if (!broadcast) {

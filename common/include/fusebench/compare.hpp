@@ -66,6 +66,16 @@ struct UlpDiffResult {
 
 UlpDiffResult ulp_diff(const Tensor& a, const Tensor& b, const UlpDiffOptions& options = {});
 
+// Exact statistics of the integer distances of a ulp_diff result, over the pairs without NaN:
+// mean, and P50 / P99 by numpy's default ("linear") rule. NaN statistics when nothing compared.
+struct UlpDiffSummary {
+  std::uint64_t max = 0;
+  std::int64_t max_index = -1;
+  double mean = 0, p50 = 0, p99 = 0;
+  std::uint64_t compared = 0;  // pairs without NaN
+};
+UlpDiffSummary summarize(const UlpDiffResult& result);
+
 // ---- fractional ULP error against a reference
 // |y - ref| / ulp_y(ref) where ulp_y(ref) is the spacing of y's format at ref: 2^(e - p + 1) for
 // ref in [2^e, 2^(e+1)), floored at the subnormal spacing and capped at the top binade's. ref may

@@ -5,15 +5,19 @@
 //   rel = |y - ref| / max(|ref|, smallest normal of y's dtype). The floor keeps rel finite and
 //         meaningful at ref = 0 and among subnormals, where a relative error says nothing; at
 //         ref = 0 it equals abs divided by the smallest normal.
-//   ulp = the fractional ULP error in y's format (see ulp_error in compare.hpp).
+//   ulp_error = the fractional ULP error in y's format (see ulp_error in compare.hpp).
 // Each metric reports max (with the first index where it occurs), mean, and the exact P50 and
 // P99: no sampling; the percentile is numpy's default ("linear": sorted x, h = (n-1)p,
 // x[floor h] + (h - floor h)(x[floor h + 1] - x[floor h])).
 // Non-finite pairs are counted, never averaged: NaN and inf counts on each side, and
 // "mismatches" where y and ref disagree (NaN against a number, inf against a finite value or
 // against the other infinity).
-// The histogram bins the integer ULP distance between y and ref rounded to y's dtype (0 means y
-// is the correctly rounded reference); it covers every pair without a NaN.
+// Apart from those, the integer ULP distance (ulp_diff in compare.hpp) between y and ref rounded to
+// y's dtype (0 means y is the correctly rounded reference) is binned in ulp_histogram and its
+// maximum kept in ulp_diff_max; both cover every pair without a NaN (an infinity is one step beyond
+// the largest finite value). The two ULP measures answer different questions and are never mixed:
+// ulp_error is "how far from the truth, in spacings of y's format", ulp_diff "how many representable
+// values apart from the correctly rounded truth".
 #pragma once
 
 #include <cstdint>
@@ -32,6 +36,9 @@ struct ErrorSummary {
 struct ErrorStatsOptions {
   int histogram_bins = 16;
   std::size_t max_reported_indices = 16;
+  // Worker threads for inputs of 2^20 elements or more (0: one per hardware thread). The results
+  // are the same for any count: the work is split into fixed chunks merged in order.
+  int threads = 0;
 };
 
 struct ErrorStats {
@@ -43,8 +50,10 @@ struct ErrorStats {
   std::int64_t mismatches = 0;  // non-finite disagreements
   std::vector<std::int64_t> first_mismatch_indices;
   double rel_floor = 0;  // the denominator floor used for rel
-  ErrorSummary abs, rel, ulp;
-  UlpHistogram ulp_histogram;
+  ErrorSummary abs, rel, ulp_error;  // ulp_error: fractional, in spacings of y's format at ref
+  UlpHistogram ulp_histogram;         // integer distances to ref rounded to y's dtype
+  std::uint64_t ulp_diff_max = 0;     // the largest of those distances (over pairs without NaN)
+  std::int64_t ulp_diff_max_index = -1;
 };
 
 // y: f16, bf16, f32 or f64; ref: any floating dtype of the same shape.

@@ -115,16 +115,16 @@ class ErrorStatsMatcher : public ::testing::MatcherInterface<const Tensor&> {
     check("abs.p99", limits_.abs_p99, stats.abs.p99);
     check("rel.max", limits_.rel_max, stats.rel.max);
     check("rel.p99", limits_.rel_p99, stats.rel.p99);
-    check("ulp.max", limits_.ulp_max, stats.ulp.max);
-    check("ulp.p99", limits_.ulp_p99, stats.ulp.p99);
-    check("ulp.mean", limits_.ulp_mean, stats.ulp.mean);
+    check("ulp.max", limits_.ulp_max, stats.ulp_error.max);
+    check("ulp.p99", limits_.ulp_p99, stats.ulp_error.p99);
+    check("ulp.mean", limits_.ulp_mean, stats.ulp_error.mean);
     if (!limits_.allow_nonfinite_mismatches && stats.mismatches > 0) {
       broken.push_back(fmt::format("{} non-finite mismatches", stats.mismatches));
     }
     if (broken.empty()) return true;
     *listener << fmt::format("{}", fmt::join(broken, "; "));
     std::vector<std::int64_t> worst;
-    for (auto index : {stats.ulp.max_index, stats.abs.max_index, stats.rel.max_index}) {
+    for (auto index : {stats.ulp_error.max_index, stats.abs.max_index, stats.rel.max_index}) {
       if (index >= 0 && std::find(worst.begin(), worst.end(), index) == worst.end()) worst.push_back(index);
     }
     for (auto index : stats.first_mismatch_indices) {

@@ -176,11 +176,11 @@ TEST(Accuracy, EachOpWithinDocumentedUlpBoundOfTheReference) {
       const double bound = dtype == DType::f32 ? op.bound_f32 : 0.51;
       const bool single_op = std::string(op.name) != "div";  // div's operand is itself rounded in eager
       const auto fused = error_stats(testsupport::run_fused(g, in).outputs[0], ref);
-      EXPECT_LE(fused.ulp.max, bound) << "fused";
+      EXPECT_LE(fused.ulp_error.max, bound) << "fused";
       EXPECT_EQ(fused.mismatches, 0);
       if (single_op) {
         const auto eager = error_stats(testsupport::run_eager(g, in).outputs[0], ref);
-        EXPECT_LE(eager.ulp.max, bound) << "eager";
+        EXPECT_LE(eager.ulp_error.max, bound) << "eager";
       }
     }
   }
@@ -246,7 +246,7 @@ TEST(Knobs, MoreNewtonIterationsAreCloserToFp64) {
     engine::EngineOptions o;
     o.rsqrt = engine::ApproxMode::NewtonBitTrick;
     o.rsqrt_newton_iters = iterations;
-    mean_ulp.push_back(error_stats(testsupport::run_fused(g, in, o).outputs[0], ref).ulp.mean);
+    mean_ulp.push_back(error_stats(testsupport::run_fused(g, in, o).outputs[0], ref).ulp_error.mean);
   }
   EXPECT_GT(mean_ulp[0], mean_ulp[1]);
   EXPECT_GT(mean_ulp[1], mean_ulp[2]);
