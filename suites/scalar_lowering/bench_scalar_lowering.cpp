@@ -67,6 +67,11 @@ Pair& pair_for(const Case& c, const SuiteConfig& config) {
     l.output = result.outputs[0];
     l.notes = result.trace[0].lowering;
     if (c.fused) {
+#if defined(FUSEBENCH_HAVE_CUDA)
+      // a cubin on the cuda device: its SASS opcodes
+      if (config.device == "cuda") l.instructions = cuda::disassemble_cubin(result.trace[0].artifact_path).histogram;
+      else
+#endif
       l.instructions = cpu::instruction_histogram(result.trace[0].artifact_path);
       l.source = result.trace[0].source_path;
     }
