@@ -8,6 +8,8 @@
 #include "cuda_runtime.hpp"
 #include "eager_executor.hpp"
 #include "fused_executor.hpp"
+#include "fusebench/engine/kernel_cache.hpp"
+#include "sass.hpp"
 #include "fusebench/error.hpp"
 
 namespace fusebench::cuda {
@@ -50,6 +52,18 @@ class CudaDevice final : public engine::Device {
   }
   std::unique_ptr<engine::Executor> fused(const engine::EngineOptions& options) const override {
     return std::make_unique<FusedExecutor>(options);
+  }
+  // The engine's knobs, as issue 13's Device interface asks (override once it is on main): the
+  // CUDA kernels realise every one (threads has no effect on a GPU's results).
+  std::string unsupported_knobs(const engine::EngineOptions&, bool) const { return {}; }
+  std::unique_ptr<engine::Executor> fused_cold(const engine::EngineOptions& options, const std::filesystem::path& cache_dir) const {
+    engine::KernelCache(cache_dir).clear();
+    return std::make_unique<FusedExecutor>(options, cache_dir);
+  }
+  // SASS opcodes of a fused kernel's cubin; eager ops (nvcc, inside the library) have no artifact.
+  std::map<std::string, int> instruction_histogram(const engine::KernelTrace& kernel) const {
+    if (kernel.artifact_path.empty()) return {};
+    return disassemble_cubin(kernel.artifact_path).histogram;
   }
 };
 }  // namespace
