@@ -16,7 +16,7 @@ namespace {
 using engine::EngineOptions;
 using engine::Graph;
 using fusebench::testing::BitEqual;
-using fusebench::testing::UlpNear;
+using fusebench::testing::ErrorStatsWithin;
 
 #define SKIP_WITHOUT_GPU()                                                       \
   do {                                                                           \
@@ -78,13 +78,20 @@ TEST(CudaGpu, RowwiseAndMatmulRun) {
   const auto w = c.graph.input("w", {128}, DType::f32), b = c.graph.input("b", {128}, DType::f32);
   const auto m = c.graph.input("m", {128, 64}, DType::f32);
   c.graph.mark_output(c.graph.softmax(c.graph.matmul(c.graph.layernorm(x, w, b), m)));
-  for (const char* name : {"x", "w", "b", "m"}) c.inputs[name] = random_uniform(DType::f32, c.graph.node(c.graph.inputs()[0]).shape, -1, 1, 5);
+  c.inputs["x"] = random_uniform(DType::f32, {8, 128}, -1, 1, 5);
   c.inputs["w"] = random_uniform(DType::f32, {128}, 0.5, 1.5, 6);
   c.inputs["b"] = random_uniform(DType::f32, {128}, -0.5, 0.5, 7);
   c.inputs["m"] = random_uniform(DType::f32, {128, 64}, -0.2, 0.2, 8);
-  const Tensor ref = engine::fp64_reference(c.graph, c.inputs)[0].to(DType::f32);
-  EXPECT_THAT(on("cuda", true, c).outputs[0], UlpNear(ref, 64));
-  EXPECT_THAT(on("cuda", false, c).outputs[0], UlpNear(ref, 64));
+  // cuBLAS sums in its own order: the fp32 results track fp64 to a relative 1e-5, not bit for bit
+  const Tensor ref = engine::fp64_reference(c.graph, c.inputs)[0];
+  EXPECT_THAT(on("cuda", true, c).outputs[0], ErrorStatsWithin(ref, {.rel_max = 1e-5}));
+  EXPECT_THAT(on("cuda", false, c).outputs[0], ErrorStatsWithin(ref, {.rel_max = 1e-5}));
+  // the layernorm row and the softmax row are the CPU's code: the fused layernorm kernel alone is bit-equal
+  Case ln;
+  ln.graph.mark_output(ln.graph.layernorm(ln.graph.input("x", {8, 128}, DType::f32), ln.graph.input("w", {128}, DType::f32),
+                                          ln.graph.input("b", {128}, DType::f32)));
+  ln.inputs = {{"x", c.inputs["x"]}, {"w", c.inputs["w"]}, {"b", c.inputs["b"]}};
+  EXPECT_THAT(on("cuda", true, ln).outputs[0], BitEqual(on("cpu", true, ln).outputs[0]));
 }
 
 TEST(CudaGpu, CublasLtBiasGeluEpilogueMatchesTheTanhGelu) {
@@ -96,8 +103,9 @@ TEST(CudaGpu, CublasLtBiasGeluEpilogueMatchesTheTanhGelu) {
                                                c.graph.input("bias", {32}, DType::f32)),
                                    true));
   c.inputs = {{"a", a}, {"b", b}, {"bias", bias}};
-  const Tensor ref = engine::fp64_reference(c.graph, c.inputs)[0].to(DType::f32);
-  EXPECT_THAT(cublaslt_matmul_bias_gelu(a, b, bias), UlpNear(ref, 1024));
+  // the vendor's GELU epilogue is its own tanh approximation: close to fp64, not equal to ours
+  const Tensor ref = engine::fp64_reference(c.graph, c.inputs)[0];
+  EXPECT_THAT(cublaslt_matmul_bias_gelu(a, b, bias), ErrorStatsWithin(ref, {.abs_max = 1e-3}));
 }
 
 }  // namespace
