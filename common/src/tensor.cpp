@@ -156,6 +156,26 @@ Tensor Tensor::uninitialized(DType dtype, Shape shape) {
   return t;
 }
 
+Tensor Tensor::borrow(DType dtype, Shape shape, Shape strides, const void* data,
+                      std::shared_ptr<const void> owner) {
+  check_shape(shape, "Tensor::borrow");
+  if (strides.size() != shape.size()) {
+    throw_input_error("Tensor::borrow: {} strides for shape {}", strides.size(), shape_string(shape));
+  }
+  for (auto stride : strides) {
+    if (stride < 0) throw_input_error("Tensor::borrow: negative stride for shape {}", shape_string(shape));
+  }
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.strides_ = std::move(strides);
+  // Aliasing constructor: shares owner's control block, points at the borrowed bytes. The tensor
+  // API is non-const throughout; callers that borrow read-only memory only read it.
+  t.storage_ = std::shared_ptr<std::byte[]>(std::const_pointer_cast<void>(owner),
+                                            static_cast<std::byte*>(const_cast<void*>(data)));
+  return t;
+}
+
 Tensor::Tensor(DType dtype, Shape shape) {
   *this = uninitialized(dtype, std::move(shape));
   std::memset(raw_data(), 0, nbytes());

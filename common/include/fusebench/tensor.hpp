@@ -42,6 +42,11 @@ class Tensor {
   static Tensor uninitialized(DType dtype, Shape shape);
   template <class T>
   static Tensor from_values(Shape shape, std::span<const T> values);
+  // A view of memory that someone else owns (a numpy array, a DLPack tensor): no copy. `owner`
+  // is kept alive while any view of the result exists. Strides are in elements and must not be
+  // negative; the memory need not be aligned.
+  static Tensor borrow(DType dtype, Shape shape, Shape strides, const void* data,
+                       std::shared_ptr<const void> owner);
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }

@@ -1,0 +1,208 @@
+"""pytest plugin (registered under the pytest11 entry point "fusebench").
+
+The `fusebench` fixture:
+    fusebench.assert_bit_equal(a, b, nan="bitwise", signed_zero="bitwise")
+    fusebench.assert_ulp_within(a, b, max_ulp)                   # integer ulp_diff, same format
+    fusebench.assert_error_within(y, ref, ulp_max=None, ulp_p99=None, rel_max=None, rel_p99=None,
+                                  abs_max=None, abs_p99=None, allow_nonfinite_mismatches=False)
+    fusebench.assert_fused_not_worse(fn, *inputs, compile=None)  # PyTorch: compiled <= eager vs fp64
+A failure message names what was compared and lists the worst elements with their index, both
+values and both bit patterns.
+
+`pytest --fusebench-report=PATH` writes a JSON summary of every assertion made through the fixture:
+test id, assertion, measure, figure, limit and verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import pytest
+
+import fusebench as _fb
+from fusebench._operands import element_bits_and_values, operand
+
+SHOWN_ELEMENTS = 8
+
+
+# ---- failure messages
+def _describe(op_actual, op_expected, indices, actual_label="actual", expected_label="expected") -> str:
+    indices = list(indices)[:SHOWN_ELEMENTS]
+    if not indices:
+        return ""
+    a_bits, a_values = element_bits_and_values(op_actual, indices)
+    e_bits, e_values = element_bits_and_values(op_expected, indices)
+    a_width, e_width = 2 * a_bits.dtype.itemsize, 2 * e_bits.dtype.itemsize
+    lines = []
+    for k, index in enumerate(indices):
+        lines.append(
+            f"\n  [{index}] {actual_label}={a_values[k]:.9g} (0x{int(a_bits[k]):0{a_width}x}) "
+            f"{expected_label}={e_values[k]:.17g} (0x{int(e_bits[k]):0{e_width}x})"
+        )
+    return "".join(lines)
+
+
+def _what(op) -> str:
+    return f"{op.dtype}{list(op.shape)}"
+
+
+class FusebenchFixture:
+    """The assertions; each records (measure, figure, limit, verdict) for --fusebench-report."""
+
+    def __init__(self, nodeid: str, records: Optional[List[Dict[str, Any]]]):
+        self._nodeid = nodeid
+        self._records = records
+
+    def _record(self, assertion: str, measure: str, figure: Any, limit: Any, passed: bool) -> None:
+        if isinstance(figure, float) and not np.isfinite(figure):
+            figure = str(figure)  # JSON has no inf / NaN
+        if self._records is not None:
+            self._records.append({
+                "test": self._nodeid, "assertion": assertion, "measure": measure,
+                "figure": figure, "limit": limit, "verdict": "pass" if passed else "fail",
+            })
+
+    def assert_bit_equal(self, a: Any, b: Any, *, nan: str = "bitwise", signed_zero: str = "bitwise") -> None:
+        result = _fb.bit_equal(a, b, nan=nan, signed_zero=signed_zero, max_indices=SHOWN_ELEMENTS)
+        self._record("assert_bit_equal", "mismatches", result.mismatches, 0, result.bit_equal)
+        if not result.bit_equal:
+            oa, ob = operand(a, "a", "assert_bit_equal"), operand(b, "b", "assert_bit_equal")
+            raise AssertionError(
+                f"fusebench: {_what(oa)} is not bit-equal to {_what(ob)} (nan={nan}, signed_zero={signed_zero}): "
+                f"{result.mismatches} of {result.n} elements differ; first ones:"
+                + _describe(oa, ob, result.first_mismatch_indices, "a", "b")
+            )
+
+    def assert_ulp_within(self, a: Any, b: Any, max_ulp: int) -> None:
+        if isinstance(max_ulp, bool) or not isinstance(max_ulp, (int, np.integer)) or max_ulp < 0:
+            raise ValueError(f"assert_ulp_within: max_ulp={max_ulp!r}; expected an integer >= 0 (ulp_diff is an integer distance)")
+        result = _fb.ulp_diff(a, b, max_indices=SHOWN_ELEMENTS)
+        oa, ob = operand(a, "a", "assert_ulp_within"), operand(b, "b", "assert_ulp_within")
+        distance = result.distance.reshape(-1)
+        offending = np.flatnonzero(distance > max_ulp) if result.nan_pairs == 0 else None
+        nan_against_number: List[int] = []
+        if result.nan_pairs:
+            # A NaN pair's distance entry is the type's maximum: tell NaN-vs-NaN (fine) from
+            # NaN-vs-number (a failure) by the values.
+            candidates = np.flatnonzero(distance > max_ulp)
+            _, a_values = element_bits_and_values(oa, candidates)
+            _, b_values = element_bits_and_values(ob, candidates)
+            a_nan, b_nan = np.isnan(a_values), np.isnan(b_values)
+            nan_against_number = [int(i) for i in candidates[a_nan != b_nan]]
+            offending = candidates[~(a_nan & b_nan)]
+        passed = offending.size == 0
+        self._record("assert_ulp_within", "ulp_diff.max", result.max, int(max_ulp), passed)
+        if not passed:
+            worst = offending[np.argsort(-distance[offending].astype(np.int64), kind="stable")]
+            raise AssertionError(
+                f"fusebench: {_what(oa)} is not within {max_ulp} ULP of {_what(ob)}: {offending.size} of "
+                f"{distance.size} elements beyond; max distance {result.max} ULP at [{result.max_index}]; "
+                f"{result.nan_pairs} NaN pairs ({len(nan_against_number)} NaN against a number); worst elements:"
+                + _describe(oa, ob, worst, "a", "b")
+            )
+
+    def assert_error_within(self, y: Any, ref: Any, *, ulp_max: Optional[float] = None, ulp_p99: Optional[float] = None,
+                            ulp_mean: Optional[float] = None, rel_max: Optional[float] = None,
+                            rel_p99: Optional[float] = None, abs_max: Optional[float] = None,
+                            abs_p99: Optional[float] = None, allow_nonfinite_mismatches: bool = False) -> None:
+        limits = {"ulp_error.max": ulp_max, "ulp_error.p99": ulp_p99, "ulp_error.mean": ulp_mean,
+                  "rel.max": rel_max, "rel.p99": rel_p99, "abs.max": abs_max, "abs.p99": abs_p99}
+        if all(v is None for v in limits.values()):
+            raise ValueError("assert_error_within: give at least one limit (ulp_max=, rel_p99=, ...)")
+        stats = _fb.error_stats(y, ref, max_indices=SHOWN_ELEMENTS)
+        broken = []
+        for measure, limit in limits.items():
+            if limit is None:
+                continue
+            group, stat = measure.split(".")
+            figure = getattr(getattr(stats, group), stat)
+            passed = figure is not None and figure <= limit
+            self._record("assert_error_within", measure, figure, limit, passed)
+            if not passed:
+                broken.append(f"{measure} = {figure:.6g} > {limit:.6g}" if figure is not None
+                              else f"{measure}: nothing compared (limit {limit:.6g})")
+        if not allow_nonfinite_mismatches:
+            self._record("assert_error_within", "nonfinite_mismatches", stats.mismatches, 0, stats.mismatches == 0)
+            if stats.mismatches:
+                broken.append(f"{stats.mismatches} non-finite mismatches")
+        if broken:
+            oy, oref = operand(y, "y", "assert_error_within"), operand(ref, "ref", "assert_error_within")
+            worst: List[int] = []
+            for index in (stats.ulp_error.max_index, stats.abs.max_index, stats.rel.max_index, *stats.first_mismatch_indices):
+                if index >= 0 and index not in worst:
+                    worst.append(index)
+            raise AssertionError(
+                f"fusebench: {_what(oy)} against reference {_what(oref)}: " + "; ".join(broken)
+                + " ; worst elements (max ulp_error, abs, rel, then non-finite mismatches):"
+                + _describe(oy, oref, worst, "y", "ref")
+            )
+
+    def assert_fused_not_worse(self, fn, *inputs: Any, compile=None) -> Any:
+        comparison = _fb.compare_fused(fn, *inputs, compile=compile)
+        lines = []
+        for out in comparison.outputs:
+            for stat in ("p99", "max"):
+                figure = getattr(out.compiled.ulp_error, stat)
+                limit = getattr(out.eager.ulp_error, stat)
+                self._record("assert_fused_not_worse", f"{out.name}.ulp_error.{stat}", figure, limit,
+                             figure is not None and limit is not None and figure <= limit)
+            if not out.not_worse:
+                rows = "".join(
+                    f"\n  [{w['index']}] compiled={w['compiled']:.9g} ({w['compiled_bits']}) eager={w['eager']:.9g} "
+                    f"({w['eager_bits']}) ref={w['ref']:.17g} ({w['ref_bits']}) ulp_error={w['compiled_ulp_error']:.4g}"
+                    for w in out.worst)
+                lines.append(
+                    f"{out.name}: compiled ulp_error p99 {out.compiled.ulp_error.p99} max {out.compiled.ulp_error.max} "
+                    f"vs eager p99 {out.eager.ulp_error.p99} max {out.eager.ulp_error.max}; worst compiled elements:{rows}")
+        if not comparison.not_worse:
+            raise AssertionError("fusebench: the compiled function is less accurate than eager against fp64:\n" + "\n".join(lines))
+        return comparison
+
+
+# ---- pytest hooks
+_REPORT_KEY = pytest.StashKey[Optional[List[Dict[str, Any]]]]()  # the records, None without the option
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("fusebench")
+    group.addoption("--fusebench-report", metavar="PATH", default=None,
+                    help="write a JSON summary of every fusebench assertion (test id, measure, figure, verdict) to PATH")
+
+
+def pytest_configure(config):
+    config.stash[_REPORT_KEY] = [] if config.getoption("--fusebench-report") else None
+
+
+@pytest.fixture
+def fusebench(request) -> FusebenchFixture:
+    """Precision assertions on arrays and tensors (bit equality, ULP distance, error statistics,
+    fused-vs-eager); see fusebench.pytest_plugin."""
+    return FusebenchFixture(request.node.nodeid, request.config.stash[_REPORT_KEY])
+
+
+def pytest_unconfigure(config):
+    path = config.getoption("--fusebench-report", default=None)
+    records = config.stash.get(_REPORT_KEY, None)
+    if not path or records is None:
+        return
+    summary = {
+        "assertions": records,
+        "passed": sum(r["verdict"] == "pass" for r in records),
+        "failed": sum(r["verdict"] == "fail" for r in records),
+    }
+    # Written whole or not at all: a temporary file in the same folder, then rename.
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=".fusebench-report-", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump(summary, out, indent=1, allow_nan=False, default=str)
+            out.write("\n")
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
