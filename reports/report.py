@@ -1,6 +1,10 @@
-"""Turns a results directory (Google Benchmark JSON files, one per suite, plus dumps) into
-report.md and report.html (plots embedded). Each plan task is a section module in sections/;
-a section whose suite did not run says so.
+"""Turns a results directory (Google Benchmark JSON files, one per suite and device, plus dumps) into
+report.md and report.html (plots embedded).
+
+The page opens with the verdicts: a claims × devices table, each cell the verdict and its key figure,
+linked to its section; then the contents and one line about the run. Each section opens with its
+verdicts, then its figures, then its tables (long ones collapsed). Results are found by their context
+(suite, device), so a device that appears in the results appears as a column with no change here.
 
 Usage: python reports/report.py RESULTS_DIR
 """
@@ -10,83 +14,38 @@ import argparse
 import base64
 import html
 import io
-import json
 import os
 import pathlib
 import sys
 import tempfile
+from dataclasses import dataclass, field
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tools"))
+from runs import KNOWN_SUITES, InputError, Results, load_results  # noqa: E402
 from sections import engine, plan_tasks, toolkit  # noqa: E402
+from sections.common import num  # noqa: E402
 
-SECTIONS = [toolkit, engine]
-PLAN_SECTIONS = [plan_tasks.render_a, plan_tasks.render_b, plan_tasks.render_c1, plan_tasks.render_c2, plan_tasks.render_c3,
-                 plan_tasks.render_d, plan_tasks.render_e]
+# (task id, title, suite, render function(section, result, results_dir)); the plan's order.
+TASKS = [
+    ("A", "A — determinism of fused execution (claim §3.3)", "fusion_determinism", plan_tasks.render_a),
+    ("B", "B — eager vs fused accumulated error (claim §3.2)", "accumulated_error", plan_tasks.render_b),
+    ("C1", "C1 — tensor × scalar lowering (claim §1.2 (2))", "scalar_lowering", plan_tasks.render_c1),
+    ("C2", "C2 — reduction accumulation order (claim §1.2 (3))", "reduction_order", plan_tasks.render_c2),
+    ("C3", "C3 — rsqrt / division iteration count (claim §1.2 (4))", "approximations", plan_tasks.render_c3),
+    ("D", "D — pure data movement (claim §2)", "data_movement", plan_tasks.render_d),
+    ("E", "E — end-to-end training alignment (claim §3.2 in practice)", "training_alignment", None),
+    ("S", "S — precision toolkit throughput", "precision_toolkit", toolkit.render),
+    ("Engine", "Engine — eager vs fused speed", "engine_throughput", engine.render),
+]
+FIGURE_DPI = 100          # CSS pixels per figure inch: a figure W inches wide shows W*100 px wide, unscaled
+PNG_SCALE = 2             # PNGs carry twice that, for sharp text on high-density screens
+PAGE_WIDTH_PX = 1100      # max-width of the page body: figures must stay within it
 
 
 class ResultsError(Exception):
     """A results directory or file that cannot be read; the message names it."""
-
-
-def load_results(results_dir: pathlib.Path) -> dict[str, dict]:
-    if not results_dir.is_dir():
-        raise ResultsError(f"{results_dir}: not a results directory")
-    runs = {}
-    for path in sorted(results_dir.glob("*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise ResultsError(f"{path}: malformed JSON ({e})") from e
-        if not isinstance(data, dict) or "benchmarks" not in data or "context" not in data:
-            raise ResultsError(f"{path}: not a Google Benchmark JSON file (no 'context'/'benchmarks')")
-        suite = data["context"].get("fusebench_suite", path.stem)
-        runs[suite] = data
-    if not runs:
-        raise ResultsError(f"{results_dir}: no suite JSON files")
-    return runs
-
-
-class Document:
-    """Collects Markdown and HTML side by side; figures are PNG files next to the Markdown and
-    base64 images inside the HTML."""
-
-    def __init__(self, out_dir: pathlib.Path):
-        self.out_dir = out_dir
-        self.md: list[str] = []
-        self.html: list[str] = []
-
-    def heading(self, text: str, level: int = 2):
-        self.md.append(f"{'#' * level} {text}\n")
-        self.html.append(f"<h{level}>{html.escape(text)}</h{level}>")
-
-    def paragraph(self, text: str):
-        self.md.append(text + "\n")
-        self.html.append(f"<p>{html.escape(text)}</p>")
-
-    def verdict(self, claim: str, verdict: str, evidence: str):
-        self.md.append(f"**Verdict — {claim}: {verdict.upper()}.** {evidence}\n")
-        self.html.append(f'<p class="verdict {verdict}"><b>Verdict — {html.escape(claim)}: {verdict.upper()}.</b> '
-                         f"{html.escape(evidence)}</p>")
-
-    def table(self, header: list[str], rows: list[list]):
-        self.md.append("| " + " | ".join(header) + " |")
-        self.md.append("|" + "---|" * len(header))
-        for row in rows:
-            self.md.append("| " + " | ".join(str(c) for c in row) + " |")
-        self.md.append("")
-        cells = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
-        self.html.append(f"<table><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>")
-
-    def figure(self, fig, name: str, caption: str):
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-        png = buffer.getvalue()
-        atomic_write(self.out_dir / f"{name}.png", png)
-        self.md.append(f"![{caption}]({name}.png)\n")
-        encoded = base64.b64encode(png).decode()
-        self.html.append(f'<figure><img src="data:image/png;base64,{encoded}" alt="{html.escape(caption)}">'
-                         f"<figcaption>{html.escape(caption)}</figcaption></figure>")
 
 
 def atomic_write(path: pathlib.Path, data: bytes | str):
@@ -95,43 +54,280 @@ def atomic_write(path: pathlib.Path, data: bytes | str):
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the report from other users of a shared results folder
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
 
 
-def system_rows(runs: dict[str, dict]) -> list[list]:
-    rows = []
-    for suite, data in sorted(runs.items()):
-        c = data["context"]
-        rows.append([suite, c.get("fusebench_profile", "?"), c.get("fusebench_device", "?"),
-                     c.get("compiler", "?"), c.get("cpu_model", "?"), c.get("cpu_isa", "?"),
-                     c.get("num_cpus", "?"), c.get("git_revision", "?"), c.get("date", "?")])
-    return rows
+def _is_number(cell: str) -> bool:
+    s = str(cell).replace("\u00a0%", "").replace(",", "").replace("−", "-").strip()
+    if s in ("—", ""):
+        return True
+    try:
+        float(s.split()[0])
+        return True
+    except ValueError:
+        return False
 
 
-STYLE = """<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.4}
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:3px 8px;text-align:right}
-th{background:#eee}.verdict.supported{color:#060}.verdict.contradicted{color:#a00}
-.verdict.inconclusive{color:#a60}img{max-width:100%}</style>"""
+def _table_html(header: list[str], rows: list[list]) -> str:
+    numeric = [all(_is_number(r[i]) for r in rows if i < len(r)) for i in range(len(header))]
+    head = "".join(f'<th class="{"num" if numeric[i] else "txt"}">{html.escape(h)}</th>' for i, h in enumerate(header))
+    def cell(i, c):
+        text = str(c)
+        if numeric[i]:
+            return f'<td class="num">{html.escape(text)}</td>'
+        if len(text) > 32:  # long text (benchmark names, notes) may wrap, after a '/' where it has one
+            return f'<td class="txt long">{html.escape(text).replace("/", "/&#8203;")}</td>'
+        return f'<td class="txt">{html.escape(text)}</td>'
+    body = "".join("<tr>" + "".join(cell(i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _table_md(header: list[str], rows: list[list]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    return out + [""]
+
+
+UNITS = {"\u00a0%": "%", "×": "×"}
+
+
+def _units_to_header(header: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    header = list(header)
+    for i in range(len(header)):
+        values = [r[i] for r in rows if i < len(r) and r[i] not in ("—", "")]
+        for suffix, unit in UNITS.items():
+            if values and all(v.endswith(suffix) for v in values):
+                header[i] = f"{header[i]} ({unit})"
+                for r in rows:
+                    if i < len(r) and r[i].endswith(suffix):
+                        r[i] = r[i][: -len(suffix)]
+    return header, rows
+
+
+@dataclass
+class Verdict:
+    task: str
+    claim: str           # the claim, device-independent: one row of the verdict table
+    verdict: str         # supported / contradicted / inconclusive / not measured
+    key_figure: str      # a few words: the figure that decided
+    evidence: str        # the full sentence shown in the section
+    device: str
+
+
+@dataclass
+class Section:
+    """One task's section; parts are kept apart so that the verdicts come first, then the figures,
+    then the tables and notes, whatever order the section's code produced them in."""
+    task: str
+    title: str
+    doc: "Document"
+    verdicts: list[tuple[list[str], list[str]]] = field(default_factory=list)
+    figures: list[tuple[list[str], list[str]]] = field(default_factory=list)
+    body: list[tuple[list[str], list[str]]] = field(default_factory=list)
+    device: str = "cpu"
+    show_device: bool = False
+
+    def _device_tag(self) -> str:
+        return f" [{self.device}]" if self.show_device else ""
+
+    def verdict(self, claim: str, verdict: str, key_figure: str, evidence: str):
+        v = Verdict(self.task, claim, verdict, key_figure, evidence, self.device)
+        self.doc.verdicts.append(v)
+        label = f"{claim}{self._device_tag()}: {verdict.upper()}."
+        self.verdicts.append(([f"**Verdict — {label}** {evidence}\n"],
+                              [f'<p class="verdict {verdict.replace(" ", "-")}"><b>Verdict — {html.escape(label)}</b> '
+                               f"{html.escape(evidence)}</p>"]))
+
+    def paragraph(self, text: str):
+        self.body.append(([text + "\n"], [f"<p>{html.escape(text)}</p>"]))
+
+    def table(self, header: list[str], rows: list[list], summary: str | None = None, caption: str | None = None):
+        """A table; with `summary` it is collapsed under that line (a <details> element). A column whose
+        every value carries the same unit (%, ×) shows it once, in its header."""
+        header, rows = _units_to_header(header, [[str(c) for c in r] for r in rows])
+        md, h = [], []
+        if caption:
+            md.append(caption + "\n")
+            h.append(f"<p class='caption'>{html.escape(caption)}</p>")
+        if summary:
+            md += [f"<details><summary>{summary}</summary>\n"] + _table_md(header, rows) + ["</details>\n"]
+            h.append(f"<details><summary>{html.escape(summary)}</summary>{_table_html(header, rows)}</details>")
+        else:
+            md += _table_md(header, rows)
+            h.append(_table_html(header, rows))
+        self.body.append((md, h))
+
+    def figure(self, fig, name: str, caption: str):
+        """A matplotlib figure, shown at FIGURE_DPI px per inch (never scaled down on the page, so
+        its font sizes in points are what the reader sees)."""
+        width_in, height_in = fig.get_size_inches()
+        width_px, height_px = round(width_in * FIGURE_DPI), round(height_in * FIGURE_DPI)
+        if width_px > PAGE_WIDTH_PX:
+            raise ValueError(f"figure {name} is {width_px} px wide, wider than the page ({PAGE_WIDTH_PX} px)")
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=FIGURE_DPI * PNG_SCALE)
+        png = buffer.getvalue()
+        suffix = "" if self.device == "cpu" else "_" + self.device.replace(":", "-")
+        atomic_write(self.doc.out_dir / f"{name}{suffix}.png", png)
+        encoded = base64.b64encode(png).decode()
+        self.figures.append(([f"![{caption}]({name}{suffix}.png)\n", f"*{caption}*\n"],
+                             [f'<figure><img src="data:image/png;base64,{encoded}" width="{width_px}" '
+                              f'height="{height_px}" alt="{html.escape(caption)}">'
+                              f"<figcaption>{html.escape(caption)}</figcaption></figure>"]))
+
+
+class Document:
+    def __init__(self, out_dir: pathlib.Path):
+        self.out_dir = out_dir
+        self.verdicts: list[Verdict] = []
+        self.sections: list[Section] = []
+
+    def section(self, task: str, title: str) -> Section:
+        s = Section(task, title, self)
+        self.sections.append(s)
+        return s
+
+
+def anchor(task: str) -> str:
+    return "task-" + task.lower()
+
+
+VERDICT_ORDER = {"contradicted": 0, "inconclusive": 1, "supported": 2, "not measured": 3, "not run": 4}
+
+
+def verdict_table(doc: Document, results: Results) -> tuple[list[str], list[str]]:
+    """Claims × devices: each cell the verdict, its key figure, a link to the section."""
+    devices = results.devices
+    claims: list[tuple[str, str]] = []
+    cells: dict[tuple[str, str, str], Verdict] = {}
+    for v in doc.verdicts:
+        if (v.task, v.claim) not in claims:
+            claims.append((v.task, v.claim))
+        cells[(v.task, v.claim, v.device)] = v
+    order = [t[0] for t in TASKS]
+    # A task with no verdict on any device still gets its row: not run, or ran without a verdict.
+    claims += [(t[0], t[1].split(" — ", 1)[1]) for t in TASKS if not any(c[0] == t[0] for c in claims)]
+    claims.sort(key=lambda c: order.index(c[0]))
+    suite_of = {t[0]: t[2] for t in TASKS}
+    md = ["| task | claim | " + " | ".join(devices) + " |", "|---|---|" + "---|" * len(devices)]
+    head = "".join(f"<th class='txt'>{html.escape(d)}</th>" for d in devices)
+    rows_html = []
+    for task, claim in claims:
+        md_cells, html_cells = [], []
+        for device in devices:
+            v = cells.get((task, claim, device))
+            if v is None:
+                ran = results.get(suite_of[task], device) is not None
+                text, cls, fig = ("no verdict" if ran else "not run"), "not-run", ""
+            else:
+                text, cls, fig = v.verdict.upper(), v.verdict.replace(" ", "-"), v.key_figure
+            md_cells.append(f"**{text}** {fig}".strip())
+            html_cells.append(f"<td class='cell {cls}'><a href='#{anchor(task)}'><b>{html.escape(text)}</b></a>"
+                              f"{' · ' + html.escape(fig) if fig else ''}</td>")
+        md.append(f"| [{task}](#{anchor(task)}) | {claim} | " + " | ".join(md_cells) + " |")
+        rows_html.append(f"<tr><td class='txt'><a href='#{anchor(task)}'>{html.escape(task)}</a></td>"
+                         f"<td class='txt claim'>{html.escape(claim)}</td>{''.join(html_cells)}</tr>")
+    h = (f"<table id='verdicts'><thead><tr><th class='txt'>task</th><th class='txt'>claim</th>{head}</tr></thead>"
+         f"<tbody>{''.join(rows_html)}</tbody></table>")
+    return md + [""], [h]
+
+
+def run_line(results: Results) -> str:
+    """Machine, compiler, commit, profile, total time and per-suite times, once."""
+    contexts = [r.context for r in results.by_key.values()]
+    def one(key: str) -> str:
+        values = sorted({str(c.get(key, "?")) for c in contexts})
+        return " / ".join(values) if values else "?"
+    manifest = results.manifest or {}
+    times = {(e["suite"], e["device"]): e.get("seconds") for e in manifest.get("ran", [])}
+    if times:
+        per_suite = ", ".join(f"{s}{'' if d == 'cpu' else '@' + d} {num(t)} s" for (s, d), t in times.items())
+        total = f"total {num(manifest.get('seconds', sum(times.values())))} s ({per_suite})"
+    else:
+        total = "suite times not recorded (a run made before tools/run wrote run.json)"
+    filt = f", filter {manifest['filter']!r}" if manifest.get("filter") else ""
+    return (f"Run: {one('cpu_model')} ({one('hardware_threads')} hardware threads; {one('cpu_isa')}), "
+            f"{one('compiler')}, commit {one('git_revision')}, profile {one('fusebench_profile')}{filt}, "
+            f"devices {', '.join(results.devices)}; {total}.")
+
+
+STYLE = """<style>
+body{font-family:sans-serif;font-size:15px;max-width:1100px;margin:1em auto;padding:0 12px;line-height:1.35}
+h1{font-size:1.5em;margin:.3em 0}h2{margin-top:1.6em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;margin:.6em 0;font-size:14px}td,th{border:1px solid #bbb;padding:2px 7px}
+th{background:#eee;font-weight:600;vertical-align:bottom}td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+th.num{text-align:right}.txt{text-align:left}td.txt{white-space:nowrap}td.long{white-space:normal;min-width:12em}
+.verdict.supported{color:#060}.verdict.contradicted{color:#a00}.verdict.inconclusive{color:#a60}
+.verdict.not-measured{color:#555}
+#verdicts{font-size:13px;line-height:1.25}#verdicts td,#verdicts th{padding:2px 6px;vertical-align:top}
+#verdicts a{color:inherit;text-decoration:none}#verdicts td.claim{max-width:24em;white-space:normal}
+td.cell{text-align:left}td.cell b{white-space:nowrap}td.supported{background:#dff0d8;color:#060}
+td.contradicted{background:#f6d5d5;color:#a00}td.inconclusive{background:#fcebcc;color:#8a5a00}
+td.not-measured,td.not-run{background:#eee;color:#555}
+figure{margin:.8em 0}figcaption{font-size:13px;color:#444}img{max-width:100%;height:auto}
+details{margin:.5em 0}summary{cursor:pointer;color:#225}.caption{margin-bottom:0;font-size:14px}
+.runline,.contents{font-size:13px;color:#333}
+</style>"""
 
 
 def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
-    runs = load_results(results_dir)
+    if not results_dir.is_dir():
+        raise ResultsError(f"{results_dir}: not a results directory")
+    try:
+        results = load_results(results_dir)
+    except InputError as e:
+        raise ResultsError(str(e)) from e
     doc = Document(results_dir)
-    doc.heading("fusebench report", 1)
-    doc.paragraph(f"Results directory: {results_dir.resolve()}")
-    doc.heading("System and run")
-    doc.table(["suite", "profile", "device", "compiler", "CPU", "ISA", "CPUs", "commit", "date"], system_rows(runs))
-    for render_task in PLAN_SECTIONS:
-        render_task(doc, runs, results_dir)
-    for section in SECTIONS:
-        section.render(doc, runs)
+    for task, title, suite, render_task in TASKS:
+        ran = [d for d in results.devices if results.get(suite, d) is not None]
+        if render_task is None:  # E: no renderer; a training suite's results, if any, are listed as they are
+            s = doc.section(task, title)
+            if ran:
+                for device in ran:
+                    s.device, s.show_device = device, len(ran) > 1
+                    plan_tasks.render_unjudged(s, results.get(suite, device).data)
+                continue
+            for device in results.devices:
+                s.device = device
+                s.verdict("training metrics of eager and fused align", "not measured", "no training suite",
+                          "this build has no training suite (task E needs a model, data and an optimizer on the "
+                          "engine, and an accelerator for the plan's GPT-2 run). No curves, no table.")
+            continue
+        s = doc.section(task, title)
+        if not ran:
+            reason = next((r for su, d, r in results.not_run() if su == suite), "no result file")
+            s.paragraph(f"Not run in this results directory ({reason}).")
+            continue
+        for device in ran:
+            s.device, s.show_device = device, len(ran) > 1
+            result = results.get(suite, device)
+            render_task(s, result.data, result)
+    verdict_md, verdict_html = verdict_table(doc, results)
+    not_run = results.not_run()
+    not_run_text = ("Not run: " + ", ".join(f"{s} on {d} ({r})" for s, d, r in not_run) + ".") if not_run else ""
+    line = run_line(results)
+    contents = " · ".join(f"[{s.title.split(' — ')[0]}](#{anchor(s.task)})" for s in doc.sections)
+    contents_html = " · ".join(f"<a href='#{anchor(s.task)}'>{html.escape(s.title)}</a>" for s in doc.sections)
+    md = ["# fusebench report\n", *verdict_md, f"Contents: {contents}\n", line + "\n"]
+    body = ["<h1>fusebench report</h1>", *verdict_html, f"<p class='contents'><b>Contents:</b> {contents_html}</p>",
+            f"<p class='runline'>{html.escape(line)}</p>"]
+    if not_run_text:
+        md.append(not_run_text + "\n")
+        body.append(f"<p class='runline'>{html.escape(not_run_text)}</p>")
+    for s in doc.sections:
+        md.append(f"<a id=\"{anchor(s.task)}\"></a>\n\n## {s.title}\n")
+        body.append(f"<h2 id='{anchor(s.task)}'>{html.escape(s.title)}</h2>")
+        for part_md, part_html in s.verdicts + s.figures + s.body:
+            md += part_md
+            body += part_html
     md_path, html_path = results_dir / "report.md", results_dir / "report.html"
-    atomic_write(md_path, "\n".join(doc.md) + "\n")
+    atomic_write(md_path, "\n".join(md) + "\n")
     atomic_write(html_path, "<!doctype html><html><head><meta charset='utf-8'><title>fusebench report</title>"
-                 + STYLE + "</head><body>" + "\n".join(doc.html) + "</body></html>\n")
+                 + STYLE + "</head><body>" + "\n".join(body) + "</body></html>\n")
     return md_path, html_path
 
 

@@ -1,62 +1,146 @@
-"""tools/compare BASE CONTENDER: two runs (JSON files or result directories, paired by suite).
-Timings go through Google Benchmark's compare.py (gbench: relative change, and the Mann-Whitney U
-test when both sides have repetitions); every precision counter is diffed. Exit 1 when a timing
-regresses beyond --time-threshold (and the U-test, when available, says it is significant) or a
-precision counter gets worse beyond --precision-tolerance; 2 on bad input."""
+"""tools/compare BASE CONTENDER: two runs (result directories or suite JSON files), paired by
+(suite, device) from each file's context.
+
+Precision counters are compared exactly: a changed ULP figure is never noise. A counter that got
+worse is a regression; one that improved or moved without a known direction is listed.
+
+Timings are noisy, so a plain percentage of two single measurements decides nothing:
+  - with repetitions on both sides, Google Benchmark's Mann-Whitney U test (gbench) decides: a
+    regression needs p < --alpha AND a median slow-down above --min-effect;
+  - without repetitions, a benchmark's time is taken as a ratio to its run's own yardstick (the
+    benchmark the thresholds file names for the suite, e.g. the memory copy of the same run), and a
+    regression is a ratio that grew by more than the thresholds file's tolerance;
+  - a suite with neither is shown, not gated.
+Suites or benchmarks present on one side only are listed, never silently dropped.
+Exit 1 on a regression, 2 on bad input."""
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
+import re
+import statistics
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from runs import InputError, load_runs, plain  # noqa: E402
+from runs import InputError, load_results, plain, seconds  # noqa: E402
 
 GBENCH_DIR = pathlib.Path("/usr/share/benchmark")
-# Counters where a larger value is worse, and where a smaller value is worse.
-HIGHER_IS_WORSE = ("ulp_", "abs_err", "rel_err", "mismatches", "distinct_hashes", "frac_ulp_ge2", "frac_ulp1",
-                   "max_ulp", "frac_differ")
-LOWER_IS_WORSE = ("bit_equal", "kernel_hash_stable", "self_deterministic", "frac_ulp0", "frac_correctly_rounded",
-                  "negative_control_detected", "inputs_reload_exact")
+THRESHOLDS = pathlib.Path(__file__).resolve().parent / "thresholds.json"
+
+# ---- which counters are precision figures, and which way is worse
+# Speed, sizes and bookkeeping: not precision (timings are compared through their own rules).
+NOT_PRECISION = re.compile(r"(bytes_per_second|items_per_second|gflops|_ms$|bytes_moved|bytes_copied|^threads$|"
+                           r"^kernels$|^runs$|^sets$|^promoted$|^iterations$)")
+# Larger is better for these (verdicts and shares of exact results); for every other precision
+# counter with an error-like name, larger is worse.
+LOWER_IS_WORSE = re.compile(r"(bit_equal|hash_stable|self_deterministic|frac_ulp0|frac_correctly_rounded|"
+                            r"negative_control_detected|inputs_reload_exact|fused_le_eager)")
+HIGHER_IS_WORSE = re.compile(r"(ulp|err|mismatch|distinct_hashes|counterexamples|differ)")
 
 
-def direction(counter: str) -> int:
-    """+1 when higher is worse, -1 when lower is worse, 0 for counters that are not precision."""
-    if counter.startswith(LOWER_IS_WORSE):
+def direction(counter: str) -> int | None:
+    """+1 when higher is worse, -1 when lower is worse, 0 for a precision counter with no known
+    direction, None for a counter that is not a precision figure."""
+    if NOT_PRECISION.search(counter):
+        return None
+    if LOWER_IS_WORSE.search(counter):
         return -1
-    if counter.startswith(HIGHER_IS_WORSE):
+    if HIGHER_IS_WORSE.search(counter) and not counter.startswith("frac_ulp1"):
         return 1
     return 0
 
 
-def timing_report(base: dict, contender: dict, threshold: float, alpha: float) -> tuple[list[str], int]:
+def iterations(run: dict) -> dict[str, list[dict]]:
+    """name -> its measured rows (one per repetition); failed and skipped benchmarks dropped."""
+    out: dict[str, list[dict]] = {}
+    for b in run["benchmarks"]:
+        if b.get("run_type", "iteration") != "iteration" or b.get("error_occurred") or "real_time" not in b:
+            continue
+        out.setdefault(b["name"], []).append(b)
+    return out
+
+
+# ---- timings
+def utest_pvalues(base: dict, contender: dict) -> dict[str, float]:
+    """name -> two-sided Mann-Whitney p-value of real time, from Google Benchmark's own compare code."""
     sys.path.insert(0, str(GBENCH_DIR))
     try:
         from gbench import report  # Google Benchmark's compare.py machinery
     except ImportError as e:
         raise InputError(f"Google Benchmark's tools (compare.py, gbench) not found in {GBENCH_DIR}: {e}") from e
-    diff = report.get_difference_report(base, contender, utest=True)
+    keep = lambda run: {**run, "benchmarks": [b for b in run["benchmarks"] if b.get("run_type", "iteration") == "iteration"]}
+    out = {}
+    for entry in report.get_difference_report(keep(base), keep(contender), utest=True):
+        u = entry.get("utest") or {}
+        if u.get("time_pvalue") is not None:
+            out[entry["name"]] = u["time_pvalue"]
+    return out
+
+
+def yardstick_time(rows: dict[str, list[dict]], pattern: str) -> tuple[str, float] | None:
+    names = [n for n in rows if re.search(pattern, n)]
+    if not names:
+        return None
+    return names[0], statistics.median(seconds(b) for b in rows[names[0]])
+
+
+def timing_report(base: dict, contender: dict, suite: str, settings: dict, args) -> tuple[list[str], int, str]:
+    """Lines, regression count and the rule that decided."""
+    a_rows, b_rows = iterations(base), iterations(contender)
+    names = [n for n in a_rows if n in b_rows]
+    repeated = names and all(len(a_rows[n]) >= 2 and len(b_rows[n]) >= 2 for n in names)
+    pattern = settings.get("yardsticks", {}).get(suite)
+    a_yard = yardstick_time(a_rows, pattern) if pattern else None
+    b_yard = yardstick_time(b_rows, pattern) if pattern else None
+    tolerance = float(settings.get("yardstick_tolerance", 0.5))
+    if repeated:
+        rule = (f"U-test over repetitions: regression when p < {args.alpha} and the median is more than "
+                f"{args.min_effect:.0%} slower")
+        pvalues = utest_pvalues(base, contender)
+    elif a_yard and b_yard:
+        rule = (f"single measurements, each as a ratio to the run's yardstick {a_yard[0]}: regression when that "
+                f"ratio grows by more than {tolerance:.0%}")
+    else:
+        rule = "single measurements and no yardstick for this suite: shown, not gated"
+    ungated = [re.compile(u) for u in settings.get("ungated", [])]
     lines, regressions = [], 0
-    for entry in diff:
-        name = entry["name"]
-        measurements = entry.get("measurements", [])
-        if not measurements:
+    for name in names:
+        t_a = statistics.median(seconds(b) for b in a_rows[name])
+        t_b = statistics.median(seconds(b) for b in b_rows[name])
+        if t_a <= 0 or t_b <= 0:
             continue
-        if name == "OVERALL_GEOMEAN":
-            lines.append(f"  {name:<70} time {measurements[0]['time']:+7.1%}")
-            continue
-        change = measurements[0]["time"]  # relative change of the real time, (new - old) / old
-        utest = entry.get("utest", {})
-        p = utest.get("time_pvalue") if utest and utest.get("have_optimal_repetitions", False) else None
-        significant = p is None or p < alpha
-        regressed = change > threshold and significant
+        raw = t_b / t_a - 1
+        note, regressed = "", False
+        if any(u.search(name) for u in ungated):
+            note = "not gated (thresholds: ungated)"
+        elif repeated:
+            p = pvalues.get(name)
+            regressed = p is not None and p < args.alpha and raw > args.min_effect
+            note = f"U-test p={p:.3f}" if p is not None else "no U-test"
+        elif a_yard and b_yard:
+            if name == a_yard[0]:
+                note = "yardstick"
+            else:
+                relative = (t_b / b_yard[1]) / (t_a / a_yard[1]) - 1
+                regressed = relative > tolerance
+                note = f"vs yardstick {relative:+7.1%}"
+        else:
+            note = "not gated"
         regressions += regressed
-        lines.append(f"  {name:<70} time {change:+7.1%}" + (f"  U-test p={p:.3f}" if p is not None else "") +
-                     ("  REGRESSION" if regressed else ""))
-    return lines, regressions
+        lines.append(f"  {name:<72} {t_a:10.4g} s -> {t_b:10.4g} s  {raw:+7.1%}  {note}"
+                     + ("  REGRESSION" if regressed else ""))
+    for name in a_rows:
+        if name not in b_rows:
+            lines.append(f"  {name:<72} only in the base run")
+    for name in b_rows:
+        if name not in a_rows:
+            lines.append(f"  {name:<72} only in the contender run")
+    return lines, regressions, rule
 
 
-def precision_report(base: dict, contender: dict, tolerance: float) -> tuple[list[str], int]:
+# ---- precision counters: exact
+def precision_report(base: dict, contender: dict) -> tuple[list[str], int]:
     base_rows = {b["name"]: b for b in plain(base["benchmarks"])}
     lines, worse = [], 0
     for b in plain(contender["benchmarks"]):
@@ -65,43 +149,61 @@ def precision_report(base: dict, contender: dict, tolerance: float) -> tuple[lis
             continue
         for counter, new in b.items():
             d = direction(counter)
-            if d == 0 or not isinstance(new, (int, float)) or counter not in a:
+            if d is None or counter not in a or not isinstance(new, (int, float)) or isinstance(new, bool):
+                continue
+            if counter in ("real_time", "cpu_time", "iterations", "repetitions", "repetition_index", "threads",
+                           "family_index", "per_family_instance_index"):
                 continue
             old = a[counter]
-            if old == new:
+            if not isinstance(old, (int, float)) or old == new:
                 continue
-            delta = new - old
-            scale = max(abs(old), 1e-300)
-            got_worse = d * delta > tolerance * scale
+            got_worse = d * (new - old) > 0
             worse += got_worse
-            lines.append(f"  {b['name']:<70} {counter:<24} {old:.6g} -> {new:.6g}  "
-                         f"{'WORSE' if got_worse else ('better' if d * delta < 0 else 'moved')}")
+            word = "WORSE" if got_worse else ("better" if d * (new - old) < 0 else "changed")
+            lines.append(f"  {b['name']:<72} {counter:<26} {old:.9g} -> {new:.9g}  {word}")
     return lines, worse
 
 
+def load_settings(path: pathlib.Path) -> dict:
+    try:
+        return json.loads(path.read_text()).get("compare", {})
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(f"{path}: cannot read the thresholds ({e})") from e
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("base")
     parser.add_argument("contender")
-    parser.add_argument("--time-threshold", type=float, default=0.25, help="relative slow-down that counts (0.25 = 25%%)")
-    parser.add_argument("--alpha", type=float, default=0.05, help="U-test significance level")
-    parser.add_argument("--precision-tolerance", type=float, default=1e-9, help="relative change of a precision counter")
+    parser.add_argument("--alpha", type=float, default=0.05, help="U-test significance level (with repetitions)")
+    parser.add_argument("--min-effect", type=float, default=0.10,
+                        help="smallest median slow-down that counts with repetitions (0.10 = 10%%)")
+    parser.add_argument("--thresholds", type=pathlib.Path, default=THRESHOLDS,
+                        help="its 'compare' section names each suite's yardstick and the tolerance")
     args = parser.parse_args(argv)
     try:
-        base_runs, contender_runs = load_runs(args.base), load_runs(args.contender)
-        common = sorted(set(base_runs) & set(contender_runs))
+        settings = load_settings(args.thresholds)
+        base_runs, contender_runs = load_results(args.base), load_results(args.contender)
+        common = [k for k in base_runs.by_key if k in contender_runs.by_key]
         if not common:
-            raise InputError(f"no suite in common between {args.base} and {args.contender}")
+            raise InputError(f"no suite and device in common between {args.base} and {args.contender}")
         time_regressions = precision_regressions = 0
-        for suite in common:
-            base, contender = base_runs[suite][1], contender_runs[suite][1]
-            print(f"== {suite}: {base_runs[suite][0]} vs {contender_runs[suite][0]}")
-            lines, n = timing_report(base, contender, args.time_threshold, args.alpha)
+        for suite, device in common:
+            a, b = base_runs.by_key[(suite, device)], contender_runs.by_key[(suite, device)]
+            print(f"== {suite} on {device}: {a.path} vs {b.path}")
+            lines, n, rule = timing_report(a.data, b.data, suite, settings, args)
             time_regressions += n
-            print("timings:", *lines, sep="\n")
-            lines, n = precision_report(base, contender, args.precision_tolerance)
+            print(f"timings ({rule}):", *lines, sep="\n")
+            lines, n = precision_report(a.data, b.data)
             precision_regressions += n
-            print("precision counters that moved:", *(lines or ["  none"]), sep="\n")
+            print("precision counters that changed (compared exactly):", *(lines or ["  none"]), sep="\n")
+        for side, mine, other in (("base", base_runs, contender_runs), ("contender", contender_runs, base_runs)):
+            for key in mine.by_key:
+                if key not in other.by_key:
+                    print(f"compare: {key[0]} on {key[1]} is only in the {side} run: not compared")
+        for side, results in (("base", base_runs), ("contender", contender_runs)):
+            for suite, device, reason in results.not_run():
+                print(f"compare: {suite} on {device} was not run in the {side} ({reason})")
     except InputError as e:
         print(f"compare: error: {e}", file=sys.stderr)
         return 2

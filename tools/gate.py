@@ -1,5 +1,8 @@
 """tools/gate RESULTS [--thresholds FILE]: check a results directory against the checked-in
-thresholds; prints one row per check and exits 1 when any fails, 2 on bad input."""
+thresholds; prints one row per check and device and exits 1 when any fails, 2 on bad input.
+A check applies to the devices it lists ("devices": [...]), by default to cpu, the engine whose
+claims the thresholds encode; results are found by their context (suite, device), whatever the
+file names."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +13,7 @@ import re
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from runs import InputError, load_runs, plain  # noqa: E402
+from runs import InputError, Results, load_results, plain  # noqa: E402
 
 OPS = {"==": operator.eq, "<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt}
 
@@ -19,14 +22,16 @@ def matching(run: dict, pattern: str) -> list[dict]:
     return [b for b in plain(run["benchmarks"]) if re.search(pattern, b["name"]) and not b.get("error_occurred")]
 
 
-def evaluate(check: dict, runs: dict) -> list[tuple[str, float | None, bool, str]]:
-    """Rows (subject, value, passed, note) for one check."""
+def evaluate(check: dict, results: Results, device: str) -> list[tuple[str, float | None, bool, str]]:
+    """Rows (subject, value, passed, note) for one check on one device."""
     if check["op"] not in OPS:
         raise InputError(f"thresholds: check '{check['name']}' has unknown op {check['op']!r}")
     suite = check["suite"]
-    if suite not in runs:
-        return [(suite, None, False, "suite missing from the results")]
-    run = runs[suite][1]
+    result = results.get(suite, device)
+    if result is None:
+        reason = next((r for s, d, r in results.not_run() if (s, d) == (suite, device)), "")
+        return [(f"{suite} on {device}", None, False, "suite not run" + (f": {reason}" if reason else ""))]
+    run = result.data
     compare = OPS[check["op"]]
     if "counter" in check:
         rows = []
@@ -42,6 +47,9 @@ def evaluate(check: dict, runs: dict) -> list[tuple[str, float | None, bool, str
         return rows
     num = matching(run, check["ratio"]["numerator"]["benchmark"])
     den = matching(run, check["ratio"]["denominator"]["benchmark"])
+    same = check["ratio"].get("same_counter")  # e.g. "threads": the copy on as many threads as the comparison
+    if same and num:
+        den = [d for d in den if d.get(same, 1) == num[0].get(same, 1)]
     if not num or not den:
         return [(suite, None, False, "ratio operands missing")]
     n, d = num[0].get(check["ratio"]["numerator"]["field"]), den[0].get(check["ratio"]["denominator"]["field"])
@@ -57,19 +65,21 @@ def main(argv=None) -> int:
     parser.add_argument("--thresholds", default=str(pathlib.Path(__file__).resolve().parent / "thresholds.json"))
     args = parser.parse_args(argv)
     try:
-        runs = load_runs(args.results)
+        results = load_results(args.results)
         try:
             thresholds = json.loads(pathlib.Path(args.thresholds).read_text())["checks"]
         except (OSError, json.JSONDecodeError, KeyError) as e:
             raise InputError(f"{args.thresholds}: cannot read the thresholds ({e})") from e
         failures = 0
         print(f"{'check':<55} {'value':>12} {'threshold':>12}  result")
-        for check in thresholds:
-            for subject, value, passed, note in evaluate(check, runs):
+        checks = [(check, device) for check in thresholds for device in check.get("devices", ["cpu"])]
+        for check, device in checks:
+            for subject, value, passed, note in evaluate(check, results, device):
                 failures += not passed
                 shown = "—" if value is None else f"{value:.4g}"
                 print(f"{check['name'][:55]:<55} {shown:>12} {check['op'] + ' ' + str(check['value']):>12}  "
-                      f"{'pass' if passed else 'FAIL'}  {subject}{'  (' + note + ')' if note else ''}")
+                      f"{'pass' if passed else 'FAIL'}  {subject}{'  (' + note + ')' if note else ''}"
+                      f"{'' if device == 'cpu' else '  [' + device + ']'}")
     except InputError as e:
         print(f"gate: error: {e}", file=sys.stderr)
         return 2

@@ -2,6 +2,7 @@
 
 #include "eager_executor.hpp"
 #include "fused_executor.hpp"
+#include "jit_compiler.hpp"
 
 namespace fusebench::cpu {
 
@@ -15,6 +16,17 @@ class CpuDevice final : public engine::Device {
   }
   std::unique_ptr<engine::Executor> fused(const engine::EngineOptions& options) const override {
     return std::make_unique<FusedExecutor>(options);
+  }
+  // The engine realises every knob it defines.
+  std::string unsupported_knobs(const engine::EngineOptions&, bool) const override { return {}; }
+  std::unique_ptr<engine::Executor> fused_cold(const engine::EngineOptions& options,
+                                               const std::filesystem::path& cache_dir) const override {
+    engine::KernelCache(cache_dir).clear();
+    return std::make_unique<FusedExecutor>(options, cache_dir);
+  }
+  std::map<std::string, int> instruction_histogram(const engine::KernelTrace& kernel) const override {
+    if (kernel.artifact_path.empty()) return {};  // an eager op: precompiled, no artifact of its own
+    return cpu::instruction_histogram(kernel.artifact_path);
   }
 };
 }  // namespace

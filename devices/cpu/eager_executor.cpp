@@ -17,7 +17,7 @@ using engine::OpKind;
 namespace {
 
 constexpr std::int64_t kChunk = std::int64_t(1) << 15;  // elements per task
-constexpr std::int64_t kGemmRowTile = 128;               // rows of C per GEMM task
+constexpr std::int64_t kGemmRowTile = 128;               // rows of C per GEMM task (emit_cpp.cpp has the same)
 
 template <class T>
 using Compute = std::conditional_t<std::is_same_v<T, double>, double, float>;
@@ -223,6 +223,27 @@ Tensor EagerExecutor::evaluate(const Node& n, const std::vector<Tensor>& in, eng
       case OpKind::GeluErf: return map_kernel<T>(pool_, in[0].contiguous(), [](C v) { return fbk::gelu_erf_c(v); });
       case OpKind::GeluTanh: return map_kernel<T>(pool_, in[0].contiguous(), [](C v) { return fbk::gelu_tanh_c(v); });
       case OpKind::Cast: return in[0].to(n.dtype);
+      case OpKind::Log: return map_kernel<T>(pool_, in[0].contiguous(), [](C v) { return fbk::log_c(v); });
+      case OpKind::GeluTanhBackward:
+        return binary_kernel<T>(pool_, in[0], in[1], n.dtype, n.shape,
+                                [](C dy, C x) { return fbk::gelu_tanh_backward_c(dy, x); });
+      case OpKind::CausalMask: {
+        // One task per [rows, cols] matrix: copy the row's kept prefix, fill the rest.
+        const Tensor x = in[0].contiguous();
+        Tensor out = Tensor::uninitialized(n.dtype, n.shape);
+        const std::int64_t rows = n.shape[n.shape.size() - 2], cols = n.shape.back();
+        const T fill = store<T>(C(n.scalar));
+        const T* px = x.span<T>().data();
+        T* po = out.span<T>().data();
+        pool_.parallel_for(x.numel() / (rows * cols), [&](std::int64_t matrix) {
+          for (std::int64_t r = 0; r < rows; ++r) {
+            const std::int64_t base = (matrix * rows + r) * cols, kept = std::min(cols, r + 1);
+            std::copy_n(px + base, kept, po + base);
+            std::fill(po + base + kept, po + base + cols, fill);
+          }
+        });
+        return out;
+      }
       case OpKind::Sum:
       case OpKind::Mean:
       case OpKind::Max: {
@@ -308,7 +329,7 @@ Tensor EagerExecutor::evaluate(const Node& n, const std::vector<Tensor>& in, eng
         const std::int64_t m = a.shape()[std::size_t(a.rank() - 2)], kk = a.shape().back(), nn = b.shape().back();
         const std::int64_t batches = a.numel() / (m * kk);
         Tensor c = Tensor::uninitialized(compute_dtype<T>(), n.shape);
-        for (std::int64_t i = 0; i < batches; ++i) {
+        auto one_batch = [&](std::int64_t i) {
           const std::int64_t b_offset = b.rank() > 2 ? i * kk * nn : 0;
           if constexpr (std::is_same_v<C, float>) {
             gemm_f32(pool_, m, nn, kk, a.span<float>().data() + i * m * kk, b.span<float>().data() + b_offset,
@@ -320,6 +341,13 @@ Tensor EagerExecutor::evaluate(const Node& n, const std::vector<Tensor>& in, eng
             Eigen::Map<Matrix> mc(c.span<double>().data() + i * m * nn, m, nn);
             mc.noalias() = ma * mb;
           }
+        };
+        if (batches > 1 && m <= kGemmRowTile) {
+          // Small batched GEMMs (attention's per-head products): one task per batch element, as a
+          // framework's bmm parallelises; each GEMM is then one task run on its thread (same bits).
+          pool_.parallel_for(batches, one_batch);
+        } else {
+          for (std::int64_t i = 0; i < batches; ++i) one_batch(i);
         }
         if (trace) trace->lowering.push_back(fmt::format("{}: Eigen GEMM, {} accumulation", n.name, dtype_name(compute_dtype<T>())));
         return c.to(n.dtype);

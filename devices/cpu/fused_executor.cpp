@@ -7,6 +7,7 @@
 
 #include "eager_executor.hpp"
 #include "fusebench/engine/emit_cpp.hpp"
+#include "fusebench/hash.hpp"
 
 namespace fusebench::cpu {
 
@@ -57,7 +58,7 @@ engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::I
     if (!reused) {
       engine::CachedArtifact built = jit_.build(cache_, emitted.source);
       const KernelFunction function = jit_.load(built);
-      known = loaded_.emplace(emitted.source, LoadedKernel{std::move(built), function}).first;
+      known = loaded_.emplace(emitted.source, LoadedKernel{std::move(built), function, sha256_hex(std::string_view(emitted.source))}).first;
     }
     const engine::CachedArtifact& artifact = known->second.artifact;
     const KernelFunction fn = known->second.function;
@@ -93,6 +94,7 @@ engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::I
     trace.source_path = artifact.source.string();
     trace.artifact_path = artifact.library.string();
     trace.artifact_sha256 = artifact.sha256;
+    trace.source_sha256 = known->second.source_sha256;
     trace.compile_ms = reused ? 0 : artifact.compile_ms;
     trace.cache_hit = reused || artifact.hit;
     trace.run_ms = run_ms;

@@ -32,6 +32,7 @@ class FusedExecutor final : public engine::Executor {
   struct LoadedKernel {
     engine::CachedArtifact artifact;
     KernelFunction function;
+    std::string source_sha256;
   };
   std::map<std::string, LoadedKernel> loaded_;
 };

@@ -53,15 +53,15 @@ class CudaDevice final : public engine::Device {
   std::unique_ptr<engine::Executor> fused(const engine::EngineOptions& options) const override {
     return std::make_unique<FusedExecutor>(options);
   }
-  // The engine's knobs, as issue 13's Device interface asks (override once it is on main): the
-  // CUDA kernels realise every one (threads has no effect on a GPU's results).
-  std::string unsupported_knobs(const engine::EngineOptions&, bool) const { return {}; }
-  std::unique_ptr<engine::Executor> fused_cold(const engine::EngineOptions& options, const std::filesystem::path& cache_dir) const {
+  // The CUDA kernels realise every knob of the engine (threads has no effect on a GPU's results).
+  std::string unsupported_knobs(const engine::EngineOptions&, bool) const override { return {}; }
+  std::unique_ptr<engine::Executor> fused_cold(const engine::EngineOptions& options,
+                                               const std::filesystem::path& cache_dir) const override {
     engine::KernelCache(cache_dir).clear();
     return std::make_unique<FusedExecutor>(options, cache_dir);
   }
   // SASS opcodes of a fused kernel's cubin; eager ops (nvcc, inside the library) have no artifact.
-  std::map<std::string, int> instruction_histogram(const engine::KernelTrace& kernel) const {
+  std::map<std::string, int> instruction_histogram(const engine::KernelTrace& kernel) const override {
     if (kernel.artifact_path.empty()) return {};
     return disassemble_cubin(kernel.artifact_path).histogram;
   }

@@ -11,6 +11,7 @@
 #include "fusebench/engine/emit_cuda.hpp"
 #include "fusebench/engine/planner.hpp"
 #include "fusebench/error.hpp"
+#include "fusebench/hash.hpp"
 #include "nvrtc_compiler.hpp"
 
 namespace fusebench::cuda {
@@ -132,6 +133,8 @@ engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::I
     trace.source_path = loaded.cubin.source.string();
     trace.artifact_path = loaded.cubin.library.string();
     trace.artifact_sha256 = loaded.cubin.sha256;
+    trace.source_sha256 = sha256_hex(known->first);
+    trace.evidence = {{"arch", arch_}, {"nvrtc", nvrtc_identity()}, {"launches", emitted.launches.size()}};
     trace.compile_ms = reused ? 0 : loaded.cubin.compile_ms;
     trace.cache_hit = reused || loaded.cubin.hit;
     trace.run_ms = run_ms;

@@ -1,5 +1,8 @@
-"""Helpers shared by the report sections."""
+"""Helpers shared by the report sections: benchmark rows, name fields, and the report's one number
+format (three significant figures, thousands separators, units in the column headers)."""
 from __future__ import annotations
+
+import math
 
 
 def benchmarks(run: dict, prefix: str = "") -> list[dict]:
@@ -27,19 +30,42 @@ def name_fields(name: str) -> dict[str, str]:
     return fields
 
 
-def gbps(value: float) -> str:
-    return f"{value / 1e9:.2f}"
-
-
-def suite_run(doc, runs: dict[str, dict], suite: str) -> dict | None:
-    """The suite's run, or None after saying in the report that it did not run."""
-    run = runs.get(suite)
-    if run is None:
-        doc.paragraph(f"The {suite} suite did not run in this results directory.")
-    return run
-
-
 def copy_bandwidth(run: dict) -> float | None:
     """bytes_per_second of the run's MemoryCopy yardstick, if it has one."""
     copies = [b for b in benchmarks(run, "MemoryCopy/") if "bytes_per_second" in b]
     return copies[0]["bytes_per_second"] if copies else None
+
+
+def seconds(b: dict) -> float:
+    return b["real_time"] * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
+
+
+# ---- the one number format
+def num(x, sig: int = 3) -> str:
+    """Integers exactly, with thousands separators; other values to `sig` significant figures, in
+    scientific notation only below 0.001; '—' for a missing value."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞" if x > 0 else "−∞"
+    x = float(x)
+    if x == int(x) and abs(x) < 1e15:
+        return f"{int(x):,}".replace("-", "−")
+    magnitude = math.floor(math.log10(abs(x)))
+    if abs(x) < 1e-3:
+        return f"{x:.{sig - 1}e}".replace("-", "−")
+    decimals = max(0, sig - 1 - magnitude)
+    return f"{x:,.{decimals}f}".replace("-", "−")
+
+
+def pct(share, sig: int = 3) -> str:
+    """A share (0.71) as a percentage ('71.0 %'), non-breaking space before the sign."""
+    return "—" if share is None else num(100 * share, sig) + "\u00a0%"
+
+
+def yesno(flag) -> str:
+    return "—" if flag is None else ("yes" if flag else "no")
+
+
+def gbps(bytes_per_second: float | None) -> str:
+    return "—" if bytes_per_second is None else num(bytes_per_second / 1e9)

@@ -7,6 +7,13 @@
 //   3. clear the kernel cache, start a fresh process (this binary, --determinism-round2), which
 //      recompiles and runs `runs` times again;
 //   4. a negative control that must be caught: a third process with FMA contraction flipped.
+// Any device: the cold restart is the device's fused_cold (the engine: an emptied kernel cache;
+// Inductor: a fresh TORCHINDUCTOR_CACHE_DIR in a fresh worker process; XLA: a fresh process, no
+// persistent cache). A kernel's hash is its artifact's (the .so; XLA: the executable fingerprint),
+// kernel_source_stable compares the generated sources' hashes (Inductor: source + command line
+// with the cache directory factored out), and kernel_text_stable the machine code alone (the
+// .so's .text section; -1 where the device reports none): both can be stable where the binary is
+// not (Inductor's -g1 writes the cache directory's path into the .so's debug sections).
 // Counters: runs, distinct output hashes (expected 1), kernel hash stable (expected 1), max ULP of
 // round 2 against round 1 (expected 0), and whether the negative control was detected (kernel hash
 // and outputs). Time is the mean time of one run (manual timing).
@@ -16,7 +23,6 @@
 #include <fstream>
 #include <set>
 
-#include "fused_executor.hpp"
 #include "fusebench/compare.hpp"
 #include "fusebench/hash.hpp"
 #include "fusebench/npy.hpp"
@@ -44,20 +50,25 @@ engine::Graph ffn_graph(DType dtype, const Shape& x_shape) {
 }
 
 struct Round {
-  std::vector<std::string> kernel_sha256;
+  std::vector<std::string> kernel_sha256, source_sha256;
+  nlohmann::json kernel_evidence = nlohmann::json::array();
   std::set<std::string> output_md5;
   Tensor last_output;
   double seconds = 0;
 };
 
 // Runs the graph `runs` times on a fresh cache in `cache_dir`.
-Round run_round(const engine::Graph& g, const engine::Inputs& in, const engine::EngineOptions& o, const fs::path& cache_dir,
-                int runs, const std::string& label) {
-  engine::KernelCache(cache_dir).clear();
-  cpu::FusedExecutor executor(o, cache_dir);
+Round run_round(const engine::Device& device, const engine::Graph& g, const engine::Inputs& in, const engine::EngineOptions& o,
+                const fs::path& cache_dir, int runs, const std::string& label) {
+  auto cold = device.fused_cold(o, cache_dir);
+  auto& executor = *cold;
   Round round;
   auto first = executor.run(g, in);
-  for (const auto& k : first.trace) round.kernel_sha256.push_back(k.artifact_sha256);
+  for (const auto& k : first.trace) {
+    round.kernel_sha256.push_back(k.artifact_sha256);
+    round.source_sha256.push_back(k.source_sha256);
+    round.kernel_evidence.push_back(k.to_json());
+  }
   Progress progress(label, runs);
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < runs; ++r) {
@@ -70,6 +81,19 @@ Round run_round(const engine::Graph& g, const engine::Inputs& in, const engine::
   return round;
 }
 
+// The machine code's own hashes where the device reports them (Inductor: each .so's .text
+// section, which excludes the debug information that -g1 fills with the cache directory's path).
+std::vector<std::string> text_hashes(const nlohmann::json& kernels) {
+  std::vector<std::string> hashes;
+  for (const auto& k : kernels) {
+    if (!k.contains("evidence") || !k["evidence"].is_object() || !k["evidence"].contains("kernels")) continue;
+    for (const auto& part : k["evidence"]["kernels"]) {
+      if (part.contains("text_sha256")) hashes.push_back(part["text_sha256"].get<std::string>());
+    }
+  }
+  return hashes;
+}
+
 engine::Inputs load_inputs(const fs::path& dir) {
   engine::Inputs in;
   for (const char* name : kInputs) in[name] = read_npy(dir / (std::string(name) + ".npy"));
@@ -77,8 +101,9 @@ engine::Inputs load_inputs(const fs::path& dir) {
 }
 
 // Round 2 in a fresh process: the same binary, which then runs child_round().
-Round spawn_round(const fs::path& dir, DType dtype, int threads, int runs, bool flip_fma, const std::string& tag) {
-  const std::vector<std::string> args = {"/proc/self/exe", "--determinism-round2", dir.string(),
+Round spawn_round(const std::string& device, const fs::path& dir, DType dtype, int threads, int runs, bool flip_fma,
+                  const std::string& tag) {
+  const std::vector<std::string> args = {"/proc/self/exe", "--determinism-round2", device, dir.string(),
                                          std::string(dtype_name(dtype)), std::to_string(threads), std::to_string(runs),
                                          flip_fma ? "1" : "0", tag};
   std::vector<char*> argv;
@@ -97,6 +122,8 @@ Round spawn_round(const fs::path& dir, DType dtype, int threads, int runs, bool 
   const auto j = nlohmann::json::parse(in);
   Round r;
   r.kernel_sha256 = j.at("kernel_sha256").get<std::vector<std::string>>();
+  r.source_sha256 = j.at("source_sha256").get<std::vector<std::string>>();
+  r.kernel_evidence = j.at("kernels");
   for (const auto& h : j.at("output_md5")) r.output_md5.insert(h.get<std::string>());
   r.last_output = read_npy(dir / (tag + "_out.npy"));
   r.seconds = j.at("seconds").get<double>();
@@ -124,50 +151,67 @@ void run_case(benchmark::State& state, DType dtype, int threads, const SuiteConf
   for (const char* name : kInputs) reload_exact &= bit_equal(in.at(name), generated.at(name)).equal;
   engine::EngineOptions o;
   o.threads = threads;
+  if (!realisable(state, config, true, o)) return;
+  engine::EngineOptions flipped = o;
+  flipped.fma_contraction = !o.fma_contraction;
+  const bool control_possible = not_applicable(config, true, flipped).empty();
   for (auto _ : state) {
-    const Round first = run_round(g, in, o, dir / "cache_round1", runs, fmt::format("A {} threads {} round 1", dtype_name(dtype), threads));
-    engine::KernelCache(dir / "cache_round1").clear();
-    const Round second = spawn_round(dir, dtype, threads, runs, false, "round2");
-    const Round control = spawn_round(dir, dtype, threads, 1, true, "control_fma");
+    const Round first = run_round(device(config), g, in, o, dir / "cache_round1", runs,
+                                  fmt::format("A {} threads {} round 1 on {}", dtype_name(dtype), threads, config.device));
+    fs::remove_all(dir / "cache_round1");
+    const Round second = spawn_round(config.device, dir, dtype, threads, runs, false, "round2");
+    const Round control = control_possible ? spawn_round(config.device, dir, dtype, threads, 1, true, "control_fma") : Round{};
     state.SetIterationTime((first.seconds + second.seconds) / (2.0 * runs));
     std::set<std::string> all = first.output_md5;
     all.insert(second.output_md5.begin(), second.output_md5.end());
     const auto drift = ulp_diff(second.last_output, first.last_output);
-    const bool control_outputs_differ = !bit_equal(control.last_output, first.last_output).equal;
+    const bool control_outputs_differ = control_possible && !bit_equal(control.last_output, first.last_output).equal;
     state.counters["runs"] = 2.0 * runs;
     state.counters["distinct_hashes"] = double(all.size());
     state.counters["round1_distinct_hashes"] = double(first.output_md5.size());
     state.counters["kernel_hash_stable"] = second.kernel_sha256 == first.kernel_sha256 ? 1 : 0;
+    state.counters["kernel_source_stable"] = second.source_sha256 == first.source_sha256 ? 1 : 0;
+    state.counters["kernels"] = double(first.kernel_sha256.size());
+    const auto text1 = text_hashes(first.kernel_evidence), text2 = text_hashes(second.kernel_evidence);
+    state.counters["kernel_text_stable"] = text1.empty() ? -1 : (text1 == text2 ? 1 : 0);
     state.counters["max_ulp_vs_round1"] = double(drift.max_distance);
     state.counters["inputs_reload_exact"] = reload_exact ? 1 : 0;
-    state.counters["negative_control_detected"] = control.kernel_sha256 != first.kernel_sha256 ? 1 : 0;
-    state.counters["negative_control_outputs_differ"] = control_outputs_differ ? 1 : 0;
+    // -1: the device cannot flip FMA contraction (no such knob), so there is no control.
+    state.counters["negative_control_detected"] = !control_possible ? -1 : (control.kernel_sha256 != first.kernel_sha256 ? 1 : 0);
+    state.counters["negative_control_outputs_differ"] = !control_possible ? -1 : (control_outputs_differ ? 1 : 0);
     write_evidence(config, fmt::format("A_{}_threads{}", dtype_name(dtype), threads),
                    {{"H_k0", first.kernel_sha256}, {"round2_kernel_sha256", second.kernel_sha256},
                     {"control_kernel_sha256", control.kernel_sha256},
+                    {"source_sha256", first.source_sha256}, {"round2_source_sha256", second.source_sha256},
+                    {"round1_kernels", first.kernel_evidence}, {"round2_kernels", second.kernel_evidence},
+                    {"device", config.device},
                     {"output_md5", std::vector<std::string>(all.begin(), all.end())}, {"shape", x_shape}});
   }
   if (config.dump_dir.empty()) fs::remove_all(dir.parent_path());
 }
 
 int child_round(int argc, char** argv) {
-  if (argc != 7) {
-    fmt::print(stderr, "usage: --determinism-round2 DIR DTYPE THREADS RUNS FLIP_FMA TAG\n");
+  if (argc != 8) {
+    fmt::print(stderr, "usage: --determinism-round2 DEVICE DIR DTYPE THREADS RUNS FLIP_FMA TAG\n");
     return 2;
   }
-  const fs::path dir = argv[1];
-  const DType dtype = parse_dtype(argv[2]);
+  SuiteConfig config;
+  config.device = argv[1];
+  const fs::path dir = argv[2];
+  const DType dtype = parse_dtype(argv[3]);
   engine::EngineOptions o;
-  o.threads = std::stoi(argv[3]);
-  const int runs = std::stoi(argv[4]);
-  o.fma_contraction = std::string(argv[5]) == "1";
-  const std::string tag = argv[6];
+  o.threads = std::stoi(argv[4]);
+  const int runs = std::stoi(argv[5]);
+  o.fma_contraction = std::string(argv[6]) == "1";
+  const std::string tag = argv[7];
   const engine::Inputs in = load_inputs(dir);
   const engine::Graph g = ffn_graph(dtype, in.at("x").shape());
-  const Round r = run_round(g, in, o, dir / ("cache_" + tag), runs, fmt::format("A {} {} (fresh process)", argv[2], tag));
+  const Round r = run_round(device(config), g, in, o, dir / ("cache_" + tag), runs,
+                            fmt::format("A {} {} on {} (fresh process)", argv[3], tag, config.device));
   write_npy(dir / (tag + "_out.npy"), r.last_output);
   write_file_atomically(dir / (tag + ".json"),
-                        nlohmann::json{{"kernel_sha256", r.kernel_sha256},
+                        nlohmann::json{{"kernel_sha256", r.kernel_sha256}, {"source_sha256", r.source_sha256},
+                                       {"kernels", r.kernel_evidence},
                                        {"output_md5", std::vector<std::string>(r.output_md5.begin(), r.output_md5.end())},
                                        {"seconds", r.seconds}}.dump());
   return 0;

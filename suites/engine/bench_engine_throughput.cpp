@@ -13,21 +13,24 @@
 //   path:fused_fma the fused path with FMA contraction allowed (a knob; the default keeps it off)
 //   ComputeCeiling the per-element work of the Chain, LayerNorm and Softmax kernels on L1-resident
 //                  rows: the share of the copy each could reach if memory cost nothing
-//   CompileCold / CacheHit   one fused kernel: emit + compile + load, and a warm cache lookup
+//   CompileCold / CacheHit   the chain on 1024 elements through a new fused executor: a cold compile
+//                  into a fresh cache directory, and a run served from the warm on-disk cache
+//   device:<name>  the same Chain / LayerNorm / Softmax on every available framework device (torch =
+//                  Inductor, xla = XLA:CPU), in the same run as the engine's: a framework's own run
+//                  time (measured inside the framework) is the benchmark's time (manual time), the
+//                  bridge's cost (inputs and outputs through shared memory, the request) is the
+//                  bridge_overhead_ms counter, and bytes_per_second counts the same bytes as the
+//                  engine's fused path, so each is a share of the same MemoryCopy
 // Precision counters (ulp_max, ulp_p99 against fp64) are computed once, outside the timed loop.
 #include <immintrin.h>
 
 #include <map>
 #include <thread>
 
-#include "cpu_device.hpp"
-#include "eager_executor.hpp"
-#include "fused_executor.hpp"
-#include "fusebench/engine/emit_cpp.hpp"
 #include "fusebench/engine/scalar_math.hpp"
 #include "fusebench/error_stats.hpp"
 #include "fusebench/rng.hpp"
-#include "support/suite_main.hpp"
+#include "support/engine_support.hpp"
 
 namespace fusebench::suite {
 
@@ -87,16 +90,14 @@ Workload matmul(std::int64_t m, std::int64_t k, std::int64_t n) {
 enum class Path { Eager, Fused, FusedFma };
 const char* path_name(Path p) { return p == Path::Eager ? "eager" : (p == Path::Fused ? "fused" : "fused_fma"); }
 
-void run_workload(benchmark::State& state, const Workload& w, Path path, const SuiteConfig& config) {
+// `manual_time`: the benchmark's time is the kernels' own (a framework device's run time as the
+// framework measures it), and the rest of each run's wall time is reported as bridge_overhead_ms.
+void run_workload(benchmark::State& state, const Workload& w, Path path, const SuiteConfig& config, bool manual_time) {
   const bool fused = path != Path::Eager;
   engine::EngineOptions options;
   options.fma_contraction = path == Path::FusedFma;
-  std::unique_ptr<engine::Executor> executor;
-  if (fused) {
-    executor = std::make_unique<cpu::FusedExecutor>(options);
-  } else {
-    executor = std::make_unique<cpu::EagerExecutor>(options);
-  }
+  if (!realisable(state, config, fused, options)) return;
+  std::unique_ptr<engine::Executor> executor = make_executor(config, fused, options);
   // An untimed run compiles (or finds) the kernels and measures precision; releasing its results
   // before timing hands their buffers to the timed runs, so that timing sees the steady state of
   // repeated runs (no first-touch page faults, which cost up to 200 ms per run on this VM).
@@ -109,11 +110,24 @@ void run_workload(benchmark::State& state, const Workload& w, Path path, const S
   }
   // Per-kernel wall time over the timed runs: an eager chain is judged kernel by kernel.
   std::vector<double> kernel_ms(trace.size(), 0.0);
+  double overhead_ms = 0;
   for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
     auto result = executor->run(w.graph, w.inputs);
+    const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     benchmark::DoNotOptimize(result.outputs[0].raw_data());
+    double own_ms = 0;
     for (std::size_t k = 0; k < kernel_ms.size() && k < result.trace.size(); ++k) kernel_ms[k] += result.trace[k].run_ms;
+    for (const auto& k : result.trace) own_ms += k.run_ms;
+    overhead_ms += wall_ms - own_ms;
+    if (manual_time) state.SetIterationTime(own_ms * 1e-3);
   }
+  if (manual_time) state.counters["bridge_overhead_ms"] = overhead_ms / double(state.iterations());
+  std::int64_t compiled = 0;
+  double compile_ms = 0;
+  for (const auto& k : trace) compiled += k.cache_hit ? 0 : 1, compile_ms += k.compile_ms;
+  state.counters["compiles"] = double(compiled);
+  state.counters["compile_ms"] = compile_ms;
   std::string kernels;
   for (std::size_t k = 0; k < kernel_ms.size(); ++k) {
     const double seconds = kernel_ms[k] * 1e-3 / double(state.iterations());
@@ -131,7 +145,6 @@ void run_workload(benchmark::State& state, const Workload& w, Path path, const S
   if (w.flops > 0) {
     state.counters["gflops"] = benchmark::Counter(w.flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   }
-  (void)config;
 }
 
 // fp32 FMA throughput with independent accumulators in registers, on `threads` threads.
@@ -237,42 +250,38 @@ void compute_ceiling(benchmark::State& state, CeilingOp op, int threads) {
   state.SetBytesProcessed(std::int64_t(double(state.iterations()) * elements * bytes_per_element));
 }
 
-void compile_cold(benchmark::State& state) {
-  const Workload w = chain(1024);
+void compile_cold(benchmark::State& state, const SuiteConfig& config) {
   std::int64_t round = 0;
   double compile_ms = 0;
   for (auto _ : state) {
     const auto dir = std::filesystem::temp_directory_path() / fmt::format("fusebench-cold-{}-{}", ::getpid(), round++);
     // A distinct shape per round: a kernel this process has not loaded before.
     const Workload fresh = chain(1024 + round);
-    auto result = cpu::FusedExecutor({}, dir).run(fresh.graph, fresh.inputs);
-    compile_ms += result.trace[0].compile_ms;
+    auto result = device(config).fused_cold({}, dir)->run(fresh.graph, fresh.inputs);
+    for (const auto& k : result.trace) compile_ms += k.compile_ms;
     state.PauseTiming();
     std::filesystem::remove_all(dir);
     state.ResumeTiming();
   }
   state.counters["compile_ms"] = compile_ms / double(state.iterations());
-  (void)w;
 }
 
-void cache_hit(benchmark::State& state) {
+// A new fused executor (nothing loaded in this process) on a warm on-disk cache: lookup, artifact
+// check, load and the run of 1024 elements.
+void cache_hit(benchmark::State& state, const SuiteConfig& config) {
   const Workload w = chain(1024);
-  cpu::FusedExecutor executor({});
-  executor.run(w.graph, w.inputs);
-  const auto plan = engine::plan_fusion(w.graph);
-  engine::KernelCache cache;
-  const cpu::JitCompiler jit(false);
-  const auto source = engine::emit_cpp_kernel(w.graph, plan.kernels[0], {}).source;
+  make_executor(config, true, {})->run(w.graph, w.inputs);
   for (auto _ : state) {
-    auto artifact = jit.build(cache, source);  // key hash, artifact SHA-256 check
-    benchmark::DoNotOptimize(artifact.hit);
-    if (!artifact.hit) state.SkipWithError("expected a warm cache hit");
+    auto result = make_executor(config, true, {})->run(w.graph, w.inputs);
+    benchmark::DoNotOptimize(result.outputs[0].raw_data());
+    for (const auto& k : result.trace) {
+      if (!k.cache_hit) state.SkipWithError("expected a warm cache hit");
+    }
   }
 }
 }  // namespace
 
 void register_benchmarks(const SuiteConfig& config) {
-  cpu::register_cpu_device();
   const bool quick = config.quick();
   const std::int64_t n = quick ? std::int64_t(1) << 22 : std::int64_t(1) << 24;
   const std::int64_t rows = quick ? 1024 : 4096;
@@ -286,13 +295,42 @@ void register_benchmarks(const SuiteConfig& config) {
   workloads.emplace("layernorm", rowwise(true, rows, 4096));
   workloads.emplace("softmax", rowwise(false, rows, 4096));
   workloads.emplace("matmul", matmul(mm_m, mm_k, mm_n));
+  // The device axis: the configured device's paths, and with the engine (cpu) also the fused path
+  // of every framework device available here, in the same run.
+  std::vector<std::string> compared;
+  if (config.device == "cpu") {
+    for (const std::string& name : engine::device_names()) {
+      if (name == "cpu" || name.find(':') != std::string::npos) continue;  // torch:cuda etc. have their own runs
+      if (engine::make_device(name)->unavailable_reason().empty()) compared.push_back(name);
+    }
+  }
   auto add = [&](const std::string& family, const std::string& key, const std::string& shape, bool with_fma) {
+    const bool manual = config.device != "cpu";
     for (Path path : {Path::Eager, Path::Fused, Path::FusedFma}) {
       if (path == Path::FusedFma && !with_fma) continue;
-      const std::string name = fmt::format("{}/path:{}/dtype:f16/{}", family, path_name(path), shape);
-      benchmark::RegisterBenchmark(name.c_str(), [key, path, config](benchmark::State& s) {
-        run_workload(s, workloads.at(key), path, config);
-      })->Unit(benchmark::kMillisecond)->UseRealTime();
+      std::string name = fmt::format("{}/path:{}/dtype:f16/{}", family, path_name(path), shape);
+      if (config.device != "cpu") name += "/device:" + config.device;
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), [key, path, config, manual](benchmark::State& s) {
+        try {
+          run_workload(s, workloads.at(key), path, config, manual);
+        } catch (const std::exception& e) {
+          s.SkipWithError(e.what());
+        }
+      })->Unit(benchmark::kMillisecond);
+      manual ? b->UseManualTime() : b->UseRealTime();
+    }
+    if (family == "Matmul") return;
+    for (const std::string& other : compared) {
+      SuiteConfig other_config = config;
+      other_config.device = other;
+      const std::string name = fmt::format("{}/path:fused/dtype:f16/{}/device:{}", family, shape, other);
+      benchmark::RegisterBenchmark(name.c_str(), [key, other_config](benchmark::State& s) {
+        try {
+          run_workload(s, workloads.at(key), Path::Fused, other_config, true);
+        } catch (const std::exception& e) {
+          s.SkipWithError(e.what());
+        }
+      })->Unit(benchmark::kMillisecond)->UseManualTime();
     }
   };
   add("Chain", "chain", fmt::format("n:{}", n), true);
@@ -307,8 +345,8 @@ void register_benchmarks(const SuiteConfig& config) {
     benchmark::RegisterBenchmark(fmt::format("ComputeCeiling/op:{}/threads:{}", name, threads).c_str(), compute_ceiling,
                                  op, threads)->Unit(benchmark::kMillisecond)->UseRealTime();
   }
-  benchmark::RegisterBenchmark("CompileCold/kernel:chain", compile_cold)->Unit(benchmark::kMillisecond)->Iterations(3);
-  benchmark::RegisterBenchmark("CacheHit/kernel:chain", cache_hit)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("CompileCold/kernel:chain", compile_cold, config)->Unit(benchmark::kMillisecond)->Iterations(3);
+  benchmark::RegisterBenchmark("CacheHit/kernel:chain", cache_hit, config)->Unit(benchmark::kMicrosecond);
 }
 
 }  // namespace fusebench::suite

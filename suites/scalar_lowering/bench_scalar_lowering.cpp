@@ -5,13 +5,12 @@
 // runs the benchmark's own lowering. Counters compare the two lowerings element-wise (shares at
 // ULP 0 / 1 / >= 2), each against fp64, and say whether the fused kernels' instructions differ
 // (objdump histograms, written with the trace to the dump directory as evidence).
+#include <chrono>
 #include <map>
 
-#include "cpu_device.hpp"
 #include "fusebench/compare.hpp"
 #include "fusebench/error_stats.hpp"
 #include "fusebench/rng.hpp"
-#include "jit_compiler.hpp"
 #include "support/engine_support.hpp"
 #if defined(FUSEBENCH_HAVE_CUDA)
 #include "codegen.hpp"
@@ -36,7 +35,8 @@ struct Lowered {
   Tensor output;
   std::vector<std::string> notes;
   std::map<std::string, int> instructions;
-  std::string source;
+  std::string source, source_sha256;
+  nlohmann::json evidence;
 };
 
 struct Pair {
@@ -67,26 +67,36 @@ Pair& pair_for(const Case& c, const SuiteConfig& config) {
     l.output = result.outputs[0];
     l.notes = result.trace[0].lowering;
     if (c.fused) {
-#if defined(FUSEBENCH_HAVE_CUDA)
-      // a cubin on the cuda device: its SASS opcodes
-      if (config.device == "cuda") l.instructions = cuda::disassemble_cubin(result.trace[0].artifact_path).histogram;
-      else
-#endif
-      l.instructions = cpu::instruction_histogram(result.trace[0].artifact_path);
+      l.instructions = device(config).instruction_histogram(result.trace[0]);
       l.source = result.trace[0].source_path;
+      l.source_sha256 = result.trace[0].source_sha256;
+      l.evidence = result.trace[0].evidence;
     }
   }
   return pairs.emplace(c.key(), std::move(p)).first->second;
 }
 
 void run_case(benchmark::State& state, const std::string& name, const Case& c, bool broadcast, const SuiteConfig& config) {
+  if (!realisable(state, config, c.fused, lowering_options(false)) || !realisable(state, config, c.fused, lowering_options(true))) {
+    return;
+  }
   Pair& p = pair_for(c, config);
   auto executor = make_executor(config, c.fused, lowering_options(broadcast));
   executor->run(p.graph, p.inputs);
+  // A framework device's time is the framework's own (manual time); the bridge's share of each
+  // run (inputs and outputs through shared memory, the request) is bridge_overhead_ms.
+  const bool manual = config.device != "cpu";
+  double overhead_ms = 0;
   for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
     auto result = executor->run(p.graph, p.inputs);
     benchmark::DoNotOptimize(result.outputs[0].raw_data());
+    double own_ms = 0;
+    for (const auto& k : result.trace) own_ms += k.run_ms;
+    overhead_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() - own_ms;
+    if (manual) state.SetIterationTime(own_ms * 1e-3);
   }
+  if (manual) state.counters["bridge_overhead_ms"] = overhead_ms / double(state.iterations());
   state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(2 * p.inputs["x"].nbytes()));
   const auto between = ulp_diff(p.immediate.output, p.broadcast.output, {.histogram_bins = 2});
   const double n = double(p.immediate.output.numel());
@@ -100,12 +110,17 @@ void run_case(benchmark::State& state, const std::string& name, const Case& c, b
   state.counters["ulp_p99"] = error.ulp_error.p99;
   state.counters["ulp_mean"] = error.ulp_error.mean;
   state.counters["lowering_notes_differ"] = p.immediate.notes != p.broadcast.notes ? 1 : 0;
-  state.counters["instructions_differ"] = c.fused ? (p.immediate.instructions != p.broadcast.instructions ? 1 : 0) : -1;
+  // -1: no machine code to compare (eager, or a device without disassembly)
+  const bool have_instructions = c.fused && !p.immediate.instructions.empty() && !p.broadcast.instructions.empty();
+  state.counters["instructions_differ"] = have_instructions ? (p.immediate.instructions != p.broadcast.instructions ? 1 : 0) : -1;
+  state.counters["sources_differ"] = c.fused ? (p.immediate.source_sha256 != p.broadcast.source_sha256 ? 1 : 0) : -1;
   if (!broadcast) {
     write_evidence(config, name, {
         {"case", c.key()},
-        {"immediate", {{"notes", p.immediate.notes}, {"instructions", p.immediate.instructions}, {"source", p.immediate.source}}},
-        {"broadcast", {{"notes", p.broadcast.notes}, {"instructions", p.broadcast.instructions}, {"source", p.broadcast.source}}},
+        {"immediate", {{"notes", p.immediate.notes}, {"instructions", p.immediate.instructions}, {"source", p.immediate.source},
+                       {"source_sha256", p.immediate.source_sha256}, {"evidence", p.immediate.evidence}}},
+        {"broadcast", {{"notes", p.broadcast.notes}, {"instructions", p.broadcast.instructions}, {"source", p.broadcast.source},
+                       {"source_sha256", p.broadcast.source_sha256}, {"evidence", p.broadcast.evidence}}},
         {"ulp_histogram_between", between.histogram.counts}});
   }
 }
@@ -167,9 +182,14 @@ void register_benchmarks(const SuiteConfig& config) {
             const std::string name = fmt::format("C1/dtype:{}/scalar:{}/shape:{}x{}/exec:{}/lowering:{}/device:{}",
                                                  dtype_name(dtype), scalar, shape[0], shape[1], fused ? "fused" : "eager",
                                                  broadcast ? "broadcast" : "immediate", config.device);
-            benchmark::RegisterBenchmark(name.c_str(), [name, c, broadcast, config](benchmark::State& s) {
-              run_case(s, name, c, broadcast, config);
+            auto* b = benchmark::RegisterBenchmark(name.c_str(), [name, c, broadcast, config](benchmark::State& s) {
+              try {
+                run_case(s, name, c, broadcast, config);
+              } catch (const std::exception& e) {
+                s.SkipWithError(e.what());
+              }
             })->Unit(benchmark::kMicrosecond);
+            if (config.device != "cpu") b->UseManualTime();
           }
         }
       }

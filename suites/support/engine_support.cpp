@@ -1,38 +1,43 @@
 #include "support/engine_support.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
-#include "cpu_device.hpp"
-#if defined(FUSEBENCH_HAVE_CUDA)
-#include "cuda_device.hpp"
-#endif
 #include "fusebench/npy.hpp"
 
 namespace fusebench::suite {
 
-void register_devices() {
-  cpu::register_cpu_device();
-#if defined(FUSEBENCH_HAVE_CUDA)
-  cuda::register_cuda_device();
-#endif
+const engine::Device& device(const SuiteConfig& config) {
+  static std::map<std::string, std::unique_ptr<engine::Device>> devices;
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  auto it = devices.find(config.device);
+  if (it == devices.end()) {
+    register_all_devices();
+    it = devices.emplace(config.device, engine::make_device(config.device)).first;
+  }
+  return *it->second;
 }
 
-std::string device_problem(const std::string& device) {
-  register_devices();
-  const auto names = engine::device_names();
-  if (std::find(names.begin(), names.end(), device) == names.end()) {
-    return fmt::format("this build has only {}", fmt::join(names, ", "));
-  }
-  return engine::make_device(device)->unavailable_reason();
+std::string not_applicable(const SuiteConfig& config, bool fused, const engine::EngineOptions& options) {
+  const std::string reason = device(config).unsupported_knobs(options, fused);
+  return reason.empty() ? reason : fmt::format("n/a on {}: {}", config.device, reason);
+}
+
+bool realisable(benchmark::State& state, const SuiteConfig& config, bool fused, const engine::EngineOptions& options) {
+  const std::string reason = not_applicable(config, fused, options);
+  if (reason.empty()) return true;
+  state.SkipWithError(reason.c_str());
+  return false;
 }
 
 std::unique_ptr<engine::Executor> make_executor(const SuiteConfig& config, bool fused, const engine::EngineOptions& options) {
-  register_devices();
-  const auto device = engine::make_device(config.device);
-  return fused ? device->fused(options) : device->eager(options);
+  if (auto reason = not_applicable(config, fused, options); !reason.empty()) throw Unsupported(reason);
+  const auto& d = device(config);
+  return fused ? d.fused(options) : d.eager(options);
 }
 
 std::string file_safe(std::string name) {

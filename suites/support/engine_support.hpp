@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -13,11 +14,21 @@
 
 namespace fusebench::suite {
 
-// Registers every device this build has (cpu; cuda where the toolkit was found).
-void register_devices();
-// Empty when `device` exists in this build and can run here; otherwise what is wrong.
-std::string device_problem(const std::string& device);
+// The configured device (created once per process). Suites use only the engine::Device interface.
+const engine::Device& device(const SuiteConfig& config);
+
+// An executor of the configured device. Throws Unsupported ("n/a on <device>: <reason>") when the
+// device cannot realise a knob of `options`.
 std::unique_ptr<engine::Executor> make_executor(const SuiteConfig& config, bool fused, const engine::EngineOptions& options);
+
+struct Unsupported : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// "n/a on <device>: <reason>" when the device cannot realise `options`, else empty.
+std::string not_applicable(const SuiteConfig& config, bool fused, const engine::EngineOptions& options);
+// Skips the benchmark with the device's reason (SkipWithError, so the JSON carries error_message
+// "n/a on <device>: ..." and no figures); returns false when skipped.
+bool realisable(benchmark::State& state, const SuiteConfig& config, bool fused, const engine::EngineOptions& options);
 
 // Writes <dump_dir>/<name>.json (atomically) when dumps were requested.
 void write_evidence(const SuiteConfig& config, const std::string& name, const nlohmann::json& evidence);

@@ -1,8 +1,16 @@
 #include "support/suite_main.hpp"
 
-#include "support/engine_support.hpp"
-
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "cpu_device.hpp"
+#if defined(FUSEBENCH_HAVE_CUDA)
+#include "cuda_device.hpp"
+#endif
+#include "framework_devices.hpp"
+#include "fusebench/engine/executor.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -52,6 +60,14 @@ std::string isa_summary() {
 }
 }  // namespace
 
+void register_all_devices() {
+  cpu::register_cpu_device();
+  framework::register_framework_devices();
+#if defined(FUSEBENCH_HAVE_CUDA)
+  cuda::register_cuda_device();
+#endif
+}
+
 void register_memory_copy(std::int64_t bytes, int threads) {
   const auto name = fmt::format("MemoryCopy/bytes:{}/threads:{}", bytes, threads);
   benchmark::RegisterBenchmark(name.c_str(), [bytes, threads](benchmark::State& state) {
@@ -93,10 +109,22 @@ int run_suite(int argc, char** argv, const char* suite_name) {
       else if (*v == "full") config.profile = Profile::Full;
       else usage_error(fmt::format("--profile={}: expected quick or full", *v));
     } else if (auto d = value_of("--device")) {
-      config.device = std::string(*d);
-      if (const std::string problem = device_problem(config.device); !problem.empty()) {
-        usage_error(fmt::format("--device={}: {}", *d, problem));
+      register_all_devices();
+      const auto names = engine::device_names();
+      if (std::find(names.begin(), names.end(), *d) == names.end()) {
+        usage_error(fmt::format("--device={}: unknown device (this build has: {})", *d, fmt::join(names, ", ")));
       }
+      config.device = std::string(*d);
+    } else if (arg == "--list-devices") {
+      // The devices that can run here, one per line (what `tools/run --device all` expands to);
+      // each unavailable one with its reason on stderr.
+      register_all_devices();
+      for (const std::string& name : engine::device_names()) {
+        const std::string why = engine::make_device(name)->unavailable_reason();
+        if (why.empty()) fmt::print("{}\n", name);
+        else fmt::print(stderr, "{}: unavailable: {}\n", name, why);
+      }
+      std::exit(0);
     } else if (auto dir = value_of("--dump-dir")) {
       config.dump_dir = std::string(*dir);
     } else {
@@ -119,8 +147,15 @@ int run_suite(int argc, char** argv, const char* suite_name) {
   if (!config.dump_dir.empty()) {
     std::filesystem::create_directories(config.dump_dir);
     benchmark::AddCustomContext("dump_dir", config.dump_dir.string());
+    // Framework devices write each graph's Python as a runnable repro under <dump dir>/repro/.
+    ::setenv("FUSEBENCH_DUMP_DIR", std::filesystem::absolute(config.dump_dir).c_str(), 1);
   }
 
+  if (config.device != "cpu") {
+    register_all_devices();
+    const std::string why = engine::make_device(config.device)->unavailable_reason();
+    if (!why.empty()) usage_error(fmt::format("--device={}: unavailable: {}", config.device, why));
+  }
   register_benchmarks(config);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -21,6 +21,10 @@ struct SuiteConfig {
   const char* profile_name() const { return quick() ? "quick" : "full"; }
 };
 
+// Registers every device this build has (cpu, and the framework devices torch, torch:cuda, xla),
+// idempotent. A registered device may still be unavailable here (unavailable_reason()).
+void register_all_devices();
+
 // Defined by each suite.
 void register_benchmarks(const SuiteConfig& config);
 
@@ -30,7 +34,8 @@ void register_benchmarks(const SuiteConfig& config);
 // writes; T is the number of threads the measured kernels use.
 void register_memory_copy(std::int64_t bytes, int threads);
 
-// Parses --profile=quick|full, --device=cpu, --dump-dir=DIR (removing them from argv), records the
+// Parses --profile=quick|full, --device=NAME (any registered device; an unavailable one is an
+// error with its reason), --list-devices (prints the available devices and exits), --dump-dir=DIR (removing them from argv), records the
 // context and runs the benchmarks.
 int run_suite(int argc, char** argv, const char* suite_name);
 

@@ -1,5 +1,8 @@
 """Tests of the report, gate and compare tools on small fixture runs (fixtures/run_ok: trimmed
-real suite JSONs). Regressions and broken thresholds are injected into temporary copies."""
+real suite JSONs of the old one-file-per-suite layout; fixtures/quick_a and quick_b: two real quick
+runs of the same commit, made one after the other on the same machine, trimmed). Regressions and
+broken thresholds are injected into temporary copies. With --filtered-run, tools/run itself runs
+twice with a --filter that most suites do not match."""
 from __future__ import annotations
 
 import json
@@ -8,10 +11,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 FIXTURE = HERE / "fixtures" / "run_ok"
+QUICK_A, QUICK_B = HERE / "fixtures" / "quick_a", HERE / "fixtures" / "quick_b"
+FILTER = "^D/subgraph:transpose/dtype:f16"
 failures: list[str] = []
 
 
@@ -30,14 +36,34 @@ def copy_fixture(tmp: pathlib.Path, name: str) -> pathlib.Path:
     return target
 
 
-def edit(path: pathlib.Path, prefix: str, field: str, fn):
+def edit(path: pathlib.Path, prefix: str, field: str, fn) -> int:
     data = json.loads(path.read_text())
+    edited = 0
     for b in data["benchmarks"]:
         if b["name"].startswith(prefix):
             b[field] = fn(b[field])
+            edited += 1
     path.write_text(json.dumps(data))
+    return edited
 
 
+def with_repetitions(source: pathlib.Path, target: pathlib.Path, seed: int, count: int = 9, spread: float = 0.08):
+    """A suite JSON as if run with --benchmark_repetitions=count: each benchmark's row repeated with
+    multiplicative noise of +-spread (a fixed-seed LCG, so the test is reproducible)."""
+    data = json.loads(source.read_text())
+    state = seed
+    rows = []
+    for b in data["benchmarks"]:
+        for i in range(count):
+            state = (state * 6364136223846793005 + 1442695040888963407) % 2**64
+            factor = 1 + spread * ((state >> 11) / 2**53 * 2 - 1)
+            rows.append({**b, "repetitions": count, "repetition_index": i, "real_time": b["real_time"] * factor,
+                         "cpu_time": b["cpu_time"] * factor})
+    data["benchmarks"] = rows
+    target.write_text(json.dumps(data))
+
+
+filtered_run = "--filtered-run" in sys.argv
 with tempfile.TemporaryDirectory() as tmp_name:
     tmp = pathlib.Path(tmp_name)
     # ---- report renders from the fixtures
@@ -75,6 +101,87 @@ with tempfile.TemporaryDirectory() as tmp_name:
     check("REGRESSION" in r.stdout and "Chain/path:fused" in r.stdout, "timing regression not flagged")
     check("frac_ulp0" in r.stdout and "WORSE" in r.stdout, "precision regression not flagged")
 
+    # ---- compare A/A: two real quick runs of the same commit are not a regression
+    r = run("tools/compare_runs.py", QUICK_A, QUICK_B)
+    check(r.returncode == 0, f"compare A/A on two quick runs: exit {r.returncode}\n"
+          + "\n".join(l for l in r.stdout.splitlines() if "REGRESSION" in l or "WORSE" in l or "compare:" in l))
+    check("0 timing regressions, 0 precision regressions" in r.stdout, f"compare A/A summary: {r.stdout[-300:]}")
+    check("U-test p=" not in r.stdout, "single-measurement runs must not claim a U-test")
+    check("as a ratio to the run's yardstick" in r.stdout, "compare does not say it uses the yardstick")
+    check("shown, not gated" in r.stdout, "compare does not say which timings are not gated")
+
+    # ---- a real 2x slowdown of one benchmark is still flagged (single measurements, against the yardstick)
+    slow = tmp / "slow"
+    shutil.copytree(QUICK_B, slow)
+    toolkit = next(slow.glob("precision_toolkit@*.json"))
+    n = edit(toolkit, "UlpDiff/dtype:f16", "real_time", lambda v: v * 2)
+    check(n == 1, f"fixture edit: {n} UlpDiff f16 rows")
+    r = run("tools/compare_runs.py", QUICK_A, slow)
+    flagged = [l for l in r.stdout.splitlines() if "REGRESSION" in l]
+    check(r.returncode == 1, f"compare with a 2x slowdown: exit {r.returncode}")
+    check(len(flagged) == 1 and "UlpDiff/dtype:f16" in flagged[0], f"2x slowdown flags: {flagged}")
+
+    # ---- precision counters: exact; the smallest change of a ULP figure is a regression
+    drift = tmp / "drift"
+    shutil.copytree(QUICK_B, drift)
+    c3 = next(drift.glob("approximations@*.json"))
+    edit(c3, "C3/op:rsqrt/dtype:f32/mode:ieee", "ulp_max", lambda v: v * (1 + 1e-12))
+    r = run("tools/compare_runs.py", QUICK_A, drift)
+    check(r.returncode == 1 and "ulp_max" in r.stdout and "WORSE" in r.stdout,
+          f"a 1e-12 relative change of ulp_max is not flagged: exit {r.returncode}")
+
+    # ---- with repetitions the U-test decides: noise is not a regression, a 2x slowdown is
+    reps_a, reps_b, reps_slow = tmp / "reps_a", tmp / "reps_b", tmp / "reps_slow"
+    for d in (reps_a, reps_b, reps_slow):
+        d.mkdir()
+    source = next(QUICK_A.glob("data_movement@*.json"))
+    with_repetitions(source, reps_a / source.name, seed=1)
+    with_repetitions(source, reps_b / source.name, seed=2)
+    with_repetitions(source, reps_slow / source.name, seed=3)
+    edit(reps_slow / source.name, "D/subgraph:transpose/dtype:f16", "real_time", lambda v: v * 2)
+    r = run("tools/compare_runs.py", reps_a, reps_b)
+    check(r.returncode == 0 and "U-test over repetitions" in r.stdout, f"U-test A/A: exit {r.returncode}\n{r.stdout[-400:]}")
+    r = run("tools/compare_runs.py", reps_a, reps_slow)
+    flagged = [l for l in r.stdout.splitlines() if "REGRESSION" in l]
+    check(r.returncode == 1 and flagged and all("D/subgraph:transpose/dtype:f16" in l for l in flagged),
+          f"U-test 2x slowdown: exit {r.returncode}, flagged {flagged}")
+
+    # ---- partial runs: a run with some suites missing reports and compares, naming what did not run
+    partial = tmp / "partial"
+    shutil.copytree(QUICK_A, partial)
+    for f in partial.glob("*.json"):
+        if not f.name.startswith(("data_movement@", "run.json")):
+            f.unlink()
+    r = run("reports/report.py", partial)
+    check(r.returncode == 0, f"report on a partial run: exit {r.returncode} {r.stderr}")
+    md = (partial / "report.md").read_text() if (partial / "report.md").exists() else ""
+    check("Not run in this results directory" in md and "Not run:" in md, "partial report does not say what was not run")
+    r = run("tools/compare_runs.py", partial, QUICK_B)
+    check(r.returncode == 0 and "only in the contender run" in r.stdout, f"compare partial vs full: exit {r.returncode}")
+
+    # ---- tools/run --filter: suites with no match leave no file; report and compare work on two such runs
+    if filtered_run:
+        runs_root = tmp / "filtered"
+        made = []
+        for _ in range(2):
+            r = subprocess.run([str(ROOT / "tools" / "run"), "--filter", FILTER, "--out", str(runs_root)],
+                               capture_output=True, text=True)
+            check(r.returncode == 0, f"tools/run --filter: exit {r.returncode}\n{r.stdout[-800:]}\n{r.stderr[-800:]}")
+            made.append((runs_root / "latest").resolve())
+            time.sleep(1.1)  # run directories are named by the second
+        for d in made:
+            jsons = sorted(p.name for p in d.glob("*.json"))
+            check(jsons == ["data_movement@cpu.json", "run.json"], f"filtered run files: {jsons}")
+            check(all(p.stat().st_size > 0 for p in d.glob("*.json")), "a 0-byte JSON in a filtered run")
+            check((d / "report.html").exists() and "Not run" in (d / "report.md").read_text(),
+                  "filtered run has no report saying what did not run")
+            manifest = json.loads((d / "run.json").read_text())
+            check(len(manifest["skipped"]) >= 6 and all("no benchmark matches" in s["reason"] for s in manifest["skipped"]),
+                  f"run.json skipped: {manifest['skipped']}")
+        r = run("tools/compare_runs.py", made[0], made[1])
+        check(r.returncode == 0, f"compare two filtered runs: exit {r.returncode}\n{r.stdout[-600:]}")
+        check("was not run" in r.stdout and "no benchmark matches" in r.stdout, "compare does not name the suites not run")
+
     # ---- bad input: missing and malformed results
     for tool in ["tools/gate.py", "reports/report.py"]:
         r = run(tool, tmp / "nope")
@@ -87,6 +194,12 @@ with tempfile.TemporaryDirectory() as tmp_name:
         check(r.returncode == 2 and "malformed JSON" in r.stderr, f"{tool} on malformed JSON: {r.stderr}")
     r = run("tools/compare_runs.py", bad / "x.json", FIXTURE)
     check(r.returncode == 2 and "x.json" in r.stderr, f"compare on malformed JSON: {r.stderr}")
+    empty = tmp / "empty"
+    empty.mkdir()
+    (empty / "reduction_order@cpu.json").write_text("")
+    for tool in ["tools/gate.py", "reports/report.py", "tools/compare_runs.py"]:
+        r = run(tool, empty, *([FIXTURE] if "compare" in tool else []))
+        check(r.returncode == 2 and "empty file" in r.stderr, f"{tool} on a 0-byte JSON: {r.stderr}")
 
 for f in failures:
     print("FAIL:", f)

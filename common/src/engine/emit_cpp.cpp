@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -16,7 +17,10 @@ namespace {
 constexpr std::int64_t kPointwiseChunk = 16384;  // elements per task (fixed: results do not depend on threads)
 constexpr std::int64_t kRowwiseChunk = 65536;   // elements per row-wise task (whole rows)
 constexpr std::int64_t kStageBlock = 128;        // elements per f16 staging run (measured: 128 beats 512 by 25 %)
-constexpr std::int64_t kPrefetchAhead = 512;     // elements ahead that pointwise kernels prefetch their staged inputs
+constexpr std::int64_t kPrefetchAhead = 512;
+// Rows of C per task of the device's GEMM service (devices/cpu: gemm_f32's row tile): a GEMM of at
+// most this many rows is one task, run on the calling thread, so it may be called from a pool task.
+constexpr std::int64_t kGemmRowTile = 128;     // elements ahead that pointwise kernels prefetch their staged inputs
 }  // namespace
 
 // ---- text shared with the CUDA emitter (emit_shared.hpp)
@@ -114,7 +118,7 @@ Index unravel(const Shape& shape, const std::string& flat) {
 }
 
 std::string elementwise_formula(const Graph& graph, const Node& n, const OperandText& operand, const OperandText& raw,
-                                const EngineOptions& options, EmittedKernel& out) {
+                                const Index& idx, const EngineOptions& options, EmittedKernel& out) {
   const DType compute = n.dtype;
   std::string expr;
   switch (n.kind) {
@@ -153,6 +157,20 @@ std::string elementwise_formula(const Graph& graph, const Node& n, const Operand
       break;
     case OpKind::GeluErf: expr = fmt::format("fbk::gelu_erf_c({})", operand(0)); break;
     case OpKind::GeluTanh: expr = fmt::format("fbk::gelu_tanh_c({})", operand(0)); break;
+    case OpKind::Log: expr = fmt::format("fbk::log_c({})", operand(0)); break;
+    case OpKind::GeluTanhBackward: expr = fmt::format("fbk::gelu_tanh_backward_c({}, {})", operand(0), operand(1)); break;
+    case OpKind::CausalMask: {
+      // Index arithmetic on the node's own (row, column) index: the mask is never a tensor.
+      const std::string& row = idx[idx.size() - 2];
+      const std::string& col = idx[idx.size() - 1];
+      std::string fill = literal(n.scalar, compute);
+      if (std::isinf(n.scalar)) {
+        fill = fmt::format("{}std::numeric_limits<{}>::infinity()", n.scalar < 0 ? "-" : "", ctype(compute));
+      }
+      expr = fmt::format("({} > {} ? {} : {})", col, row, fill, operand(0));
+      out.lowering.push_back(fmt::format("{}: causal mask by index comparison, fill {}", n.name, fill));
+      break;
+    }
     case OpKind::Cast: {
       expr = round_to_dtype(n.dtype, graph.node(n.inputs[0]).dtype, raw(0));
       break;
@@ -188,11 +206,13 @@ class Emitter {
       case KernelKind::Rowwise: body = rowwise(); break;
       case KernelKind::Matmul: body = matmul(); break;
     }
-    std::string header = fmt::format("// fusebench fused kernel {} ({})\n// knobs: {}\n", k_.name,
-                                     kernel_kind_name(k_.kind), o_.describe());
+    // The source names no node or kernel: kernels of the same structure (a transformer's layers,
+    // one graph built twice) are one source, compiled once and shared through the kernel cache.
+    // The trace keeps the names (KernelTrace::name, ops).
+    std::string header = fmt::format("// fusebench fused kernel ({})\n// knobs: {}\n", kernel_kind_name(k_.kind), o_.describe());
     for (NodeId m : k_.members) {
       const Node& n = g_.node(m);
-      header += fmt::format("//   {} = {} -> {}{}\n", n.name, op_name(n.kind), dtype_name(n.dtype), shape_string(n.shape));
+      header += fmt::format("//   {} -> {}{}\n", op_name(n.kind), dtype_name(n.dtype), shape_string(n.shape));
     }
     std::string ctx = "namespace {\nstruct Ctx {\n  const FbKernelServices* services;\n  std::int64_t batch;\n";
     std::string bind;
@@ -336,8 +356,8 @@ class Emitter {
   std::string compute_value(const Node& n, const Index& idx) {
     const DType compute = n.dtype;
     std::string expr = elementwise_formula(
-        g_, n, [&](std::size_t i) { return operand(n, i, idx); }, [&](std::size_t i) { return value(n.inputs[i], idx); }, o_,
-        out_);
+        g_, n, [&](std::size_t i) { return operand(n, i, idx); }, [&](std::size_t i) { return value(n.inputs[i], idx); }, idx,
+        o_, out_);
     if (o_.emulate_per_op_rounding) expr = round_to_dtype(n.dtype, n.dtype, expr);
     const std::string v = fresh();
     line(fmt::format("const {} {} = {};", ctype(compute), v, expr));
@@ -717,6 +737,26 @@ class Emitter {
     code += task_wrapper("epilogue", "  const std::int64_t r = task;\n" + epilogue);
     // Operand and result buffers come from the buffer cache and are written in full before they
     // are read: no zero-fill, no page faults on a repeated run.
+    if (batches > 1 && m <= kGemmRowTile) {
+      // Many small GEMMs (attention's per-head products): one task per batch element, each with
+      // its own buffers, instead of four pool dispatches of a few rows each per batch element
+      // (which cost more than the arithmetic). A GEMM of at most kGemmRowTile rows is one task of
+      // the device's GEMM, run on the calling thread: the same call, and the same bits, as the
+      // per-batch form and eager's.
+      code += fmt::format(
+          "void batch_task(void* context, std::int64_t task) {{\n"
+          "  Ctx c = *static_cast<Ctx*>(context);\n  c.batch = task;\n"
+          "  const FbScratch<{0}> a(c.services, {1} * {2}), b(c.services, {2} * {3}), cm(c.services, {1} * {3});\n"
+          "  c.a_buf = a.data; c.b_buf = b.data; c.c_buf = cm.data;\n"
+          "  for (std::int64_t r = 0; r < {1}; ++r) gather_a(&c, r);\n"
+          "  for (std::int64_t r = 0; r < {2}; ++r) gather_b(&c, r);\n"
+          "  c.services->{4}(c.services->pool, {1}, {3}, {2}, c.a_buf, c.b_buf, c.c_buf);\n"
+          "  for (std::int64_t r = 0; r < {1}; ++r) epilogue(&c, r);\n}}\n"
+          "void run(Ctx& c) {{ c.services->parallel_for(c.services->pool, {5}, batch_task, &c); }}\n",
+          ct, m, kk, n, ct == "double" ? "gemm_f64" : "gemm_f32", batches);
+      out_.lowering.push_back(fmt::format("{}: {} GEMMs of {} rows, one task each", mm.name, batches, m));
+      return code;
+    }
     code += fmt::format(
         "void run(Ctx& c) {{\n  const FbScratch<{0}> a(c.services, {1} * {2}), b(c.services, {2} * {3}), cm(c.services, {1} * {3});\n"
         "  c.a_buf = a.data; c.b_buf = b.data; c.c_buf = cm.data;\n"

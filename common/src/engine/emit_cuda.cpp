@@ -176,8 +176,8 @@ class CudaEmitter {
 
   std::string compute_value(const Node& n, const Index& idx) {
     std::string expr = elementwise_formula(
-        g_, n, [&](std::size_t i) { return operand(n, i, idx); }, [&](std::size_t i) { return value(n.inputs[i], idx); }, o_,
-        out_.code);
+        g_, n, [&](std::size_t i) { return operand(n, i, idx); }, [&](std::size_t i) { return value(n.inputs[i], idx); }, idx,
+        o_, out_.code);
     if (o_.emulate_per_op_rounding) expr = round_to_dtype(n.dtype, n.dtype, expr);
     const std::string v = fresh();
     line(fmt::format("const {} {} = {};", ctype(n.dtype), v, expr));

@@ -54,6 +54,7 @@ nlohmann::json KernelTrace::to_json() const {
           {"lowering", lowering},   {"cache_key", cache_key},
           {"source", source_path},  {"artifact", artifact_path},
           {"artifact_sha256", artifact_sha256}, {"compile_ms", compile_ms},
+          {"source_sha256", source_sha256}, {"evidence", evidence},
           {"cache_hit", cache_hit}, {"run_ms", run_ms}, {"bytes_moved", bytes_moved}};
 }
 

@@ -22,7 +22,8 @@ constexpr OpInfo kOps[] = {
     {OpKind::Mean, "mean"},         {OpKind::Max, "max"},           {OpKind::LayerNorm, "layernorm"},
     {OpKind::Softmax, "softmax"},   {OpKind::Matmul, "matmul"},     {OpKind::Permute, "permute"},
     {OpKind::Reshape, "reshape"},   {OpKind::Slice, "slice"},       {OpKind::Concat, "concat"},
-    {OpKind::Expand, "expand"},
+    {OpKind::Expand, "expand"},     {OpKind::Log, "log"},           {OpKind::GeluTanhBackward, "gelu_tanh_backward"},
+    {OpKind::CausalMask, "causal_mask"},
 };
 
 int normalise_axis(int axis, int rank, std::string_view what) {
@@ -38,7 +39,7 @@ std::string_view op_name(OpKind kind) {
   return "?";
 }
 
-bool is_elementwise(OpKind k) { return k >= OpKind::Add && k <= OpKind::Cast; }
+bool is_elementwise(OpKind k) { return k >= OpKind::Add && k <= OpKind::CausalMask; }
 bool is_reduction(OpKind k) { return k == OpKind::Sum || k == OpKind::Mean || k == OpKind::Max; }
 bool is_data_movement(OpKind k) { return k >= OpKind::Permute; }
 
@@ -167,6 +168,17 @@ NodeId Graph::cast(NodeId x, DType dtype) {
   const NodeId id = unary(OpKind::Cast, x);
   if (!is_floating(dtype)) throw_input_error("cast: target dtype {} is not floating", dtype_name(dtype));
   nodes_[std::size_t(id)].dtype = dtype;
+  return id;
+}
+
+NodeId Graph::log(NodeId x) { return unary(OpKind::Log, x); }
+
+NodeId Graph::gelu_tanh_backward(NodeId dy, NodeId x) { return binary(OpKind::GeluTanhBackward, dy, x); }
+
+NodeId Graph::causal_mask(NodeId x, double fill) {
+  if (node(x).shape.size() < 2) throw_input_error("causal_mask: operand {} needs rank >= 2", operand_text(x));
+  const NodeId id = unary(OpKind::CausalMask, x);
+  nodes_[std::size_t(id)].scalar = fill;
   return id;
 }
 

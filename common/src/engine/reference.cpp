@@ -63,6 +63,24 @@ Tensor evaluate(const Node& n, const std::vector<Tensor>& in) {
         return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
       });
     case OpKind::Cast: return as_f64(in[0]);
+    case OpKind::Log: return map_unary(as_f64(in[0]), [](double x) { return std::log(x); });
+    case OpKind::GeluTanhBackward:
+      return binary([](double dy, double x) {
+        const double u = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+        const double du = std::sqrt(2.0 / M_PI) * (1.0 + 3.0 * 0.044715 * x * x);
+        const double t = std::tanh(u);
+        return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du);
+      });
+    case OpKind::CausalMask: {
+      Tensor out = as_f64(in[0]).clone();  // a fresh copy: the operand's value is shared
+      const std::int64_t rows = n.shape[n.shape.size() - 2], cols = n.shape.back();
+      auto o = out.span<double>();
+      for (std::size_t e = 0; e < o.size(); ++e) {
+        const std::int64_t col = std::int64_t(e) % cols, row = (std::int64_t(e) / cols) % rows;
+        if (col > row) o[e] = n.scalar;
+      }
+      return out;
+    }
     case OpKind::Sum:
     case OpKind::Mean:
     case OpKind::Max: {

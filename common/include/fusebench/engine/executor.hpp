@@ -1,6 +1,15 @@
 // Executors run a Graph on named input tensors: the fp64 reference (here, device-independent),
 // and each device's eager and fused executors (devices/<name>/). A device is a plug-in: it
 // registers a factory under its name.
+//
+// The Device interface is all a suite may use (suites never name a device's own classes):
+//   eager / fused            executors with the engine's knobs;
+//   unsupported_knobs        which knob values the device cannot realise, and why ("n/a on <device>:
+//                            <reason>" in the report, never a figure);
+//   fused_cold               a fused executor compiling into a fresh, emptied cache directory (task
+//                            A's cold restart; a framework device also starts a fresh compiler process);
+//   instruction_histogram    machine-instruction counts of a compiled kernel, where there is machine
+//                            code to disassemble; a kernel's source and artifact hash are in its trace.
 #pragma once
 
 #include <filesystem>
@@ -26,7 +35,9 @@ struct KernelTrace {
   std::vector<std::string> ops;     // "name=op" of every node it computes
   std::vector<std::string> lowering;  // decisions, e.g. "mul_scalar4: fp32 immediate 0.699999988"
   std::string cache_key;            // fused only
-  std::string source_path, artifact_path, artifact_sha256;
+  std::string source_path, artifact_path, artifact_sha256;  // artifact_sha256: the compiled artifact's hash
+  std::string source_sha256;        // hash of the generated source (stable even where the binary is not)
+  nlohmann::json evidence;          // device-specific extras (a framework's command line, HLO, fingerprint...)
   double compile_ms = 0;            // 0 on a cache hit
   bool cache_hit = false;
   double run_ms = 0;                // wall time of the kernel itself (not emission, lookup or allocation)
@@ -72,6 +83,15 @@ class Device {
   virtual std::string unavailable_reason() const = 0;
   virtual std::unique_ptr<Executor> eager(const EngineOptions& options) const = 0;
   virtual std::unique_ptr<Executor> fused(const EngineOptions& options) const = 0;
+  // Empty when the device realises every knob of `options` for this executor kind; otherwise the
+  // reason it cannot (names the knob). A knob at its EngineOptions default means "the device's own
+  // behaviour" and is always accepted.
+  virtual std::string unsupported_knobs(const EngineOptions& options, bool fused) const = 0;
+  // A fused executor that compiles cold into `cache_dir` (emptied first).
+  virtual std::unique_ptr<Executor> fused_cold(const EngineOptions& options, const std::filesystem::path& cache_dir) const = 0;
+  // Mnemonic -> count of a compiled kernel's machine code; empty where the device has none (e.g.
+  // eager ops, or a framework whose executable cannot be disassembled).
+  virtual std::map<std::string, int> instruction_histogram(const KernelTrace& kernel) const = 0;
 };
 
 using DeviceFactory = std::function<std::unique_ptr<Device>()>;

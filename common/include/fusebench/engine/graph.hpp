@@ -20,6 +20,9 @@ enum class OpKind : std::uint8_t {
   Input,
   // element-wise
   Add, Sub, Mul, Div, AddScalar, MulScalar, Neg, Exp, Sqrt, Rsqrt, GeluErf, GeluTanh, Cast,
+  // element-wise, for training (task E): natural log; gelu-tanh's backward dy * gelu'(x); the
+  // causal mask (x where column <= row over the last two axes, else the fill value)
+  Log, GeluTanhBackward, CausalMask,
   // reductions and row-wise composites
   Sum, Mean, Max, LayerNorm, Softmax,
   Matmul,
@@ -42,7 +45,7 @@ struct Node {
   DType dtype = DType::f32;
   std::string name;  // unique; generated as "<op><id>" unless given
   // attributes (only those of the op are meaningful)
-  double scalar = 0;          // AddScalar / MulScalar
+  double scalar = 0;          // AddScalar / MulScalar; CausalMask's fill value
   int axis = -1;              // Sum / Mean / Max / Slice / Concat (normalised, >= 0)
   bool keepdim = false;       // reductions
   double eps = 1e-5;          // LayerNorm
@@ -66,6 +69,12 @@ class Graph {
   NodeId rsqrt(NodeId x);
   NodeId gelu(NodeId x, bool tanh_approximation = false);
   NodeId cast(NodeId x, DType dtype);
+  NodeId log(NodeId x);
+  // dy * d/dx gelu_tanh(x): the backward of gelu(x, true), one kernel as frameworks have it.
+  NodeId gelu_tanh_backward(NodeId dy, NodeId x);
+  // x[..., i, j] for j <= i, else `fill` (-inf before a softmax; 0 for the mask's backward).
+  // Needs rank >= 2; the last two axes are (query row, key column).
+  NodeId causal_mask(NodeId x, double fill);
 
   NodeId sum(NodeId x, int axis, bool keepdim = false);
   NodeId mean(NodeId x, int axis, bool keepdim = false);

@@ -125,6 +125,27 @@ inline double gelu_tanh_f64(double x) {
   return 0.5 * x * (1.0 + std::tanh(u));
 }
 
+// The backward of gelu_tanh: dy * gelu'(x). With s = sigmoid(2u), u = c (x + 0.044715 x^3),
+// gelu = x s and gelu' = s + 2 x s (1 - s) u', u' = c (1 + 3 * 0.044715 x^2). fp32 uses the
+// forward's own exp (so eager and fused share its bits); fp64 the C library's tanh.
+inline float gelu_tanh_backward_f32(float dy, float x) {
+  const float x2 = x * x;
+  const float u = 0.79788456080286536f * (x + 0.044715f * x2 * x);
+  const float du = 0.79788456080286536f * (1.0f + 0.134145f * x2);
+  const float s = 1.0f / (1.0f + exp_f32(-2.0f * u));
+  return dy * (s + 2.0f * x * s * (1.0f - s) * du);
+}
+inline double gelu_tanh_backward_f64(double dy, double x) {
+  const double u = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
+  const double du = 0.79788456080286535588 * (1.0 + 3.0 * 0.044715 * x * x);
+  const double t = std::tanh(u);
+  return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du);
+}
+
+// ---- log: the C library's (one function for eager and fused, so the same bits in both)
+inline float log_f32(float x) { return std::log(x); }
+inline double log_f64(double x) { return std::log(x); }
+
 // ---- rsqrt and division: IEEE, or Newton-Raphson from a seed
 inline float rsqrt_seed_bit_trick(float x) { return bits_to_f32(0x5f3759dfu - (f32_to_bits(x) >> 1)); }
 inline float recip_seed_bit_trick(float x) { return bits_to_f32(0x7ef311c7u - f32_to_bits(x)); }
@@ -266,6 +287,10 @@ inline float gelu_erf_c(float x) { return gelu_erf_f32(x); }
 inline double gelu_erf_c(double x) { return gelu_erf_f64(x); }
 inline float gelu_tanh_c(float x) { return gelu_tanh_f32(x); }
 inline double gelu_tanh_c(double x) { return gelu_tanh_f64(x); }
+inline float gelu_tanh_backward_c(float dy, float x) { return gelu_tanh_backward_f32(dy, x); }
+inline double gelu_tanh_backward_c(double dy, double x) { return gelu_tanh_backward_f64(dy, x); }
+inline float log_c(float x) { return log_f32(x); }
+inline double log_c(double x) { return log_f64(x); }
 
 // Identity "rounding" of an accumulator kept in the compute type.
 struct NoRounding {

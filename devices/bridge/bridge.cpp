@@ -1,0 +1,429 @@
+#include "bridge.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "framework_devices.hpp"
+#include "fusebench/engine/kernel_cache.hpp"
+#include "fusebench/error.hpp"
+#include "fusebench/hash.hpp"
+#include "fusebench/npy.hpp"
+#include "jit_compiler.hpp"
+
+extern char** environ;
+
+namespace fusebench::framework {
+
+namespace fs = std::filesystem;
+
+// ---- the interpreter
+fs::path python_executable() {
+  if (const char* chosen = std::getenv("FUSEBENCH_PYTHON"); chosen != nullptr && *chosen != '\0') {
+    std::error_code ec;
+    if (!fs::is_regular_file(chosen, ec) || ::access(chosen, X_OK) != 0) {
+      throw_input_error("FUSEBENCH_PYTHON={}: not an executable file (name a Python interpreter, e.g. /path/to/venv/bin/python)",
+                        chosen);
+    }
+    return chosen;
+  }
+  return fs::path(FUSEBENCH_SOURCE_DIR) / ".venv" / "bin" / "python";
+}
+
+// ---- the worker process
+namespace {
+std::atomic<int> worker_serial{0};
+
+std::string python_origin() {
+  const char* chosen = std::getenv("FUSEBENCH_PYTHON");
+  return chosen != nullptr && *chosen != '\0' ? fmt::format("FUSEBENCH_PYTHON={}", chosen) : "the project's .venv";
+}
+}  // namespace
+
+Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env) : device_(spec.device) {
+  const fs::path python = python_executable();
+  if (!fs::exists(python)) {
+    unavailable_ = fmt::format("no Python at {} (run tools/bootstrap, or set FUSEBENCH_PYTHON)", python.string());
+    return;
+  }
+  scratch_ = fs::path("/dev/shm").string().empty() || !fs::is_directory("/dev/shm") ? fs::temp_directory_path() : fs::path("/dev/shm");
+  scratch_ /= fmt::format("fusebench-{}-{}-{}", ::getpid(), spec.device == "torch:cuda" ? "torch-cuda" : spec.device, worker_serial++);
+  fs::create_directories(scratch_);
+
+  int in_pipe[2], out_pipe[2];
+  if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) {
+    throw FrameworkError(fmt::format("{}: cannot create pipes for the Python worker: {}", device_, std::strerror(errno)));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in_pipe[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
+
+  const std::string worker_script = (fs::path(FUSEBENCH_BRIDGE_DIR) / "fusebench_worker.py").string();
+  std::vector<std::string> args = {python.string(), "-u", worker_script, "--backend", spec.backend,
+                                   "--backend-dir", spec.backend_dir, "--target", spec.target};
+  std::map<std::string, std::string> environment;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const auto eq = entry.find('=');
+    if (eq != std::string::npos) environment[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  for (auto& [k, v] : env) environment[k] = v;
+  environment.erase("PYTHONHOME");  // a named interpreter finds its own standard library
+  std::vector<std::string> env_entries;
+  for (auto& [k, v] : environment) env_entries.push_back(k + "=" + v);
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_entries) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const int spawned = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(in_pipe[0]);
+  ::close(out_pipe[1]);
+  if (spawned != 0) {
+    ::close(in_pipe[1]);
+    ::close(out_pipe[0]);
+    pid_ = -1;
+    throw InputError(fmt::format("{}: cannot start {} ({}): {}", device_, python.string(), python_origin(), std::strerror(spawned)));
+  }
+  to_worker_ = ::fdopen(in_pipe[1], "w");
+  from_worker_ = ::fdopen(out_pipe[0], "r");
+
+  nlohmann::json hello;
+  try {
+    hello = read_reply();
+  } catch (const FrameworkError& e) {
+    throw InputError(fmt::format("{}: {} ({}) did not start fusebench's worker: {}", device_, python.string(), python_origin(),
+                                 e.what()));
+  }
+  if (!hello.value("ready", false) && hello.contains("target_error")) {
+    unavailable_ = fmt::format("{} imports, but its device '{}' is not usable here: {}", spec.framework, spec.target,
+                               hello["target_error"].get<std::string>());
+  } else if (!hello.value("ready", false)) {
+    unavailable_ = fmt::format("{} cannot be imported by {} ({}: {}): install it with `{} -m pip install {}` (tools/bootstrap "
+                               "installs the pinned version into .venv)",
+                               spec.framework, python.string(), python_origin(), hello.value("error", std::string("?")),
+                               python.string(), spec.pip_install);
+  } else {
+    version_ = hello.value("version", std::string());
+  }
+}
+
+Worker::~Worker() {
+  if (to_worker_ != nullptr) {
+    std::fputs("{\"cmd\": \"quit\"}\n", to_worker_);
+    std::fclose(to_worker_);
+  }
+  if (from_worker_ != nullptr) std::fclose(from_worker_);
+  if (pid_ > 0) {
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  std::error_code ec;
+  if (!scratch_.empty()) fs::remove_all(scratch_, ec);
+}
+
+std::string Worker::describe_exit() {
+  int status = 0;
+  if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_) {
+    pid_ = -1;
+    if (WIFEXITED(status)) return fmt::format("the Python worker exited with status {} (its stderr is above)", WEXITSTATUS(status));
+    if (WIFSIGNALED(status)) return fmt::format("the Python worker was killed by signal {}", WTERMSIG(status));
+  }
+  return "the Python worker closed its pipe";
+}
+
+nlohmann::json Worker::read_reply() {
+  char* line = nullptr;
+  std::size_t capacity = 0;
+  const ssize_t length = ::getline(&line, &capacity, from_worker_);
+  std::string text = length > 0 ? std::string(line, std::size_t(length)) : std::string();
+  std::free(line);
+  if (length <= 0) throw FrameworkError(describe_exit());
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    throw FrameworkError(fmt::format("the Python worker wrote a line that is not JSON: {}", text.substr(0, 200)));
+  }
+}
+
+nlohmann::json Worker::request(const nlohmann::json& message) {
+  if (!unavailable_.empty()) throw InputError(fmt::format("device {} is unavailable: {}", device_, unavailable_));
+  if (to_worker_ == nullptr || pid_ <= 0) throw FrameworkError(fmt::format("{}: the Python worker is gone", device_));
+  const std::string text = message.dump() + "\n";
+  if (std::fputs(text.c_str(), to_worker_) < 0 || std::fflush(to_worker_) != 0) {
+    throw FrameworkError(fmt::format("{}: {}", device_, describe_exit()));
+  }
+  try {
+    return read_reply();
+  } catch (const FrameworkError& e) {
+    throw FrameworkError(fmt::format("{}: {}", device_, e.what()));
+  }
+}
+
+std::string default_cache_dir(const FrameworkSpec& spec) {
+  if (spec.cache_env.empty()) return {};
+  if (const char* set = std::getenv(spec.cache_env.c_str()); set != nullptr && *set != '\0') return set;
+  return engine::KernelCache::default_dir().string() + "-" + spec.framework + (spec.target == "cpu" ? "" : "-" + spec.target);
+}
+
+std::shared_ptr<Worker> shared_worker(const FrameworkSpec& spec) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<Worker>> workers;
+  std::lock_guard lock(mutex);
+  auto& worker = workers[spec.device];
+  if (!worker) {
+    std::map<std::string, std::string> env;
+    if (const auto dir = default_cache_dir(spec); !dir.empty()) env[spec.cache_env] = dir;
+    worker = std::make_shared<Worker>(spec, env);
+  }
+  return worker;
+}
+
+// ---- graph -> Python
+namespace {
+std::string identifier(const std::string& name, std::set<std::string>& used) {
+  static const std::set<std::string> reserved = {
+      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
+      "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal",
+      "not", "or", "pass", "raise", "return", "try", "while", "with", "yield", "torch", "F", "jax", "jnp", "np", "lax",
+      "graph_fn", "INPUTS", "SETTINGS"};
+  std::string id;
+  for (char c : name) id += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (id.empty() || std::isdigit(static_cast<unsigned char>(id[0]))) id = "t_" + id;
+  if (reserved.count(id)) id += "_";
+  std::string unique = id;
+  for (int k = 2; used.count(unique); ++k) unique = fmt::format("{}_{}", id, k);
+  used.insert(unique);
+  return unique;
+}
+}  // namespace
+
+std::string emit_python_module(const engine::Graph& graph, const FrameworkSpec& spec, const engine::EngineOptions& options,
+                               bool fused) {
+  std::set<std::string> used;
+  std::vector<std::string> var(graph.nodes().size());
+  std::vector<std::string> params, input_specs, body;
+  for (const engine::Node& n : graph.nodes()) {
+    var[std::size_t(n.id)] = identifier(n.name, used);
+    if (n.kind == engine::OpKind::Input) {
+      params.push_back(var[std::size_t(n.id)]);
+      input_specs.push_back(fmt::format("    ({:?}, {:?}, [{}]),", n.name, dtype_name(n.dtype), fmt::join(n.shape, ", ")));
+      continue;
+    }
+    std::vector<std::string> args;
+    for (engine::NodeId in : n.inputs) args.push_back(var[std::size_t(in)]);
+    body.push_back(fmt::format("    {} = {}  # node {}: {} {}{}", var[std::size_t(n.id)], spec.emit_op(n, args, options), n.name,
+                               engine::op_name(n.kind), dtype_name(n.dtype), shape_string(n.shape)));
+  }
+  std::vector<std::string> outs;
+  for (engine::NodeId o : graph.outputs()) outs.push_back(var[std::size_t(o)]);
+  const nlohmann::json settings = spec.settings(options, fused);
+  return fmt::format(
+      "# fusebench graph on device {device} ({path}); generated by devices/bridge, runnable as a repro:\n"
+      "#   python THIS_FILE [DIR]   (DIR: one <input>.npy per graph input; default: uniform(-1, 1) inputs)\n"
+      "# It runs the graph eagerly and fused and prints how many output elements differ.\n"
+      "# fusebench knobs: {knobs}\n"
+      "{preamble}\n\n"
+      "def graph_fn({params}):\n{body}\n    return ({outs},)\n\n\n"
+      "INPUTS = [  # name, dtype, shape\n{inputs}\n]\n"
+      "SETTINGS = json.loads({settings:?})  # the framework settings fusebench's knobs map to\n\n"
+      "{main}",
+      fmt::arg("device", spec.device), fmt::arg("path", fused ? "fused" : "eager"), fmt::arg("knobs", options.describe()),
+      fmt::arg("preamble", spec.preamble), fmt::arg("params", fmt::join(params, ", ")), fmt::arg("body", fmt::join(body, "\n")),
+      fmt::arg("outs", fmt::join(outs, ", ")), fmt::arg("inputs", fmt::join(input_specs, "\n")),
+      fmt::arg("settings", settings.dump()), fmt::arg("main", spec.repro_main));
+}
+
+// ---- the device
+namespace {
+std::string device_file_name(std::string device) {
+  for (char& c : device) c = c == ':' ? '-' : c;
+  return device;
+}
+
+class FrameworkExecutor final : public engine::Executor {
+ public:
+  FrameworkExecutor(FrameworkSpec spec, engine::EngineOptions options, bool fused, std::shared_ptr<Worker> worker)
+      : spec_(std::move(spec)), options_(options), fused_(fused), worker_(std::move(worker)) {}
+
+  std::string name() const override { return fused_ ? "fused" : "eager"; }
+
+  engine::RunResult run(const engine::Graph& graph, const engine::Inputs& inputs, const engine::RunOptions& run) override {
+    engine::check_inputs(graph, inputs);
+    for (const engine::Node& n : graph.nodes()) {
+      if (auto why = spec_.dtype_unsupported(n.dtype); !why.empty()) {
+        throw_input_error("device {} cannot run node {} ({}) on {}{}: {}", spec_.device, n.name, engine::op_name(n.kind),
+                          dtype_name(n.dtype), shape_string(n.shape), why);
+      }
+    }
+    if (!worker_->unavailable_reason().empty()) {
+      throw InputError(fmt::format("device {} is unavailable: {}", spec_.device, worker_->unavailable_reason()));
+    }
+    const std::string module = emit_python_module(graph, spec_, options_, fused_);
+    const std::string digest = sha256_hex(std::string_view(module));
+    const std::string file = fmt::format("graph_{}_{}.py", fused_ ? "fused" : "eager", digest.substr(0, 16));
+    std::lock_guard lock(worker_->mutex());
+    const fs::path source = worker_->scratch() / file;
+    if (!fs::exists(source)) write_file_atomically(source, module);
+    fs::path repro;  // kept after the run (the scratch directory goes with the worker)
+    if (const char* dump = std::getenv("FUSEBENCH_DUMP_DIR"); dump != nullptr && *dump != '\0') {
+      repro = fs::path(dump) / "repro" / device_file_name(spec_.device) / file;
+      if (!fs::exists(repro)) {
+        fs::create_directories(repro.parent_path());
+        write_file_atomically(repro, module);
+      }
+    }
+
+    engine::RunResult result;
+    nlohmann::json in = nlohmann::json::array(), out = nlohmann::json::array();
+    double bytes = 0;
+    int k = 0;
+    for (engine::NodeId id : graph.inputs()) {
+      const engine::Node& n = graph.node(id);
+      const Tensor& t = inputs.at(n.name);
+      const fs::path path = worker_->scratch() / fmt::format("in{}.npy", k++);
+      write_npy(path, t);
+      in.push_back({{"name", n.name}, {"path", path.string()}});
+      result.values[id] = t;
+      bytes += double(t.nbytes());
+    }
+    for (std::size_t o = 0; o < graph.outputs().size(); ++o) out.push_back((worker_->scratch() / fmt::format("out{}.npy", o)).string());
+    const nlohmann::json settings = spec_.settings(options_, fused_);
+    const nlohmann::json reply = worker_->request({{"cmd", "run"},
+                                                   {"source", source.string()},
+                                                   {"fused", fused_},
+                                                   {"settings", settings},
+                                                   {"key", digest},
+                                                   {"inputs", in},
+                                                   {"outputs", out}});
+    if (!reply.value("ok", false)) {
+      const std::string node = reply.contains("node") && reply["node"].is_string() ? reply["node"].get<std::string>() : "";
+      throw FrameworkError(fmt::format("device {} ({}, {}): {}{} [repro: {}]", spec_.device, fused_ ? "fused" : "eager",
+                                       worker_->framework_version(), node.empty() ? "" : "node " + node + ": ",
+                                       reply.value("error", std::string("unknown error")), source.string()));
+    }
+    for (std::size_t o = 0; o < graph.outputs().size(); ++o) {
+      Tensor t = read_npy(out[o].get<std::string>());
+      bytes += double(t.nbytes());
+      result.values[graph.outputs()[o]] = t;
+      result.outputs.push_back(std::move(t));
+    }
+
+    engine::KernelTrace trace;
+    trace.name = fused_ ? fmt::format("{} fused graph_{}", spec_.device, digest.substr(0, 16))
+                        : fmt::format("{} eager graph_{}", spec_.device, digest.substr(0, 16));
+    for (const engine::Node& n : graph.nodes()) {
+      if (n.kind != engine::OpKind::Input) trace.ops.push_back(fmt::format("{}={}", n.name, engine::op_name(n.kind)));
+    }
+    trace.lowering = {options_.describe(), "framework settings: " + settings.dump(), worker_->framework_version()};
+    trace.cache_key = digest;
+    trace.source_path = repro.empty() ? source.string() : repro.string();
+    const nlohmann::json& evidence = reply["evidence"];
+    trace.evidence = evidence;
+    trace.artifact_sha256 = evidence.value("artifact_sha256", std::string());
+    trace.source_sha256 = evidence.value("source_sha256", fused_ ? std::string() : digest);
+    trace.artifact_path = evidence.value("artifact_path", std::string());
+    trace.compile_ms = reply.value("compile_ms", 0.0);
+    trace.cache_hit = fused_ && !reply.value("compiled", false);
+    trace.run_ms = reply.value("run_ms", 0.0);
+    trace.bytes_moved = bytes;
+    result.trace.push_back(std::move(trace));
+    if (!run.dump_dir.empty()) engine::dump_run(graph, result, name(), run);
+    return result;
+  }
+
+ private:
+  FrameworkSpec spec_;
+  engine::EngineOptions options_;
+  bool fused_;
+  std::shared_ptr<Worker> worker_;
+};
+
+// Mnemonic counts of an Inductor C++ kernel: its `kernel` entry point and the OpenMP regions GCC
+// outlines from it (kernel._omp_fn.N), not the Python binding around them.
+std::map<std::string, int> kernel_instructions(const fs::path& library) {
+  std::map<std::string, int> counts;
+  std::istringstream lines(cpu::disassembly(library));
+  std::string line;
+  bool in_kernel = false;
+  static const std::regex kSymbol(R"(^[0-9a-f]+ <(.*)>:$)");
+  static const std::regex kInstruction(R"(^\s+[0-9a-f]+:\s+([a-z][a-z0-9.]*))");
+  std::smatch m;
+  while (std::getline(lines, line)) {
+    if (std::regex_match(line, m, kSymbol)) {
+      const std::string symbol = m[1].str();
+      in_kernel = symbol == "kernel" || symbol.rfind("kernel.", 0) == 0 || symbol.rfind("kernel._omp", 0) == 0;
+      continue;
+    }
+    if (in_kernel && std::regex_search(line, m, kInstruction)) ++counts[m[1].str()];
+  }
+  return counts;
+}
+
+class FrameworkDevice final : public engine::Device {
+ public:
+  explicit FrameworkDevice(FrameworkSpec spec) : spec_(std::move(spec)) {}
+  std::string name() const override { return spec_.device; }
+  std::string unavailable_reason() const override {
+    try {
+      return shared_worker(spec_)->unavailable_reason();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  }
+  std::unique_ptr<engine::Executor> eager(const engine::EngineOptions& options) const override {
+    options.validate();
+    return std::make_unique<FrameworkExecutor>(spec_, options, false, shared_worker(spec_));
+  }
+  std::unique_ptr<engine::Executor> fused(const engine::EngineOptions& options) const override {
+    options.validate();
+    return std::make_unique<FrameworkExecutor>(spec_, options, true, shared_worker(spec_));
+  }
+  std::string unsupported_knobs(const engine::EngineOptions& options, bool fused) const override {
+    return spec_.unsupported_knobs(options, fused);
+  }
+  // A fresh worker process whose framework cache is `cache_dir`, emptied: nothing compiled in this
+  // process or on disk survives.
+  std::unique_ptr<engine::Executor> fused_cold(const engine::EngineOptions& options, const fs::path& cache_dir) const override {
+    options.validate();
+    fs::remove_all(cache_dir);
+    fs::create_directories(cache_dir);
+    std::map<std::string, std::string> env;
+    if (!spec_.cache_env.empty()) env[spec_.cache_env] = fs::absolute(cache_dir).string();
+    return std::make_unique<FrameworkExecutor>(spec_, options, true, std::make_shared<Worker>(spec_, env));
+  }
+  std::map<std::string, int> instruction_histogram(const engine::KernelTrace& kernel) const override {
+    if (!spec_.disassemble || kernel.artifact_path.empty()) return {};
+    return kernel_instructions(kernel.artifact_path);
+  }
+
+ private:
+  FrameworkSpec spec_;
+};
+}  // namespace
+
+std::unique_ptr<engine::Device> make_framework_device(FrameworkSpec spec) {
+  return std::make_unique<FrameworkDevice>(std::move(spec));
+}
+
+void register_framework_devices() {
+  engine::register_device("torch", [] { return make_framework_device(torch_spec("cpu")); });
+  engine::register_device("torch:cuda", [] { return make_framework_device(torch_spec("cuda")); });
+  engine::register_device("xla", [] { return make_framework_device(xla_spec()); });
+}
+
+}  // namespace fusebench::framework

@@ -1,0 +1,110 @@
+// The bridge from fusebench's graphs to Python frameworks (PyTorch, JAX), shared by the torch and
+// xla devices.
+//
+// Mechanism: a worker process (devices/bridge/fusebench_worker.py) per framework, started with
+// the project's .venv Python or $FUSEBENCH_PYTHON, speaking JSON lines over pipes. Tensors go
+// through .npy files in shared memory that the worker memory-maps (no copy on the Python side
+// where the framework accepts the mapping). Why a process and not embedded CPython: any Python a
+// team names (its own torch build, another Python version) works without relinking fusebench; a
+// framework's threads, signal handlers and crashes stay out of the benchmark process; and a fresh
+// worker with a fresh cache directory is exactly the cold restart task A asks for.
+//
+// Each graph becomes the framework's Python code (graph_fn), written as a runnable repro script:
+// into the worker's scratch directory, and into $FUSEBENCH_DUMP_DIR/repro/<device>/ when the
+// suite was given a dump directory.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fusebench/engine/executor.hpp"
+
+namespace fusebench::framework {
+
+// A Python exception in the framework, or a worker that died: the message names the device, the
+// path (eager/fused), the graph node whose statement raised (when known) and the exception's last
+// traceback line.
+class FrameworkError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What a framework device is, for the generic bridge device (framework_device.cpp).
+struct FrameworkSpec {
+  std::string device;       // "torch", "torch:cuda", "xla"
+  std::string framework;    // "torch", "jax" (the Python package to name in messages)
+  std::string backend;      // Python module of the framework side, e.g. "torch_backend"
+  std::string backend_dir;  // absolute directory holding it
+  std::string target;       // the framework's device: "cpu", "cuda"
+  std::string pip_install;  // what to install, e.g. "torch==2.15.0"
+  std::string cache_env;    // the framework's compile-cache variable ("" when it keeps none on disk)
+  std::string preamble;     // imports and helpers at the top of every graph module
+  std::string repro_main;   // the repro script's `if __name__ == "__main__":` block
+  // One statement's right-hand side for node n with operand expressions args.
+  std::string (*emit_op)(const engine::Node& n, const std::vector<std::string>& args, const engine::EngineOptions& options);
+  // Empty when realisable, else why not (names the knob).
+  std::string (*unsupported_knobs)(const engine::EngineOptions& options, bool fused);
+  // The framework settings the knobs map to (sent to the worker, printed in the repro).
+  nlohmann::json (*settings)(const engine::EngineOptions& options, bool fused);
+  // Empty when the framework runs this dtype, else why not.
+  std::string (*dtype_unsupported)(DType dtype);
+  bool disassemble = false;  // the compiled artifact is a host .so whose machine code we can count
+};
+
+// The Python interpreter: $FUSEBENCH_PYTHON (InputError when it is not an executable file), else
+// the project's .venv.
+std::filesystem::path python_executable();
+
+// One worker process. Thread-safe (one request at a time).
+class Worker {
+ public:
+  // env: variables set (or overridden) for the worker, e.g. TORCHINDUCTOR_CACHE_DIR.
+  Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Empty when the framework imported; otherwise why not, with the install command.
+  const std::string& unavailable_reason() const { return unavailable_; }
+  const std::string& framework_version() const { return version_; }
+  const std::filesystem::path& scratch() const { return scratch_; }
+  // One request, one reply (FrameworkError when the worker died).
+  nlohmann::json request(const nlohmann::json& message);
+  std::mutex& mutex() { return mutex_; }
+
+ private:
+  nlohmann::json read_reply();
+  std::string describe_exit();
+
+  std::string device_;
+  pid_t pid_ = -1;
+  std::FILE* to_worker_ = nullptr;
+  std::FILE* from_worker_ = nullptr;
+  std::string unavailable_, version_;
+  std::filesystem::path scratch_;
+  std::mutex mutex_;
+};
+
+// The worker every default executor of a device shares within this process (so each graph is
+// compiled once per run; the framework's on-disk cache, <kernel cache>-torchinductor by default,
+// is shared across runs). Started on first use.
+std::shared_ptr<Worker> shared_worker(const FrameworkSpec& spec);
+
+// The graph as a Python module defining graph_fn (plus INPUTS, SETTINGS and the repro main).
+std::string emit_python_module(const engine::Graph& graph, const FrameworkSpec& spec, const engine::EngineOptions& options,
+                               bool fused);
+
+// The device: eager and fused executors over a worker. `cold_cache_dir` unset: the shared worker.
+std::unique_ptr<engine::Device> make_framework_device(FrameworkSpec spec);
+
+}  // namespace fusebench::framework

@@ -1,0 +1,308 @@
+// Tests of the framework devices (torch, xla) and their Python bridge. Each test skips with the
+// device's own reason (e.g. "torch cannot be imported ...: install it with ...") where the
+// framework is missing. The fused graphs are compiled once per test binary (one shared worker).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <fstream>
+
+#include "bridge.hpp"
+#include "framework_devices.hpp"
+#include "fusebench/compare.hpp"
+#include "fusebench/error.hpp"
+#include "fusebench/npy.hpp"
+#include "fusebench/rng.hpp"
+
+extern char** environ;
+
+namespace fusebench::framework {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const engine::Device& device(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<engine::Device>> devices;
+  register_framework_devices();
+  auto& d = devices[name];
+  if (!d) d = engine::make_device(name);
+  return *d;
+}
+
+#define SKIP_UNLESS_AVAILABLE(name)                                        \
+  do {                                                                     \
+    const std::string why = device(name).unavailable_reason();            \
+    if (!why.empty()) GTEST_SKIP() << "device " << (name) << ": " << why; \
+  } while (0)
+
+// ---- one graph per op, run eagerly on the device, checked against the hand-written op
+struct OpCase {
+  std::string key, op;  // key: directory name; op: the hand-written op in hand_written_ops.py
+  engine::Graph graph;
+  engine::Inputs inputs;
+  std::vector<std::string> input_names;
+  std::optional<double> scalar;
+};
+
+std::vector<OpCase> op_cases() {
+  std::vector<OpCase> cases;
+  std::uint64_t stream = 0;
+  auto make = [&](const std::string& op, DType dtype, const std::vector<std::pair<std::string, Shape>>& operands,
+                  auto&& build, std::optional<double> scalar = std::nullopt, double lo = -2, double hi = 2) {
+    OpCase c;
+    c.op = op;
+    c.key = fmt::format("{}_{}", op, dtype_name(dtype));
+    c.scalar = scalar;
+    std::vector<engine::NodeId> ids;
+    for (const auto& [name, shape] : operands) {
+      ids.push_back(c.graph.input(name, shape, dtype));
+      c.inputs[name] = random_uniform(dtype, shape, lo, hi, 7, stream++);
+      c.input_names.push_back(name);
+    }
+    c.graph.mark_output(build(c.graph, ids));
+    cases.push_back(std::move(c));
+  };
+  const Shape s{8, 32};
+  for (DType dt : {DType::f16, DType::bf16, DType::f32}) {
+    using G = engine::Graph;
+    using V = std::vector<engine::NodeId>;
+    make("add", dt, {{"a", s}, {"b", s}}, [](G& g, V x) { return g.add(x[0], x[1]); });
+    make("mul", dt, {{"a", s}, {"b", s}}, [](G& g, V x) { return g.mul(x[0], x[1]); });
+    make("mul_scalar", dt, {{"a", s}}, [](G& g, V x) { return g.mul_scalar(x[0], 0.7); }, 0.7);
+    make("gelu", dt, {{"a", s}}, [](G& g, V x) { return g.gelu(x[0]); });
+    make("softmax", dt, {{"a", s}}, [](G& g, V x) { return g.softmax(x[0]); });
+    make("sum", dt, {{"a", s}}, [](G& g, V x) { return g.sum(x[0], -1); });
+  }
+  using G = engine::Graph;
+  using V = std::vector<engine::NodeId>;
+  const DType h = DType::f16;
+  make("sub", h, {{"a", s}, {"b", s}}, [](G& g, V x) { return g.sub(x[0], x[1]); });
+  make("div", h, {{"a", s}, {"b", s}}, [](G& g, V x) { return g.div(x[0], x[1]); }, std::nullopt, 0.5, 2);
+  make("add_scalar", h, {{"a", s}}, [](G& g, V x) { return g.add_scalar(x[0], 1.3); }, 1.3);
+  make("neg", h, {{"a", s}}, [](G& g, V x) { return g.neg(x[0]); });
+  make("exp", h, {{"a", s}}, [](G& g, V x) { return g.exp(x[0]); });
+  make("sqrt", h, {{"a", s}}, [](G& g, V x) { return g.sqrt(x[0]); }, std::nullopt, 0.01, 100);
+  make("rsqrt", h, {{"a", s}}, [](G& g, V x) { return g.rsqrt(x[0]); }, std::nullopt, 0.01, 100);
+  make("gelu_tanh", h, {{"a", s}}, [](G& g, V x) { return g.gelu(x[0], true); });
+  make("cast_f32", h, {{"a", s}}, [](G& g, V x) { return g.cast(x[0], DType::f32); });
+  make("cast_bf16", DType::f32, {{"a", s}}, [](G& g, V x) { return g.cast(x[0], DType::bf16); });
+  make("mean", h, {{"a", s}}, [](G& g, V x) { return g.mean(x[0], -1); });
+  make("max", h, {{"a", s}}, [](G& g, V x) { return g.max(x[0], -1); });
+  make("layernorm", h, {{"a", s}, {"w", {32}}, {"b", {32}}}, [](G& g, V x) { return g.layernorm(x[0], x[1], x[2]); });
+  make("matmul", h, {{"a", s}, {"b", {32, 16}}}, [](G& g, V x) { return g.matmul(x[0], x[1]); }, std::nullopt, -1, 1);
+  make("transpose", h, {{"a", s}}, [](G& g, V x) { return g.transpose(x[0], 0, 1); });
+  make("reshape", h, {{"a", s}}, [](G& g, V x) { return g.reshape(x[0], {32, 8}); });
+  make("slice", h, {{"a", s}}, [](G& g, V x) { return g.slice(x[0], 1, 4, 12); });
+  make("concat", h, {{"a", s}, {"b", s}}, [](G& g, V x) { return g.concat({x[0], x[1]}, 0); });
+  make("expand", h, {{"a", s}}, [](G& g, V x) { return g.expand(x[0], {4, 8, 32}); });
+  return cases;
+}
+
+int run_process(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void expect_eager_ops_match_hand_written(const std::string& name, const std::string& framework, engine::EngineOptions options = {}) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("fusebench-ops-{}-{}", framework, ::getpid());
+  fs::remove_all(dir);
+  auto eager = device(name).eager(options);
+  for (OpCase& c : op_cases()) {
+    if (options.scalar_lowering == engine::ScalarLowering::BroadcastTensor) {
+      if (c.op != "mul_scalar") continue;
+      c.op = "mul_scalar_broadcast";
+    }
+    const fs::path case_dir = dir / c.key;
+    fs::create_directories(case_dir);
+    nlohmann::json spec = {{"op", c.op}, {"inputs", c.input_names}};
+    if (c.scalar) spec["scalar"] = *c.scalar;
+    std::ofstream(case_dir / "case.json") << spec.dump();
+    for (const auto& [input, tensor] : c.inputs) write_npy(case_dir / (input + ".npy"), tensor);
+    write_npy(case_dir / "out.npy", eager->run(c.graph, c.inputs).outputs[0]);
+  }
+  const std::string script = (fs::path(FUSEBENCH_BRIDGE_DIR) / "tests" / "hand_written_ops.py").string();
+  EXPECT_EQ(run_process({python_executable().string(), script, "--framework", framework, dir.string()}), 0)
+      << "the device's eager ops differ from the hand-written " << framework << " ops (listed above)";
+  fs::remove_all(dir);
+}
+
+// ---- a fused graph compiled once per binary: gelu(x * 0.7 + 1) * 0.5 on f16 [64, 64]
+struct Compiled {
+  engine::Graph graph;
+  engine::Inputs inputs;
+  engine::RunResult eager, fused, fused_again;
+};
+
+const Compiled& compiled(const std::string& name) {
+  static std::map<std::string, Compiled> cache;
+  auto it = cache.find(name);
+  if (it != cache.end()) return it->second;
+  Compiled c;
+  const auto x = c.graph.input("x", {64, 64}, DType::f16);
+  c.graph.mark_output(c.graph.mul_scalar(c.graph.gelu(c.graph.add_scalar(c.graph.mul_scalar(x, 0.7), 1.0)), 0.5));
+  c.inputs["x"] = random_uniform(DType::f16, {64, 64}, -3, 3, 11);
+  c.eager = device(name).eager({})->run(c.graph, c.inputs);
+  auto fused = device(name).fused({});
+  c.fused = fused->run(c.graph, c.inputs);
+  c.fused_again = fused->run(c.graph, c.inputs);
+  return cache.emplace(name, std::move(c)).first->second;
+}
+
+// ---- torch
+TEST(Torch, EagerOpsBitEqualToHandWrittenTorch) {
+  SKIP_UNLESS_AVAILABLE("torch");
+  expect_eager_ops_match_hand_written("torch", "torch");
+}
+
+TEST(Torch, BroadcastScalarLoweringIsFullLikeInTheGraph) {
+  SKIP_UNLESS_AVAILABLE("torch");
+  engine::EngineOptions o;
+  o.scalar_lowering = engine::ScalarLowering::BroadcastTensor;
+  expect_eager_ops_match_hand_written("torch", "torch", o);
+}
+
+TEST(Torch, FusedPathIsCompiledByInductor) {
+  SKIP_UNLESS_AVAILABLE("torch");
+  const Compiled& c = compiled("torch");
+  ASSERT_EQ(c.fused.trace.size(), 1u);
+  const engine::KernelTrace& k = c.fused.trace[0];
+  // Inductor generated and built at least one C++ kernel, and its .so is the artifact.
+  ASSERT_GE(k.evidence.at("kernels").size(), 1u) << k.evidence.dump(1);
+  EXPECT_THAT(k.evidence["kernels"][0].at("name").get<std::string>(), HasSubstr("cpp_fused"));
+  EXPECT_TRUE(fs::exists(k.artifact_path)) << k.artifact_path;
+  EXPECT_EQ(k.artifact_sha256.size(), 64u);
+  EXPECT_FALSE(k.source_sha256.empty());
+  EXPECT_FALSE(device("torch").instruction_histogram(k).empty()) << "no machine code counted in " << k.artifact_path;
+  // The second run reuses the compiled graph (compiled once per process).
+  EXPECT_TRUE(c.fused_again.trace[0].cache_hit);
+  EXPECT_EQ(c.fused_again.trace[0].compile_ms, 0);
+  // Eager is the op-by-op path: no compiled artifact.
+  EXPECT_TRUE(c.eager.trace[0].artifact_path.empty());
+}
+
+TEST(Torch, KnobsInductorCannotRealiseAreNotApplicableWithAReason) {
+  engine::EngineOptions o;
+  o.reduce_tile = 512;
+  EXPECT_THAT(device("torch").unsupported_knobs(o, true), HasSubstr("reduce_tile"));
+  o = {};
+  o.rsqrt = engine::ApproxMode::NewtonBitTrick;
+  EXPECT_THAT(device("torch").unsupported_knobs(o, true), HasSubstr("rsqrt"));
+  o = {};
+  o.fma_contraction = true;
+  o.emulate_per_op_rounding = true;
+  o.threads = 1;
+  EXPECT_EQ(device("torch").unsupported_knobs(o, true), "");
+}
+
+TEST(Torch, DtypeTheDeviceCannotRunIsAnErrorNamingOpDtypeAndDevice) {
+  SKIP_UNLESS_AVAILABLE("torch");
+  engine::Graph g;
+  const auto a = g.input("a", {4}, DType::u32), b = g.input("b", {4}, DType::u32);
+  g.mark_output(g.concat({a, b}, 0));
+  const engine::Inputs in = {{"a", Tensor(DType::u32, {4})}, {"b", Tensor(DType::u32, {4})}};
+  try {
+    device("torch").eager({})->run(g, in);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("device torch"));
+    EXPECT_THAT(e.what(), HasSubstr("u32"));
+    EXPECT_THAT(e.what(), HasSubstr("input"));
+  }
+}
+
+TEST(Torch, FrameworkExceptionNamesTheNodeAndTheLastTracebackLine) {
+  SKIP_UNLESS_AVAILABLE("torch");
+  // fusebench promotes f16 @ bf16 to f32; torch.matmul refuses mixed dtypes.
+  engine::Graph g;
+  const auto a = g.input("a", {4, 8}, DType::f16), b = g.input("b", {8, 4}, DType::bf16);
+  g.mark_output(g.matmul(a, b));
+  const engine::Inputs in = {{"a", random_uniform(DType::f16, {4, 8}, -1, 1, 1)},
+                             {"b", random_uniform(DType::bf16, {8, 4}, -1, 1, 2)}};
+  try {
+    device("torch").eager({})->run(g, in);
+    FAIL() << "expected a FrameworkError";
+  } catch (const FrameworkError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("device torch (eager"));
+    EXPECT_THAT(e.what(), HasSubstr("matmul"));
+    EXPECT_THAT(e.what(), HasSubstr("RuntimeError"));
+    EXPECT_THAT(e.what(), HasSubstr("repro"));
+  }
+  // The worker survives the exception.
+  EXPECT_NO_THROW(compiled("torch"));
+}
+
+// ---- xla
+TEST(Xla, EagerOpsBitEqualToHandWrittenJax) {
+  SKIP_UNLESS_AVAILABLE("xla");
+  expect_eager_ops_match_hand_written("xla", "jax");
+}
+
+TEST(Xla, FusedPathIsCompiledByXla) {
+  SKIP_UNLESS_AVAILABLE("xla");
+  const Compiled& c = compiled("xla");
+  const engine::KernelTrace& k = c.fused.trace[0];
+  const std::string hlo = k.evidence.at("optimized_hlo").get<std::string>();
+  EXPECT_THAT(hlo, HasSubstr("fusion"));
+  EXPECT_THAT(hlo, ::testing::Not(HasSubstr("metadata=")));
+  EXPECT_FALSE(k.artifact_sha256.empty()) << "no executable fingerprint";
+  EXPECT_EQ(k.source_sha256, k.evidence.at("hlo_sha256").get<std::string>());
+  EXPECT_TRUE(c.fused_again.trace[0].cache_hit);
+}
+
+TEST(Xla, ThreadCountOtherThanEveryCoreIsNotApplicable) {
+  engine::EngineOptions o;
+  o.threads = 1 + int(std::thread::hardware_concurrency());
+  EXPECT_THAT(device("xla").unsupported_knobs(o, true), HasSubstr("threads"));
+}
+
+// ---- the bridge
+TEST(Bridge, BadFusebenchPythonIsAClearError) {
+  const char* saved = std::getenv("FUSEBENCH_PYTHON");
+  const std::string restore = saved ? saved : "";
+  ::setenv("FUSEBENCH_PYTHON", "/nonexistent/python3", 1);
+  try {
+    device("torch").fused_cold({}, fs::temp_directory_path() / fmt::format("fusebench-cold-bad-{}", ::getpid()));
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("FUSEBENCH_PYTHON=/nonexistent/python3"));
+  }
+  // An executable that is not a Python with the worker: it exits at once.
+  ::setenv("FUSEBENCH_PYTHON", "/bin/true", 1);
+  try {
+    device("xla").fused_cold({}, fs::temp_directory_path() / fmt::format("fusebench-cold-true-{}", ::getpid()));
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("FUSEBENCH_PYTHON=/bin/true"));
+    EXPECT_THAT(e.what(), HasSubstr("did not start"));
+  }
+  if (saved) ::setenv("FUSEBENCH_PYTHON", restore.c_str(), 1);
+  else ::unsetenv("FUSEBENCH_PYTHON");
+}
+
+TEST(Bridge, GraphModuleIsARunnableReproNamingEveryNode) {
+  engine::Graph g;
+  const auto x = g.input("x", {2, 3}, DType::f16);
+  g.mark_output(g.softmax(g.mul_scalar(x, 0.7)));
+  const std::string module = emit_python_module(g, torch_spec("cpu"), {}, true);
+  EXPECT_THAT(module, HasSubstr("def graph_fn(x):"));
+  EXPECT_THAT(module, HasSubstr("x * 0.7"));
+  EXPECT_THAT(module, HasSubstr("torch.softmax("));
+  EXPECT_THAT(module, HasSubstr("# node softmax"));
+  EXPECT_THAT(module, HasSubstr("torch.compile(graph_fn, fullgraph=True, dynamic=False)"));
+  EXPECT_THAT(module, HasSubstr("if __name__ == \"__main__\":"));
+  engine::EngineOptions broadcast;
+  broadcast.scalar_lowering = engine::ScalarLowering::BroadcastTensor;
+  EXPECT_THAT(emit_python_module(g, torch_spec("cpu"), broadcast, true), HasSubstr("x * torch.full_like(x, 0.7)"));
+  EXPECT_THAT(emit_python_module(g, xla_spec(), {}, true), HasSubstr("jax.nn.softmax("));
+}
+
+}  // namespace
+}  // namespace fusebench::framework

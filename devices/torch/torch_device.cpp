@@ -1,0 +1,182 @@
+// The torch devices: PyTorch through the Python bridge (devices/bridge).
+//   torch       CPU. eager: the graph op by op with PyTorch's own ops; fused: torch.compile of the
+//               whole graph (fullgraph=True, dynamic=False; Inductor's C++/OpenMP back end).
+//   torch:cuda  the same on a CUDA GPU (Inductor -> Triton).
+// Scalars are Python scalars, as a user writes `x * 0.7`; the broadcast lowering materialises the
+// scalar inside the graph (`x * torch.full_like(x, 0.7)`).
+// Knob mapping (devices/README.md has the table): emulate_per_op_rounding ->
+// torch._inductor.config.emulate_precision_casts; fma_contraction ->
+// cpp.enable_floating_point_contract_flag = "fast" (GCC contracts across Inductor's separate
+// statements only with "fast"); threads -> torch.set_num_threads and cpp.threads.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "framework_devices.hpp"
+
+namespace fusebench::framework {
+
+namespace {
+using engine::OpKind;
+
+std::string torch_dtype(DType d) {
+  switch (d) {
+    case DType::f16: return "torch.float16";
+    case DType::bf16: return "torch.bfloat16";
+    case DType::f32: return "torch.float32";
+    case DType::f64: return "torch.float64";
+    case DType::i8: return "torch.int8";
+    case DType::i16: return "torch.int16";
+    case DType::i32: return "torch.int32";
+    case DType::i64: return "torch.int64";
+    case DType::u8: return "torch.uint8";
+    case DType::boolean: return "torch.bool";
+    default: return fmt::format("torch.{}", dtype_name(d));
+  }
+}
+
+std::string torch_op(const engine::Node& n, const std::vector<std::string>& a, const engine::EngineOptions& o) {
+  const bool broadcast = o.scalar_lowering == engine::ScalarLowering::BroadcastTensor;
+  switch (n.kind) {
+    case OpKind::Add: return fmt::format("torch.add({}, {})", a[0], a[1]);
+    case OpKind::Sub: return fmt::format("torch.sub({}, {})", a[0], a[1]);
+    case OpKind::Mul: return fmt::format("torch.mul({}, {})", a[0], a[1]);
+    case OpKind::Div: return fmt::format("torch.div({}, {})", a[0], a[1]);
+    case OpKind::AddScalar:
+      return broadcast ? fmt::format("{0} + torch.full_like({0}, {1})", a[0], n.scalar) : fmt::format("{} + {}", a[0], n.scalar);
+    case OpKind::MulScalar:
+      return broadcast ? fmt::format("{0} * torch.full_like({0}, {1})", a[0], n.scalar) : fmt::format("{} * {}", a[0], n.scalar);
+    case OpKind::Neg: return fmt::format("torch.neg({})", a[0]);
+    case OpKind::Exp: return fmt::format("torch.exp({})", a[0]);
+    case OpKind::Sqrt: return fmt::format("torch.sqrt({})", a[0]);
+    case OpKind::Rsqrt: return fmt::format("torch.rsqrt({})", a[0]);
+    case OpKind::GeluErf: return fmt::format("F.gelu({})", a[0]);
+    case OpKind::GeluTanh: return fmt::format("F.gelu({}, approximate='tanh')", a[0]);
+    case OpKind::Cast: return fmt::format("{}.to({})", a[0], torch_dtype(n.dtype));
+    case OpKind::Sum: return fmt::format("torch.sum({}, dim={}, keepdim={})", a[0], n.axis, n.keepdim ? "True" : "False");
+    case OpKind::Mean: return fmt::format("torch.mean({}, dim={}, keepdim={})", a[0], n.axis, n.keepdim ? "True" : "False");
+    case OpKind::Max: return fmt::format("torch.amax({}, dim={}, keepdim={})", a[0], n.axis, n.keepdim ? "True" : "False");
+    case OpKind::LayerNorm:
+      return fmt::format("F.layer_norm({}, ({},), {}, {}, eps={})", a[0], n.shape.back(), a[1], a[2], n.eps);
+    case OpKind::Softmax: return fmt::format("torch.softmax({}, dim=-1)", a[0]);
+    case OpKind::Matmul: return fmt::format("torch.matmul({}, {})", a[0], a[1]);
+    case OpKind::Permute: return fmt::format("{}.permute({})", a[0], fmt::join(n.permutation, ", "));
+    case OpKind::Reshape: return fmt::format("{}.reshape({})", a[0], fmt::join(n.shape, ", "));
+    case OpKind::Slice:
+      return fmt::format("{}.narrow({}, {}, {})", a[0], n.axis, n.start, n.shape[std::size_t(n.axis)]);
+    case OpKind::Concat: return fmt::format("torch.cat([{}], dim={})", fmt::join(a, ", "), n.axis);
+    case OpKind::Expand: return fmt::format("{}.expand({})", a[0], fmt::join(n.shape, ", "));
+    case OpKind::Input: break;
+  }
+  throw_input_error("device torch: no PyTorch lowering for op {}", engine::op_name(n.kind));
+}
+
+std::string unsupported_common(const engine::EngineOptions& o, const engine::EngineOptions& d, bool cuda) {
+  if (o.reduce_tile != d.reduce_tile) {
+    return cuda ? "reduce_tile: Inductor picks Triton reduction block sizes by its own heuristics; no per-graph setting"
+                : "reduce_tile: Inductor has no reduction tile on CPU (sums cascade in fixed 4096-element chunks per "
+                  "thread; split_reductions never splits on CPU)";
+  }
+  if (o.accumulator != d.accumulator) return "accumulator: PyTorch and Inductor always accumulate f16/bf16 reductions in fp32";
+  if (o.rsqrt != d.rsqrt) return "rsqrt: PyTorch and Inductor have no Newton-Raphson rsqrt (Inductor emits 1/sqrt)";
+  if (o.div != d.div) return "div: PyTorch and Inductor have no Newton-Raphson division";
+  return {};
+}
+
+std::string torch_cpu_unsupported(const engine::EngineOptions& o, bool fused) {
+  const engine::EngineOptions d;
+  if (auto why = unsupported_common(o, d, false); !why.empty()) return why;
+  if (o.fma_contraction && !fused) return "fma_contraction: PyTorch's eager kernels are precompiled (no contraction switch)";
+  return {};
+}
+
+std::string torch_cuda_unsupported(const engine::EngineOptions& o, bool fused) {
+  const engine::EngineOptions d;
+  if (auto why = unsupported_common(o, d, true); !why.empty()) return why;
+  if (o.fma_contraction != d.fma_contraction) {
+    return "fma_contraction: Triton contracts a*b+c into FMA by itself; Inductor exposes no switch for it";
+  }
+  if (o.threads != d.threads) return "threads: a GPU kernel's parallelism is not a thread count";
+  (void)fused;
+  return {};
+}
+
+nlohmann::json torch_cpu_settings(const engine::EngineOptions& o, bool fused) {
+  nlohmann::json s = {{"threads", o.threads}};
+  if (fused) {
+    s["inductor"] = {{"emulate_precision_casts", o.emulate_per_op_rounding},
+                     {"cpp.enable_floating_point_contract_flag", o.fma_contraction ? "fast" : "off"},
+                     {"cpp.threads", o.threads}};
+  }
+  return s;
+}
+
+nlohmann::json torch_cuda_settings(const engine::EngineOptions& o, bool fused) {
+  nlohmann::json s = {{"device", "cuda"}};
+  if (fused) s["inductor"] = {{"emulate_precision_casts", o.emulate_per_op_rounding}};
+  return s;
+}
+
+std::string torch_dtype_unsupported(DType d) {
+  if (d == DType::u16 || d == DType::u32 || d == DType::u64) {
+    return "PyTorch has almost no kernels for unsigned 16/32/64-bit integers (uint8 only)";
+  }
+  return {};
+}
+
+const char* const kTorchPreamble = R"(import json
+
+import torch
+import torch.nn.functional as F
+
+_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
+           "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64, "u8": torch.uint8,
+           "boolean": torch.bool})";
+
+const char* const kTorchReproMain = R"(def _input(directory, name, dtype, shape, device):
+    if directory:
+        import numpy as np
+        array = np.load(f"{directory}/{name}.npy")
+        if array.dtype.names == ("bf16",):  # fusebench stores bf16 as its uint16 bits
+            return torch.from_numpy(array.view(np.int16).copy()).view(torch.bfloat16).to(device)
+        return torch.from_numpy(array).to(device)
+    if _DTYPES[dtype].is_floating_point:
+        return torch.empty(shape, dtype=_DTYPES[dtype], device=device).uniform_(-1, 1)
+    return torch.zeros(shape, dtype=_DTYPES[dtype], device=device)
+
+
+if __name__ == "__main__":
+    import sys
+    torch.manual_seed(0)
+    device = SETTINGS.get("device", "cpu")
+    args = [_input(sys.argv[1] if len(sys.argv) > 1 else None, *spec, device) for spec in INPUTS]
+    if SETTINGS.get("threads"):
+        torch.set_num_threads(SETTINGS["threads"])
+    eager = graph_fn(*args)
+    with torch._inductor.config.patch(SETTINGS.get("inductor", {})):
+        fused = torch.compile(graph_fn, fullgraph=True, dynamic=False)(*args)
+    for i, (e, f) in enumerate(zip(eager, fused)):
+        differ = int(((e != f) & ~(e.isnan() & f.isnan())).sum()) if e.is_floating_point() else int((e != f).sum())
+        print(f"output {i} {tuple(e.shape)} {e.dtype}: {differ} of {e.numel()} elements differ, eager vs torch.compile")
+)";
+}  // namespace
+
+FrameworkSpec torch_spec(const std::string& target) {
+  FrameworkSpec s;
+  s.device = target == "cpu" ? "torch" : "torch:" + target;
+  s.framework = "torch";
+  s.backend = "torch_backend";
+  s.backend_dir = FUSEBENCH_TORCH_DIR;
+  s.target = target;
+  s.pip_install = FUSEBENCH_TORCH_PIP;
+  s.cache_env = "TORCHINDUCTOR_CACHE_DIR";
+  s.preamble = kTorchPreamble;
+  s.repro_main = kTorchReproMain;
+  s.emit_op = torch_op;
+  s.unsupported_knobs = target == "cpu" ? torch_cpu_unsupported : torch_cuda_unsupported;
+  s.settings = target == "cpu" ? torch_cpu_settings : torch_cuda_settings;
+  s.dtype_unsupported = torch_dtype_unsupported;
+  s.disassemble = target == "cpu";
+  return s;
+}
+
+}  // namespace fusebench::framework

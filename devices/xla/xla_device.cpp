@@ -1,0 +1,171 @@
+// The xla device: JAX on XLA:CPU through the Python bridge (devices/bridge).
+//   eager: the graph under jax.disable_jit(), every primitive dispatched on its own;
+//   fused: jax.jit of the whole graph, lowered and compiled once per graph and settings.
+// Scalars are Python scalars (`x * 0.7`: JAX makes a weakly typed constant of x's dtype, so the
+// scalar is rounded to f16 for an f16 x, unlike PyTorch's fp32 opmath); the broadcast lowering is
+// `x * jnp.full_like(x, 0.7)`. layernorm is written as Flax's LayerNorm computes it (statistics
+// in fp32, the result in x's dtype), since JAX has no layer-norm op.
+// Knob mapping: emulate_per_op_rounding -> xla_allow_excess_precision=false; XLA:CPU has no
+// thread count, contraction-only, tile or Newton knob (devices/README.md).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <thread>
+
+#include "framework_devices.hpp"
+
+namespace fusebench::framework {
+
+namespace {
+using engine::OpKind;
+
+std::string jnp_dtype(DType d) {
+  switch (d) {
+    case DType::f16: return "jnp.float16";
+    case DType::bf16: return "jnp.bfloat16";
+    case DType::f32: return "jnp.float32";
+    case DType::f64: return "jnp.float64";
+    case DType::boolean: return "jnp.bool_";
+    default: return fmt::format("jnp.{}", [&] {
+      std::string n(dtype_name(d));
+      return (n[0] == 'i' ? "int" : "uint") + n.substr(1);
+    }());
+  }
+}
+
+std::string tuple(const std::vector<std::int64_t>& v) { return v.size() == 1 ? fmt::format("({},)", v[0]) : fmt::format("({})", fmt::join(v, ", ")); }
+std::string tuple(const std::vector<int>& v) { return v.size() == 1 ? fmt::format("({},)", v[0]) : fmt::format("({})", fmt::join(v, ", ")); }
+
+std::string xla_op(const engine::Node& n, const std::vector<std::string>& a, const engine::EngineOptions& o) {
+  const bool broadcast = o.scalar_lowering == engine::ScalarLowering::BroadcastTensor;
+  const char* keep = n.keepdim ? "True" : "False";
+  switch (n.kind) {
+    case OpKind::Add: return fmt::format("jnp.add({}, {})", a[0], a[1]);
+    case OpKind::Sub: return fmt::format("jnp.subtract({}, {})", a[0], a[1]);
+    case OpKind::Mul: return fmt::format("jnp.multiply({}, {})", a[0], a[1]);
+    case OpKind::Div: return fmt::format("jnp.divide({}, {})", a[0], a[1]);
+    case OpKind::AddScalar:
+      return broadcast ? fmt::format("{0} + jnp.full_like({0}, {1})", a[0], n.scalar) : fmt::format("{} + {}", a[0], n.scalar);
+    case OpKind::MulScalar:
+      return broadcast ? fmt::format("{0} * jnp.full_like({0}, {1})", a[0], n.scalar) : fmt::format("{} * {}", a[0], n.scalar);
+    case OpKind::Neg: return fmt::format("jnp.negative({})", a[0]);
+    case OpKind::Exp: return fmt::format("jnp.exp({})", a[0]);
+    case OpKind::Sqrt: return fmt::format("jnp.sqrt({})", a[0]);
+    case OpKind::Rsqrt: return fmt::format("lax.rsqrt({})", a[0]);
+    case OpKind::GeluErf: return fmt::format("jax.nn.gelu({}, approximate=False)", a[0]);
+    case OpKind::GeluTanh: return fmt::format("jax.nn.gelu({}, approximate=True)", a[0]);
+    case OpKind::Cast: return fmt::format("{}.astype({})", a[0], jnp_dtype(n.dtype));
+    case OpKind::Sum: return fmt::format("jnp.sum({}, axis={}, keepdims={})", a[0], n.axis, keep);
+    case OpKind::Mean: return fmt::format("jnp.mean({}, axis={}, keepdims={})", a[0], n.axis, keep);
+    case OpKind::Max: return fmt::format("jnp.max({}, axis={}, keepdims={})", a[0], n.axis, keep);
+    case OpKind::LayerNorm: return fmt::format("_layer_norm({}, {}, {}, eps={})", a[0], a[1], a[2], n.eps);
+    case OpKind::Softmax: return fmt::format("jax.nn.softmax({}, axis=-1)", a[0]);
+    case OpKind::Matmul: return fmt::format("jnp.matmul({}, {})", a[0], a[1]);
+    case OpKind::Permute: return fmt::format("jnp.transpose({}, {})", a[0], tuple(n.permutation));
+    case OpKind::Reshape: return fmt::format("jnp.reshape({}, {})", a[0], tuple(n.shape));
+    case OpKind::Slice:
+      return fmt::format("lax.slice_in_dim({}, {}, {}, axis={})", a[0], n.start, n.start + n.shape[std::size_t(n.axis)], n.axis);
+    case OpKind::Concat: return fmt::format("jnp.concatenate([{}], axis={})", fmt::join(a, ", "), n.axis);
+    case OpKind::Expand: return fmt::format("jnp.broadcast_to({}, {})", a[0], tuple(n.shape));
+    case OpKind::Input: break;
+  }
+  throw_input_error("device xla: no JAX lowering for op {}", engine::op_name(n.kind));
+}
+
+std::string xla_unsupported(const engine::EngineOptions& o, bool fused) {
+  const engine::EngineOptions d;
+  if (o.reduce_tile != d.reduce_tile) return "reduce_tile: XLA:CPU chooses its reduction loops itself; no tile option";
+  if (o.accumulator != d.accumulator) return "accumulator: jnp reductions of f16/bf16 always accumulate in fp32";
+  if (o.rsqrt != d.rsqrt) return "rsqrt: XLA has no Newton-Raphson rsqrt option";
+  if (o.div != d.div) return "div: XLA has no Newton-Raphson division option";
+  if (o.fma_contraction != d.fma_contraction) {
+    return "fma_contraction: XLA:CPU has no contraction-only switch (xla_cpu_enable_fast_math would also reassociate "
+           "and drop NaN/inf semantics)";
+  }
+  if (o.threads != int(std::thread::hardware_concurrency())) {
+    return fmt::format("threads={}: XLA:CPU has no thread-count option; it uses every core ({} here)", o.threads,
+                       std::thread::hardware_concurrency());
+  }
+  (void)fused;
+  return {};
+}
+
+nlohmann::json xla_settings(const engine::EngineOptions& o, bool fused) {
+  nlohmann::json s = nlohmann::json::object();
+  if (fused) {
+    s["xla"] = nlohmann::json::object();
+    // Excess precision lets XLA keep f16/bf16 intermediates of a fusion in f32; off, every op's
+    // value is rounded to its type as eager stores it.
+    if (o.emulate_per_op_rounding) s["xla"]["xla_allow_excess_precision"] = false;
+  }
+  return s;
+}
+
+std::string xla_dtype_unsupported(DType) { return {}; }
+
+const char* const kXlaPreamble = R"(import json
+
+import jax
+
+jax.config.update("jax_enable_x64", True)  # f64 / i64 stay 64-bit, as fusebench's tensors are
+import jax.numpy as jnp
+from jax import lax
+
+
+def _layer_norm(x, weight, bias, eps):
+    """As Flax's LayerNorm: mean and variance in (at least) fp32, the result in x's dtype."""
+    compute = jnp.promote_types(x.dtype, jnp.float32)
+    xf = x.astype(compute)
+    mean = jnp.mean(xf, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(xf - mean), axis=-1, keepdims=True)
+    y = (xf - mean) * lax.rsqrt(var + eps) * weight.astype(compute) + bias.astype(compute)
+    return y.astype(x.dtype))";
+
+const char* const kXlaReproMain = R"(_DTYPES = {"f16": jnp.float16, "bf16": jnp.bfloat16, "f32": jnp.float32, "f64": jnp.float64}
+
+
+def _input(directory, name, dtype, shape, key):
+    import numpy as np
+    if directory:
+        array = np.load(f"{directory}/{name}.npy")
+        if array.dtype.names == ("bf16",):  # fusebench stores bf16 as its uint16 bits
+            import ml_dtypes
+            array = array.view(np.uint16).view(ml_dtypes.bfloat16)
+        return jnp.asarray(array)
+    return jax.random.uniform(key, shape, minval=-1, maxval=1).astype(_DTYPES.get(dtype, jnp.float32))
+
+
+if __name__ == "__main__":
+    import sys
+    keys = jax.random.split(jax.random.PRNGKey(0), len(INPUTS))
+    args = [_input(sys.argv[1] if len(sys.argv) > 1 else None, *spec, key) for spec, key in zip(INPUTS, keys)]
+    with jax.disable_jit():
+        eager = graph_fn(*args)
+    lowered = jax.jit(graph_fn).lower(*args)
+    fused = lowered.compile(compiler_options=SETTINGS.get("xla") or None)(*args)
+    for i, (e, f) in enumerate(zip(eager, fused)):
+        differ = int(jnp.sum((e != f) & ~(jnp.isnan(e) & jnp.isnan(f)))) if jnp.issubdtype(e.dtype, jnp.inexact) else int(jnp.sum(e != f))
+        print(f"output {i} {e.shape} {e.dtype}: {differ} of {e.size} elements differ, op by op vs jax.jit")
+)";
+}  // namespace
+
+FrameworkSpec xla_spec() {
+  FrameworkSpec s;
+  s.device = "xla";
+  s.framework = "jax";
+  s.backend = "xla_backend";
+  s.backend_dir = FUSEBENCH_XLA_DIR;
+  s.target = "cpu";
+  s.pip_install = FUSEBENCH_JAX_PIP;
+  s.cache_env = "";  // no persistent compilation cache unless the user sets one: every process compiles
+  s.preamble = kXlaPreamble;
+  s.repro_main = kXlaReproMain;
+  s.emit_op = xla_op;
+  s.unsupported_knobs = xla_unsupported;
+  s.settings = xla_settings;
+  s.dtype_unsupported = xla_dtype_unsupported;
+  s.disassemble = false;
+  return s;
+}
+
+}  // namespace fusebench::framework

@@ -1,0 +1,348 @@
+// Task E: end-to-end training alignment, eager vs fused. A GPT-2-style model is trained on
+// byte-level English text (Debian's fortunes) with the same seed, data order, schedule and
+// optimizer in both modes; eager runs with three seeds measure the seed-to-seed band, and the
+// eager-vs-fused gap of one seed is compared with that band at every logged step. fp32 runs are
+// the control. Tokens/s of both modes and a per-kernel-kind breakdown of the step are counters.
+//
+// Two ways to run it:
+//   bench_training_alignment [--profile=quick|full] [--training-config=FILE] [--dump-dir=DIR] ...
+//       the suite (Google Benchmark), CSVs under DIR/training_alignment/
+//   bench_training_alignment --train --config FILE --mode eager|fused --dtype bf16|f16|f32
+//       [--seed N] [--steps N] [--csv FILE] [--checkpoint FILE] [--resume FILE] [--device cpu]
+//       one training run (the plan's "one script with an eager / fused switch")
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <sys/wait.h>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+
+#include "cpu_device.hpp"
+#include "fusebench/error.hpp"
+#include "support/engine_support.hpp"
+#include "support/suite_main.hpp"
+#include "trainer.hpp"
+
+namespace fusebench::suite {
+
+namespace {
+using training::Dataset;
+using training::RunOutcome;
+using training::RunSpec;
+using training::TrainConfig;
+
+std::filesystem::path& config_override() {
+  static std::filesystem::path path;
+  return path;
+}
+std::filesystem::path config_path(const std::string& name) {
+  if (!config_override().empty()) return config_override();
+  return std::filesystem::path(FUSEBENCH_TRAINING_CONFIG_DIR) / (name + ".json");
+}
+
+std::filesystem::path csv_path(const SuiteConfig& suite, const TrainConfig& c, const RunSpec& spec) {
+  if (suite.dump_dir.empty()) return {};
+  return suite.dump_dir / fmt::format("{}_{}_{}_{}_seed{}.csv", c.name, spec.device, spec.fused ? "fused" : "eager",
+                     dtype_name(spec.activations), spec.seed);
+}
+
+// fused tokens/s of the alignment cases, by dtype, for the peer's ratios
+std::map<std::string, double>& fused_rates() {
+  static std::map<std::string, double> rates;
+  return rates;
+}
+
+// ---- the alignment case: three eager seeds (the band), fused with the first seed
+void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtype) {
+  const TrainConfig config = TrainConfig::load(config_path("default"));
+  const Dataset data = Dataset::load(config);
+  const int steps = suite.quick() ? config.quick_steps : config.steps;
+  const int csv_every = suite.quick() ? 1 : config.log_every;
+  std::vector<RunOutcome> eager;
+  RunOutcome fused;
+  double measured_s = 0;
+  for (auto _ : state) {
+    for (std::size_t s = 0; s < std::min<std::size_t>(3, config.seeds.size()); ++s) {
+      RunSpec spec{suite.device, false, dtype, config.seeds[s], steps, csv_every, {}, {}, {}, {}, 2};
+      spec.label = fmt::format("E {} eager {} seed {}", config.name, dtype_name(dtype), spec.seed);
+      spec.csv = csv_path(suite, config, spec);
+      eager.push_back(training::train_run(config, data, spec));
+    }
+    RunSpec spec{suite.device, true, dtype, config.seeds[0], steps, csv_every, {}, {}, {}, {}, 2};
+    spec.label = fmt::format("E {} fused {} seed {}", config.name, dtype_name(dtype), spec.seed);
+    spec.csv = csv_path(suite, config, spec);
+    fused = training::train_run(config, data, spec);
+    fused_rates()[std::string(dtype_name(dtype))] = fused.tokens_per_s;
+    measured_s = fused.train_s;
+    for (const auto& e : eager) measured_s += e.train_s;
+    state.SetIterationTime(measured_s);
+  }
+  // Band and gap at every logged row, for eval and train loss.
+  const std::size_t rows = fused.rows.size();
+  double max_ratio = 0, first_excursion_step = -1, first_excursion_size = 0, worst_gap = 0, excursions = 0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (const auto& e : eager) {
+      lo = std::min(lo, e.rows[r].eval_loss);
+      hi = std::max(hi, e.rows[r].eval_loss);
+    }
+    const double band = hi - lo;
+    const double gap = std::abs(fused.rows[r].eval_loss - eager[0].rows[r].eval_loss);
+    worst_gap = std::max(worst_gap, gap);
+    if (band > 0) max_ratio = std::max(max_ratio, gap / band);
+    if (gap > band) {
+      ++excursions;
+      if (first_excursion_step < 0) {
+        first_excursion_step = fused.rows[r].step;
+        first_excursion_size = gap - band;
+      }
+    }
+  }
+  const auto& fe = fused.rows.back();
+  const auto& ee = eager[0].rows.back();
+  double band_final_lo = INFINITY, band_final_hi = -INFINITY, eager_tps = 0;
+  for (const auto& e : eager) {
+    band_final_lo = std::min(band_final_lo, e.rows.back().eval_loss);
+    band_final_hi = std::max(band_final_hi, e.rows.back().eval_loss);
+    eager_tps += e.tokens_per_s / double(eager.size());
+  }
+  auto& c = state.counters;
+  c["steps"] = steps;
+  c["rows"] = double(rows);
+  c["eager_final_eval_loss"] = ee.eval_loss;
+  c["fused_final_eval_loss"] = fe.eval_loss;
+  c["final_eval_loss_diff"] = fe.eval_loss - ee.eval_loss;
+  c["eager_final_train_loss"] = ee.train_loss;
+  c["fused_final_train_loss"] = fe.train_loss;
+  c["eager_final_grad_norm"] = ee.grad_norm;
+  c["fused_final_grad_norm"] = fe.grad_norm;
+  c["seed_band_final"] = band_final_hi - band_final_lo;
+  c["max_gap"] = worst_gap;
+  c["max_gap_over_band"] = max_ratio;
+  c["excursions"] = excursions;
+  c["first_excursion_step"] = first_excursion_step;
+  c["first_excursion_size"] = first_excursion_size;
+  c["eager_tokens_per_s"] = eager_tps;
+  c["fused_tokens_per_s"] = fused.tokens_per_s;
+  c["fused_speedup"] = fused.tokens_per_s / eager_tps;
+  c["fused_first_step_s"] = fused.first_step_s;
+  c["eager_skipped_steps"] = double(std::count_if(ee.step ? eager[0].rows.begin() : eager[0].rows.end(), eager[0].rows.end(),
+                                                  [](const auto& r) { return r.skipped; }));
+  for (const auto& [kind, ms] : eager[0].kind_ms) c["eager_ms_" + kind] = ms;
+  for (const auto& [kind, ms] : fused.kind_ms) c["fused_ms_" + kind] = ms;
+  nlohmann::json evidence = {{"config", config.to_json()}, {"data", data.describe()}, {"dtype", dtype_name(dtype)},
+                             {"steps", steps}, {"csv_every", csv_every}};
+  for (std::size_t s = 0; s < eager.size(); ++s) evidence["eager_seeds"].push_back(config.seeds[s]);
+  evidence["fused_seed"] = config.seeds[0];
+  evidence["eager_kind_ms"] = eager[0].kind_ms;
+  evidence["fused_kind_ms"] = fused.kind_ms;
+  write_evidence(suite, fmt::format("E_alignment_{}", dtype_name(dtype)), evidence);
+}
+
+// ---- the peer: PyTorch eager and torch.compile on the same config, where the project's .venv has torch
+void run_peer(benchmark::State& state, const SuiteConfig& suite, const std::string& dtype) {
+  const auto config_file = config_path("default");
+  const TrainConfig config = TrainConfig::load(config_file);
+  const int steps = suite.quick() ? 8 : 30;
+  // The project's .venv, or FUSEBENCH_PEER_PYTHON (another interpreter that has torch).
+  const char* env = std::getenv("FUSEBENCH_PEER_PYTHON");
+  const std::string python = env && *env ? env : FUSEBENCH_PEER_PYTHON;
+  if (!std::filesystem::exists(python)) {
+    state.SkipWithError(fmt::format("peer skipped: {} does not exist (run tools/bootstrap)", python).c_str());
+    return;
+  }
+  const std::string cmd = fmt::format("timeout 900 {} {} --config {} --steps {} --dtype {} --threads 2", python,
+                                      FUSEBENCH_PEER_SCRIPT, config_file.string(), steps, dtype);
+  std::string out;
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    FILE* pipe = ::popen(cmd.c_str(), "r");
+    if (!pipe) throw_input_error("peer: cannot start {}", cmd);
+    char buffer[4096];
+    while (std::fgets(buffer, sizeof buffer, pipe)) out += buffer;
+    const int status = ::pclose(pipe);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    state.SetIterationTime(seconds);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+      state.SkipWithError("peer skipped: torch is not installed in the project's .venv");
+      return;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      state.SkipWithError(fmt::format("peer failed (status {}): {}", status, out.substr(0, 300)).c_str());
+      return;
+    }
+  }
+  // stdout is the script's one JSON line (its progress goes to stderr)
+  const auto j = nlohmann::json::parse(out.substr(0, out.find('\n')));
+  auto& c = state.counters;
+  c["steps"] = steps;
+  const double fused = fused_rates().count(dtype) ? fused_rates()[dtype] : 0;
+  c["engine_fused_tokens_per_s"] = fused;
+  for (const char* mode : {"eager", "compile"}) {
+    if (!j.contains(mode) || !j[mode].contains("tokens_per_s")) continue;
+    const double rate = j[mode]["tokens_per_s"].get<double>();
+    c[fmt::format("torch_{}_tokens_per_s", mode)] = rate;
+    c[fmt::format("torch_{}_first_step_s", mode)] = j[mode]["first_step_s"].get<double>();
+    if (fused > 0 && rate > 0) c[fmt::format("fused_over_torch_{}", mode)] = fused / rate;
+  }
+  nlohmann::json evidence = j;
+  evidence["command"] = cmd;
+  write_evidence(suite, fmt::format("E_peer_{}", dtype), evidence);
+}
+
+// ---- the fp32 control: eager and fused over the first steps, loss by loss
+void run_control(benchmark::State& state, const SuiteConfig& suite, int steps) {
+  const TrainConfig config = TrainConfig::load(config_path("default"));
+  const Dataset data = Dataset::load(config);
+  RunOutcome eager, fused;
+  for (auto _ : state) {
+    RunSpec spec{suite.device, false, DType::f32, config.seeds[0], steps, 1, {}, {}, {}, {}, 2};
+    spec.label = "E control eager f32";
+    spec.csv = csv_path(suite, config, spec);
+    eager = training::train_run(config, data, spec);
+    spec.fused = true;
+    spec.label = "E control fused f32";
+    spec.csv = csv_path(suite, config, spec);
+    fused = training::train_run(config, data, spec);
+    state.SetIterationTime(eager.train_s + fused.train_s);
+  }
+  double max_rel = 0;
+  int first_differs = -1;
+  for (std::size_t i = 0; i < eager.losses.size(); ++i) {
+    const double rel = std::abs(fused.losses[i] - eager.losses[i]) / std::abs(eager.losses[i]);
+    max_rel = std::max(max_rel, rel);
+    if (rel > 0 && first_differs < 0) first_differs = int(i) + 1;
+  }
+  state.counters["steps"] = steps;
+  state.counters["max_rel_loss_diff"] = max_rel;
+  state.counters["first_step_differing"] = first_differs;
+  state.counters["eager_tokens_per_s"] = eager.tokens_per_s;
+  state.counters["fused_tokens_per_s"] = fused.tokens_per_s;
+}
+}  // namespace
+
+void register_benchmarks(const SuiteConfig& config) {
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    const std::string name = fmt::format("E/Alignment/dtype:{}/device:{}", dtype_name(dtype), config.device);
+    benchmark::RegisterBenchmark(name.c_str(), [config, dtype](benchmark::State& s) {
+      try {
+        run_alignment(s, config, dtype);
+      } catch (const std::exception& e) {
+        s.SkipWithError(e.what());
+      }
+    })->Iterations(1)->Repetitions(1)->UseManualTime()->Unit(benchmark::kSecond);
+  }
+  for (const std::string dtype : {"bf16"}) {
+    const std::string peer = fmt::format("E/Peer/torch/dtype:{}/device:cpu", dtype);
+    benchmark::RegisterBenchmark(peer.c_str(), [config, dtype](benchmark::State& s) {
+      try {
+        run_peer(s, config, dtype);
+      } catch (const std::exception& e) {
+        s.SkipWithError(e.what());
+      }
+    })->Iterations(1)->Repetitions(1)->UseManualTime()->Unit(benchmark::kSecond);
+  }
+  const int control_steps = 8;
+  const std::string name = fmt::format("E/Control/dtype:f32/steps:{}/device:{}", control_steps, config.device);
+  benchmark::RegisterBenchmark(name.c_str(), [config, control_steps](benchmark::State& s) {
+    try {
+      run_control(s, config, control_steps);
+    } catch (const std::exception& e) {
+      s.SkipWithError(e.what());
+    }
+  })->Iterations(1)->Repetitions(1)->UseManualTime()->Unit(benchmark::kSecond);
+}
+
+}  // namespace fusebench::suite
+
+namespace {
+// One training run from the command line; exit 2 on bad input, naming it.
+int train_cli(int argc, char** argv) {
+  using namespace fusebench;
+  CLI::App app{"fusebench task E: one training run"};
+  std::string config_file, mode = "eager", dtype = "bf16", device = "cpu", csv, checkpoint, resume;
+  std::uint64_t seed = 0;
+  int steps = 0, csv_every = 0, threads = 2;
+  bool train = false;
+  app.add_flag("--train", train, "run one training run (this mode)");
+  app.add_option("--config", config_file, "config JSON")->required();
+  app.add_option("--mode", mode, "eager or fused");
+  app.add_option("--dtype", dtype, "activations: f32, bf16, f16");
+  app.add_option("--device", device, "engine device");
+  app.add_option("--seed", seed, "seed (default: the config's first)");
+  app.add_option("--steps", steps, "steps (default: the config's)");
+  app.add_option("--csv-every", csv_every, "CSV row interval (default: the config's log_every)");
+  app.add_option("--csv", csv, "CSV output");
+  app.add_option("--checkpoint", checkpoint, "checkpoint written at the end");
+  app.add_option("--resume", resume, "checkpoint to resume from");
+  app.add_option("--threads", threads, "threads");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    if (mode != "eager" && mode != "fused") throw_input_error("--mode '{}' is not eager or fused", mode);
+    const auto config = training::TrainConfig::load(config_file);
+    const auto names = engine::device_names();
+    if (std::find(names.begin(), names.end(), device) == names.end()) engine::make_device(device);  // names it
+    training::RunSpec spec;
+    spec.device = device;
+    spec.fused = mode == "fused";
+    spec.activations = training::activation_dtype(dtype);
+    spec.seed = seed ? seed : config.seeds[0];
+    spec.steps = steps ? steps : config.steps;
+    spec.csv_every = csv_every ? csv_every : config.log_every;
+    spec.csv = csv;
+    spec.checkpoint = checkpoint;
+    spec.resume = resume;
+    spec.threads = threads;
+    spec.label = fmt::format("{} {} {} seed {}", config.name, mode, dtype, spec.seed);
+    const auto data = training::Dataset::load(config);
+    const auto out = training::train_run(config, data, spec);
+    // The losses of every step, exactly (the resume test compares them bit for bit).
+    for (std::size_t i = 0; i < out.losses.size(); ++i) fmt::print("loss {} {:a}\n", i, out.losses[i]);
+    fmt::print("tokens_per_s {:.1f}\n", out.tokens_per_s);
+    for (const auto& [kind, ms] : out.kind_ms) fmt::print("ms_per_step {} {:.3f}\n", kind, ms);
+    std::vector<std::pair<double, std::string>> slowest;
+    for (const auto& [kernel, ms] : out.kernel_ms) slowest.emplace_back(ms, kernel);
+    std::sort(slowest.rbegin(), slowest.rend());
+    for (std::size_t i = 0; i < std::min<std::size_t>(60, slowest.size()); ++i) {
+      fmt::print("slowest_kernel {:.3f} ms {}\n", slowest[i].first, slowest[i].second);
+    }
+    return 0;
+  } catch (const InputError& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 2;
+  }
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  fusebench::cpu::register_cpu_device();
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--train") return train_cli(argc, argv);
+  }
+  // --training-config=FILE replaces the default config (the ctest smoke run uses the tiny one).
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg.rfind("--training-config=", 0) == 0) {
+      fusebench::suite::config_override() = std::string(arg.substr(18));
+      if (!std::filesystem::exists(fusebench::suite::config_override())) {
+        fmt::print(stderr, "error: --training-config: {} does not exist\n", fusebench::suite::config_override().string());
+        return 2;
+      }
+      continue;
+    }
+    rest.push_back(argv[i]);
+  }
+  return fusebench::suite::run_suite(int(rest.size()), rest.data(), "training_alignment");
+}
