@@ -75,6 +75,7 @@ kernels::Unary unary_op(OpKind k) {
     case OpKind::GeluTanh: return kernels::Unary::GeluTanh;
     case OpKind::AddScalar: return kernels::Unary::AddScalar;
     case OpKind::MulScalar: return kernels::Unary::MulScalar;
+    case OpKind::Log: return kernels::Unary::Log;
     default: return kernels::Unary::Cast;
   }
 }
@@ -123,12 +124,14 @@ engine::RunResult EagerExecutor::run(const engine::Graph& graph, const engine::I
       case OpKind::Add:
       case OpKind::Sub:
       case OpKind::Mul:
-      case OpKind::Div: {
+      case OpKind::Div:
+      case OpKind::GeluTanhBackward: {
         const DeviceTensor& y = values.at(n.inputs[1]);
         const kernels::Binary op = n.kind == OpKind::Add   ? kernels::Binary::Add
                                    : n.kind == OpKind::Sub ? kernels::Binary::Sub
                                    : n.kind == OpKind::Mul ? kernels::Binary::Mul
-                                                           : kernels::Binary::Div;
+                                   : n.kind == OpKind::Div ? kernels::Binary::Div
+                                                           : kernels::Binary::GeluTanhBackward;
         kernels::binary(op, storage(x.dtype()), x.data(), broadcast_layout(x.shape(), n.shape), storage(y.dtype()), y.data(),
                         broadcast_layout(y.shape(), n.shape), storage(n.dtype), out.data(), count, knobs);
         break;
@@ -155,8 +158,12 @@ engine::RunResult EagerExecutor::run(const engine::Graph& graph, const engine::I
       case OpKind::Rsqrt:
       case OpKind::GeluErf:
       case OpKind::GeluTanh:
+      case OpKind::Log:
       case OpKind::Cast:
         kernels::unary(unary_op(n.kind), storage(x.dtype()), x.data(), storage(n.dtype), out.data(), count, 0, nullptr, knobs);
+        break;
+      case OpKind::CausalMask:
+        kernels::causal_mask(storage(n.dtype), x.data(), out.data(), count, n.shape[n.shape.size() - 2], n.shape.back(), n.scalar);
         break;
       case OpKind::Sum:
       case OpKind::Mean:

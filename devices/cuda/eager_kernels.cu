@@ -130,6 +130,7 @@ __global__ void unary_kernel(Unary op, Storage in, const void* x, Storage out, v
       case Unary::GeluTanh: r = fbk::gelu_tanh_c(v); break;
       case Unary::AddScalar: r = v + s; break;
       case Unary::MulScalar: r = v * s; break;
+      case Unary::Log: r = fbk::log_c(v); break;
       default: r = v; break;  // Cast: the store rounds
     }
     store<C>(y, out, i, r);
@@ -147,9 +148,18 @@ __global__ void binary_kernel(Binary op, Storage ad, const void* a, Layout la, S
       case Binary::Add: r = u + v; break;
       case Binary::Sub: r = u - v; break;
       case Binary::Mul: r = u * v; break;
+      case Binary::GeluTanhBackward: r = fbk::gelu_tanh_backward_c(u, v); break;
       default: r = div(u, v); break;
     }
     store<C>(y, out, i, r);
+  }
+}
+
+template <class C>
+__global__ void causal_mask_kernel(Storage d, const void* x, void* y, std::int64_t n, std::int64_t rows, std::int64_t cols, C fill) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t col = i % cols, row = (i / cols) % rows;
+    store<C>(y, d, i, col > row ? fill : load<C>(x, d, i));
   }
 }
 
@@ -244,6 +254,15 @@ void binary(Binary op, Storage ad, const void* a, const Layout& la, Storage bd, 
     binary_kernel<float><<<blocks(n), kBlock>>>(op, ad, a, la, bd, b, lb, out, y, n, knobs);
   }
   check_launch("binary");
+}
+
+void causal_mask(Storage dtype, const void* x, void* y, std::int64_t n, std::int64_t rows, std::int64_t cols, double fill) {
+  if (wide(dtype)) {
+    causal_mask_kernel<double><<<blocks(n), kBlock>>>(dtype, x, y, n, rows, cols, fill);
+  } else {
+    causal_mask_kernel<float><<<blocks(n), kBlock>>>(dtype, x, y, n, rows, cols, float(fill));
+  }
+  check_launch("causal_mask");
 }
 
 void copy(Storage dtype, const void* src, const Layout& ls, void* dst, const Layout& ld, std::int64_t n) {

@@ -31,8 +31,8 @@ struct Knobs {
   std::int64_t tile = 1024;
 };
 
-enum class Unary : int { Neg, Exp, Sqrt, Rsqrt, GeluErf, GeluTanh, Cast, AddScalar, MulScalar };
-enum class Binary : int { Add, Sub, Mul, Div };
+enum class Unary : int { Neg, Exp, Sqrt, Rsqrt, GeluErf, GeluTanh, Cast, AddScalar, MulScalar, Log };
+enum class Binary : int { Add, Sub, Mul, Div, GeluTanhBackward };  // GeluTanhBackward: a = dy, b = x
 enum class Reduce : int { Sum, Mean, Max };
 enum class Row : int { LayerNorm, Softmax };
 
@@ -44,6 +44,9 @@ void unary(Unary op, Storage in, const void* x, Storage out, void* y, std::int64
 // y[i] = op(a[la(i)], b[lb(i)]) over the output's n elements (computing in the output's type).
 void binary(Binary op, Storage a_dtype, const void* a, const Layout& la, Storage b_dtype, const void* b, const Layout& lb,
             Storage out, void* y, std::int64_t n, const Knobs& knobs);
+// The causal mask over the last two axes [.., rows, cols] of n elements: x where column <= row,
+// else `fill` (rounded to fp32, then to the dtype, as the CPU's eager kernel does).
+void causal_mask(Storage dtype, const void* x, void* y, std::int64_t n, std::int64_t rows, std::int64_t cols, double fill);
 // dst[ld(i)] = src[ls(i)] for n elements of one dtype (permute, slice, expand, reshape, concat).
 void copy(Storage dtype, const void* src, const Layout& ls, void* dst, const Layout& ld, std::int64_t n);
 // Over the middle axis of [outer, extent, inner]; `partials` holds outer * inner * ceil(extent /

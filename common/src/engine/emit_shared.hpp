@@ -31,9 +31,10 @@ Index unravel(const Shape& shape, const std::string& flat);
 // The op table: the expression of element-wise node n in its compute type. operand(i) is input i
 // converted to n's compute type, raw(i) input i as computed (casts round it themselves). Scalars
 // lowered as broadcast tensors are appended to out.constants (read as c.c<slot>[0]), and every
-// lowering decision to out.lowering.
+// lowering decision to out.lowering. idx: the node's own index expressions (a causal mask
+// compares its row and column).
 using OperandText = std::function<std::string(std::size_t)>;
 std::string elementwise_formula(const Graph& graph, const Node& n, const OperandText& operand, const OperandText& raw,
-                                const EngineOptions& options, EmittedKernel& out);
+                                const Index& idx, const EngineOptions& options, EmittedKernel& out);
 
 }  // namespace fusebench::engine::emit

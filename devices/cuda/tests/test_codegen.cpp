@@ -150,6 +150,16 @@ TEST(CudaCodegen, EveryKernelKindCompiles) {
   EXPECT_EQ(kinds.size(), 4u);
 }
 
+// ---- the training ops (task E) compile through the same op table
+TEST(CudaCodegen, TrainingOpsCompile) {
+  Graph g;
+  const auto x = g.input("x", {2, 16, 16}, DType::f32), dy = g.input("dy", {2, 16, 16}, DType::f32);
+  g.mark_output(g.softmax(g.causal_mask(g.log(g.gelu_tanh_backward(dy, x)), -std::numeric_limits<double>::infinity())));
+  for (const auto& k : compile_graph(g, EngineOptions{}, "sm_90", shared_cache())) {
+    EXPECT_GE(disassemble_cubin(k.cubin.library).instructions.size(), 10u) << k.plan.name;
+  }
+}
+
 // ---- the cache: key with NVRTC's version and the architecture, cubin hash, hits
 TEST(CudaCodegen, CubinsAreCachedPerArchitectureAndNvrtcVersion) {
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("fusebench-cuda-cache-test-{}", ::getpid());
