@@ -24,7 +24,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tools"))
 from runs import KNOWN_SUITES, InputError, Results, load_results  # noqa: E402
-from sections import engine, plan_tasks, toolkit  # noqa: E402
+from sections import engine, plan_tasks, toolkit, training  # noqa: E402
 from sections.common import num  # noqa: E402
 
 # (task id, title, suite, render function(section, result, results_dir)); the plan's order.
@@ -35,7 +35,7 @@ TASKS = [
     ("C2", "C2 — reduction accumulation order (claim §1.2 (3))", "reduction_order", plan_tasks.render_c2),
     ("C3", "C3 — rsqrt / division iteration count (claim §1.2 (4))", "approximations", plan_tasks.render_c3),
     ("D", "D — pure data movement (claim §2)", "data_movement", plan_tasks.render_d),
-    ("E", "E — end-to-end training alignment (claim §3.2 in practice)", "training_alignment", None),
+    ("E", "E — end-to-end training alignment (claim §3.2 in practice)", "training_alignment", training.render),
     ("S", "S — precision toolkit throughput", "precision_toolkit", toolkit.render),
     ("Engine", "Engine — eager vs fused speed", "engine_throughput", engine.render),
 ]
@@ -231,7 +231,8 @@ def verdict_table(doc: Document, results: Results) -> tuple[list[str], list[str]
         md.append(f"| [{task}](#{anchor(task)}) | {claim} | " + " | ".join(md_cells) + " |")
         rows_html.append(f"<tr><td class='txt'><a href='#{anchor(task)}'>{html.escape(task)}</a></td>"
                          f"<td class='txt claim'>{html.escape(claim)}</td>{''.join(html_cells)}</tr>")
-    h = (f"<table id='verdicts'><thead><tr><th class='txt'>task</th><th class='txt'>claim</th>{head}</tr></thead>"
+    narrow = " class='many'" if len(devices) >= 3 else ""
+    h = (f"<table id='verdicts'{narrow}><thead><tr><th class='txt'>task</th><th class='txt'>claim</th>{head}</tr></thead>"
          f"<tbody>{''.join(rows_html)}</tbody></table>")
     return md + [""], [h]
 
@@ -264,7 +265,7 @@ th.num{text-align:right}.txt{text-align:left}td.txt{white-space:nowrap}td.long{w
 .verdict.supported{color:#060}.verdict.contradicted{color:#a00}.verdict.inconclusive{color:#a60}
 .verdict.not-measured{color:#555}
 #verdicts{font-size:13px;line-height:1.25}#verdicts td,#verdicts th{padding:2px 6px;vertical-align:top}
-#verdicts a{color:inherit;text-decoration:none}#verdicts td.claim{max-width:24em;white-space:normal}
+#verdicts a{color:inherit;text-decoration:none}#verdicts td.claim{white-space:normal}#verdicts.many td.claim{max-width:24em}
 td.cell{text-align:left}td.cell b{white-space:nowrap}td.supported{background:#dff0d8;color:#060}
 td.contradicted{background:#f6d5d5;color:#a00}td.inconclusive{background:#fcebcc;color:#8a5a00}
 td.not-measured,td.not-run{background:#eee;color:#555}
@@ -284,18 +285,13 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
     doc = Document(results_dir)
     for task, title, suite, render_task in TASKS:
         ran = [d for d in results.devices if results.get(suite, d) is not None]
-        if render_task is None:  # E: no renderer; a training suite's results, if any, are listed as they are
+        if task == "E" and not ran:  # no training suite in these results: said once per device
             s = doc.section(task, title)
-            if ran:
-                for device in ran:
-                    s.device, s.show_device = device, len(ran) > 1
-                    plan_tasks.render_unjudged(s, results.get(suite, device).data)
-                continue
+            reason = next((r for su, d, r in results.not_run() if su == suite), "no result file")
             for device in results.devices:
                 s.device = device
-                s.verdict("training metrics of eager and fused align", "not measured", "no training suite",
-                          "this build has no training suite (task E needs a model, data and an optimizer on the "
-                          "engine, and an accelerator for the plan's GPT-2 run). No curves, no table.")
+                s.verdict("training metrics of eager and fused align", "not measured", "training suite not run",
+                          f"the training suite did not run ({reason}). No curves, no table.")
             continue
         s = doc.section(task, title)
         if not ran:
@@ -308,7 +304,11 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
             render_task(s, result.data, result)
     verdict_md, verdict_html = verdict_table(doc, results)
     not_run = results.not_run()
-    not_run_text = ("Not run: " + ", ".join(f"{s} on {d} ({r})" for s, d, r in not_run) + ".") if not_run else ""
+    by_reason: dict[str, list[str]] = {}
+    for su, d, r in not_run:
+        by_reason.setdefault(r, []).append(su + ("" if len(results.devices) == 1 else f" on {d}"))
+    not_run_text = ("Not run: " + "; ".join(f"{', '.join(names)} ({r})" for r, names in by_reason.items()) + ".") \
+        if not_run else ""
     line = run_line(results)
     contents = " · ".join(f"[{s.title.split(' — ')[0]}](#{anchor(s.task)})" for s in doc.sections)
     contents_html = " · ".join(f"<a href='#{anchor(s.task)}'>{html.escape(s.title)}</a>" for s in doc.sections)

@@ -7,9 +7,11 @@ worse is a regression; one that improved or moved without a known direction is l
 Timings are noisy, so a plain percentage of two single measurements decides nothing:
   - with repetitions on both sides, Google Benchmark's Mann-Whitney U test (gbench) decides: a
     regression needs p < --alpha AND a median slow-down above --min-effect;
-  - without repetitions, a benchmark's time is taken as a ratio to its run's own yardstick (the
-    benchmark the thresholds file names for the suite, e.g. the memory copy of the same run), and a
-    regression is a ratio that grew by more than the thresholds file's tolerance;
+  - without repetitions, a benchmark's time is taken as a ratio to its run's own yardstick, and a
+    regression is a ratio that grew by more than the thresholds file's tolerance. The thresholds file
+    names the yardstick per suite: a benchmark of the same run (a regex, e.g. the memory copy), or
+    "median": the suite's median time ratio between the two runs, i.e. how much slower the machine
+    was as a whole (robust to one benchmark that really changed; blind to a change of all of them);
   - a suite with neither is shown, not gated.
 Suites or benchmarks present on one side only are listed, never silently dropped.
 Exit 1 on a regression, 2 on bad input."""
@@ -78,11 +80,20 @@ def utest_pvalues(base: dict, contender: dict) -> dict[str, float]:
     return out
 
 
-def yardstick_time(rows: dict[str, list[dict]], pattern: str) -> tuple[str, float] | None:
-    names = [n for n in rows if re.search(pattern, n)]
-    if not names:
+def yardsticks(rows: dict[str, list[dict]], pattern: str) -> dict[int, tuple[str, float]]:
+    """threads -> (name, median time) of the benchmarks matching the yardstick pattern: a benchmark is
+    set against the yardstick on as many threads as it used (its `threads` counter), else the first."""
+    out: dict[int, tuple[str, float]] = {}
+    for n in rows:
+        if re.search(pattern, n):
+            out.setdefault(int(rows[n][0].get("threads", 1)), (n, statistics.median(seconds(b) for b in rows[n])))
+    return out
+
+
+def yardstick_for(yards: dict[int, tuple[str, float]], row: dict) -> tuple[str, float] | None:
+    if not yards:
         return None
-    return names[0], statistics.median(seconds(b) for b in rows[names[0]])
+    return yards.get(int(row.get("threads", 1)), next(iter(yards.values())))
 
 
 def timing_report(base: dict, contender: dict, suite: str, settings: dict, args) -> tuple[list[str], int, str]:
@@ -91,16 +102,25 @@ def timing_report(base: dict, contender: dict, suite: str, settings: dict, args)
     names = [n for n in a_rows if n in b_rows]
     repeated = names and all(len(a_rows[n]) >= 2 and len(b_rows[n]) >= 2 for n in names)
     pattern = settings.get("yardsticks", {}).get(suite)
-    a_yard = yardstick_time(a_rows, pattern) if pattern else None
-    b_yard = yardstick_time(b_rows, pattern) if pattern else None
+    median_drift = None
+    if pattern == "median":
+        ratios = [statistics.median(seconds(b) for b in b_rows[n]) / statistics.median(seconds(b) for b in a_rows[n])
+                  for n in names if all(seconds(b) > 0 for b in a_rows[n] + b_rows[n])]
+        median_drift = statistics.median(ratios) if ratios else None
+        pattern = None
+    a_yards = yardsticks(a_rows, pattern) if pattern else {}
+    b_yards = yardsticks(b_rows, pattern) if pattern else {}
     tolerance = float(settings.get("yardstick_tolerance", 0.5))
     if repeated:
         rule = (f"U-test over repetitions: regression when p < {args.alpha} and the median is more than "
                 f"{args.min_effect:.0%} slower")
         pvalues = utest_pvalues(base, contender)
-    elif a_yard and b_yard:
-        rule = (f"single measurements, each as a ratio to the run's yardstick {a_yard[0]}: regression when that "
-                f"ratio grows by more than {tolerance:.0%}")
+    elif median_drift is not None:
+        rule = (f"single measurements, each as a ratio to the run's yardstick (the suite's median change, "
+                f"{median_drift - 1:+.1%}): regression when that ratio grows by more than {tolerance:.0%}")
+    elif a_yards and b_yards:
+        rule = (f"single measurements, each as a ratio to the run's yardstick ({pattern} on as many threads): "
+                f"regression when that ratio grows by more than {tolerance:.0%}")
     else:
         rule = "single measurements and no yardstick for this suite: shown, not gated"
     ungated = [re.compile(u) for u in settings.get("ungated", [])]
@@ -118,8 +138,13 @@ def timing_report(base: dict, contender: dict, suite: str, settings: dict, args)
             p = pvalues.get(name)
             regressed = p is not None and p < args.alpha and raw > args.min_effect
             note = f"U-test p={p:.3f}" if p is not None else "no U-test"
-        elif a_yard and b_yard:
-            if name == a_yard[0]:
+        elif median_drift is not None:
+            relative = (t_b / t_a) / median_drift - 1
+            regressed = relative > tolerance
+            note = f"vs yardstick {relative:+7.1%}"
+        elif a_yards and b_yards:
+            a_yard, b_yard = yardstick_for(a_yards, a_rows[name][0]), yardstick_for(b_yards, b_rows[name][0])
+            if re.search(pattern, name):
                 note = "yardstick"
             else:
                 relative = (t_b / b_yard[1]) / (t_a / a_yard[1]) - 1

@@ -18,6 +18,17 @@ from runs import InputError, Results, load_results, plain  # noqa: E402
 OPS = {"==": operator.eq, "<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt}
 
 
+def field_value(b: dict, field: str):
+    """A benchmark's field; a rate (`*_per_second`) per wall-clock second, as the report shows it:
+    Google Benchmark divides by CPU time unless the benchmark uses real or manual time."""
+    value = b.get(field)
+    if value is None or not field.endswith("_per_second"):
+        return value
+    if b.get("run_name", b["name"]).endswith(("/real_time", "/manual_time")) or not b.get("real_time"):
+        return value
+    return value * b["cpu_time"] / b["real_time"]
+
+
 def matching(run: dict, pattern: str) -> list[dict]:
     return [b for b in plain(run["benchmarks"]) if re.search(pattern, b["name"]) and not b.get("error_occurred")]
 
@@ -52,7 +63,8 @@ def evaluate(check: dict, results: Results, device: str) -> list[tuple[str, floa
         den = [d for d in den if d.get(same, 1) == num[0].get(same, 1)]
     if not num or not den:
         return [(suite, None, False, "ratio operands missing")]
-    n, d = num[0].get(check["ratio"]["numerator"]["field"]), den[0].get(check["ratio"]["denominator"]["field"])
+    n = field_value(num[0], check["ratio"]["numerator"]["field"])
+    d = field_value(den[0], check["ratio"]["denominator"]["field"])
     if n is None or d in (None, 0):
         return [(num[0]["name"], None, False, "ratio field missing or zero")]
     value = n / d

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 MANIFEST = "run.json"
 # Every suite tools/run knows about, in the plan's order (the report lists the ones not run).
 KNOWN_SUITES = ["precision_toolkit", "fusion_determinism", "accumulated_error", "scalar_lowering", "reduction_order",
-                "approximations", "data_movement", "engine_throughput"]
+                "approximations", "data_movement", "training_alignment", "engine_throughput"]
 
 
 class InputError(Exception):

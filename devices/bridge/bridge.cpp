@@ -174,6 +174,21 @@ nlohmann::json Worker::request(const nlohmann::json& message) {
   }
 }
 
+fs::path Worker::stage_input(std::size_t k, const Tensor& tensor) {
+  const fs::path path = scratch_ / fmt::format("in{}.npy", k);
+  const Tensor t = tensor.contiguous();
+  if (k < staged_.size() && staged_[k].defined() && staged_[k].dtype() == t.dtype() && staged_[k].shape() == t.shape() &&
+      std::memcmp(staged_[k].raw_data(), t.raw_data(), t.nbytes()) == 0) {
+    return path;
+  }
+  write_npy(path, t);
+  if (staged_.size() <= k) staged_.resize(k + 1);
+  Tensor copy = Tensor::uninitialized(t.dtype(), t.shape());
+  std::memcpy(copy.raw_data(), t.raw_data(), t.nbytes());
+  staged_[k] = std::move(copy);
+  return path;
+}
+
 std::string default_cache_dir(const FrameworkSpec& spec) {
   if (spec.cache_env.empty()) return {};
   if (const char* set = std::getenv(spec.cache_env.c_str()); set != nullptr && *set != '\0') return set;
@@ -277,8 +292,14 @@ class FrameworkExecutor final : public engine::Executor {
     const std::string digest = sha256_hex(std::string_view(module));
     const std::string file = fmt::format("graph_{}_{}.py", fused_ ? "fused" : "eager", digest.substr(0, 16));
     std::lock_guard lock(worker_->mutex());
-    const fs::path source = worker_->scratch() / file;
-    if (!fs::exists(source)) write_file_atomically(source, module);
+    // Content-addressed and the same in every process: the framework records the source's path
+    // (XLA puts it in the HLO's metadata, which its executable fingerprint covers), so a path
+    // naming the process would make every process's executable look different.
+    const fs::path source = fs::temp_directory_path() / "fusebench-graphs" / device_file_name(spec_.device) / file;
+    if (!fs::exists(source)) {
+      fs::create_directories(source.parent_path());
+      write_file_atomically(source, module);
+    }
     fs::path repro;  // kept after the run (the scratch directory goes with the worker)
     if (const char* dump = std::getenv("FUSEBENCH_DUMP_DIR"); dump != nullptr && *dump != '\0') {
       repro = fs::path(dump) / "repro" / device_file_name(spec_.device) / file;
@@ -295,8 +316,7 @@ class FrameworkExecutor final : public engine::Executor {
     for (engine::NodeId id : graph.inputs()) {
       const engine::Node& n = graph.node(id);
       const Tensor& t = inputs.at(n.name);
-      const fs::path path = worker_->scratch() / fmt::format("in{}.npy", k++);
-      write_npy(path, t);
+      const fs::path path = worker_->stage_input(std::size_t(k++), t);
       in.push_back({{"name", n.name}, {"path", path.string()}});
       result.values[id] = t;
       bytes += double(t.nbytes());

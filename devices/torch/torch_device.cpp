@@ -9,6 +9,8 @@
 // cpp.enable_floating_point_contract_flag = "fast" (GCC contracts across Inductor's separate
 // statements only with "fast"); threads -> torch.set_num_threads and cpp.threads.
 #include <fmt/format.h>
+
+#include <cmath>
 #include <fmt/ranges.h>
 
 #include "framework_devices.hpp"
@@ -32,6 +34,13 @@ std::string torch_dtype(DType d) {
     case DType::boolean: return "torch.bool";
     default: return fmt::format("torch.{}", dtype_name(d));
   }
+}
+
+// A Python float literal (inf and NaN have none).
+std::string python_float(double v) {
+  if (std::isnan(v)) return "float('nan')";
+  if (std::isinf(v)) return v > 0 ? "float('inf')" : "float('-inf')";
+  return fmt::format("{}", v);
 }
 
 std::string torch_op(const engine::Node& n, const std::vector<std::string>& a, const engine::EngineOptions& o) {
@@ -65,6 +74,14 @@ std::string torch_op(const engine::Node& n, const std::vector<std::string>& a, c
       return fmt::format("{}.narrow({}, {}, {})", a[0], n.axis, n.start, n.shape[std::size_t(n.axis)]);
     case OpKind::Concat: return fmt::format("torch.cat([{}], dim={})", fmt::join(a, ", "), n.axis);
     case OpKind::Expand: return fmt::format("{}.expand({})", a[0], fmt::join(n.shape, ", "));
+    // Task E's ops: PyTorch's own log and gelu backward; the mask as masked_fill of the upper triangle.
+    case OpKind::Log: return fmt::format("torch.log({})", a[0]);
+    case OpKind::GeluTanhBackward: return fmt::format("torch.ops.aten.gelu_backward({}, {}, approximate='tanh')", a[0], a[1]);
+    case OpKind::CausalMask: {
+      const auto rows = n.shape[n.shape.size() - 2], cols = n.shape.back();
+      return fmt::format("{0}.masked_fill(torch.ones({1}, {2}, dtype=torch.bool, device={0}.device).triu(1), {3})", a[0], rows,
+                         cols, python_float(n.scalar));
+    }
     case OpKind::Input: break;
   }
   throw_input_error("device torch: no PyTorch lowering for op {}", engine::op_name(n.kind));

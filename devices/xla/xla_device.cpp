@@ -8,6 +8,8 @@
 // Knob mapping: emulate_per_op_rounding -> xla_allow_excess_precision=false; XLA:CPU has no
 // thread count, contraction-only, tile or Newton knob (devices/README.md).
 #include <fmt/format.h>
+
+#include <cmath>
 #include <fmt/ranges.h>
 
 #include <thread>
@@ -67,6 +69,17 @@ std::string xla_op(const engine::Node& n, const std::vector<std::string>& a, con
       return fmt::format("lax.slice_in_dim({}, {}, {}, axis={})", a[0], n.start, n.start + n.shape[std::size_t(n.axis)], n.axis);
     case OpKind::Concat: return fmt::format("jnp.concatenate([{}], axis={})", fmt::join(a, ", "), n.axis);
     case OpKind::Expand: return fmt::format("jnp.broadcast_to({}, {})", a[0], tuple(n.shape));
+    // Task E's ops: jnp's log, the gelu backward by JAX's own autodiff, the mask as a where.
+    case OpKind::Log: return fmt::format("jnp.log({})", a[0]);
+    case OpKind::GeluTanhBackward:
+      return fmt::format("jax.vjp(lambda v: jax.nn.gelu(v, approximate=True), {1})[1]({0})[0]", a[0], a[1]);
+    case OpKind::CausalMask: {
+      const auto rows = n.shape[n.shape.size() - 2], cols = n.shape.back();
+      const double v = n.scalar;
+      const std::string fill = std::isnan(v) ? "float('nan')" : std::isinf(v) ? (v > 0 ? "float('inf')" : "float('-inf')") : fmt::format("{}", v);
+      return fmt::format("jnp.where(jnp.triu(jnp.ones(({1}, {2}), dtype=bool), 1), jnp.asarray({3}, {0}.dtype), {0})", a[0], rows,
+                         cols, fill);
+    }
     case OpKind::Input: break;
   }
   throw_input_error("device xla: no JAX lowering for op {}", engine::op_name(n.kind));

@@ -36,6 +36,18 @@ def copy_bandwidth(run: dict) -> float | None:
     return copies[0]["bytes_per_second"] if copies else None
 
 
+def wall_rate(b: dict, field: str = "bytes_per_second") -> float | None:
+    """A rate per wall-clock second. Google Benchmark divides by CPU time unless the benchmark uses
+    real (or manual) time; on a loaded machine the process's CPU time is well below the wall time, so
+    such a rate overstates what the operation delivers. Converted here: rate x cpu_time / real_time."""
+    if field not in b:
+        return None
+    name = b.get("run_name", b["name"])
+    if name.endswith(("/real_time", "/manual_time")) or not b.get("real_time") or not b.get("cpu_time"):
+        return b[field]
+    return b[field] * b["cpu_time"] / b["real_time"]
+
+
 def seconds(b: dict) -> float:
     return b["real_time"] * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
 

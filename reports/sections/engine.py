@@ -54,6 +54,16 @@ def render(s, run: dict, result):
             evidence += (f"; its arithmetic ceiling is {pct(ceiling)} of the copy"
                          + (", below the target: reaching it needs cheaper per-element math, not better memory access"
                             if ceiling < target else ""))
+        above_ceiling = family in ceilings and b["bytes_per_second"] > 1.05 * ceilings[family]["bytes_per_second"]
+        if share > 1.0 or above_ceiling:
+            # A kernel that reads and writes its bytes cannot outrun a copy of them, nor its own
+            # arithmetic ceiling: the yardsticks were measured under a different load than the kernel.
+            s.verdict(f"fused {family} reaches {pct(target, 2)} of the copy bandwidth", "inconclusive",
+                      f"{pct(share)} of copy: yardsticks suspect",
+                      evidence + ". Not judged: " + ("above the copy" if share > 1.0 else "above its own arithmetic ceiling")
+                      + ", which a kernel that reads and writes its bytes cannot be; the machine's load changed between "
+                      "the measurements of this run. Rerun on a quiet machine, or with repetitions (full profile).")
+            continue
         s.verdict(f"fused {family} reaches {pct(target, 2)} of the copy bandwidth",
                   "supported" if share >= target else "contradicted", f"{pct(share)} of copy", evidence + ".")
     _plot(s, fam, copy_bw, ceilings)
@@ -83,7 +93,8 @@ def render(s, run: dict, result):
     mm = fam.get("Matmul", {})
     if "eager" in mm and "fused" in mm:
         ratio = seconds(mm["fused"]) / seconds(mm["eager"])
-        s.paragraph(f"Matmul: fused takes {num(ratio)}× eager's time. Both paths call the same GEMM (Eigen, fp32 "
+        s.paragraph(f"Matmul: fused takes {num(ratio)}× eager's time ({'slower' if ratio > 1 else 'faster'} in this run). "
+                    "Both paths call the same GEMM (Eigen, fp32 "
                     "accumulation, the same thread pool); a plain matmul has nothing to fuse, and the paths differ only in "
                     "how the f16 operands are widened and the result narrowed (eager: whole-tensor conversions; fused: "
                     "one task per row inside the kernel). So the gap is that conversion work or the machine's state during "

@@ -312,8 +312,17 @@ def _c3_plot(s, rows):
         ax.set_title(op)
         ax.set_xticks([0, 1, 2, 3])
     fig.legend(handles.values(), handles.keys(), loc="outside right center")
-    s.figure(fig, "c3_iterations", "C3: max ULP error against Newton iterations; dotted: the IEEE path of the same dtype. "
-             "Where curves coincide at 2–3 iterations the dtype's rounding, not the method, sets the error.")
+    coincide = []
+    for op in ("rsqrt", "div"):
+        for dtype in DTYPES:
+            ieee = next((b["ulp_max"] for f, b in rows if (f["op"], f["dtype"], f["mode"]) == (op, dtype, "ieee")), None)
+            last = [b["ulp_max"] for f, b in rows if (f["op"], f["dtype"]) == (op, dtype) and f["mode"] != "ieee"
+                    and f["iters"] == "3"]
+            if ieee is not None and last and all(abs(v - ieee) <= 0.01 * max(ieee, 1e-9) for v in last):
+                coincide.append(f"{op} {dtype}")
+    s.figure(fig, "c3_iterations", "C3: max ULP error against Newton iterations (log axis); dotted: the IEEE path of the "
+             "same dtype." + (f" At 3 iterations both Newton curves lie on the IEEE line in {', '.join(coincide)}: "
+                              "there the result's rounding, not the method, sets the error." if coincide else ""))
     close(fig)
 
 
@@ -439,6 +448,12 @@ def render_b(s, run, result):
                       f"{num(b['counterexamples'])}/{num(b['sets'])}", num(b["emulated_vs_eager_max_ulp"])])
     s.table(["chain", "dtype", "inputs", "P99 eager (ULP)", "P99 fused (ULP)", "max eager (ULP)", "max fused (ULP)",
              "set-max P99 eager (ULP)", "set-max P99 fused (ULP)", "counter-example sets", "emulated vs eager (ULP)"], table)
+    s.table(["chain", "dtype", "inputs", "P50 eager (ULP)", "P50 fused (ULP)", "set-max P50 eager (ULP)",
+             "set-max P50 fused (ULP)", "abs err max eager", "abs err max fused", "rel err P99 eager", "rel err P99 fused"],
+            [[f["chain"], f["dtype"], f["dist"], num(b["eager_ulp_p50"]), num(b["fused_ulp_p50"]), num(b["eager_setmax_p50"]),
+              num(b["fused_setmax_p50"]), num(b["eager_abs_err_max"]), num(b["fused_abs_err_max"]),
+              num(b["eager_rel_err_p99"]), num(b["fused_rel_err_p99"])] for f, b in rows if f["dtype"] != "f32"],
+            summary="Medians, absolute and relative errors of the same rows")
     _b_floor(s, rows)
     _b_counterexamples(s, evidence)
 

@@ -1,7 +1,7 @@
 """Task S: throughput of the precision toolkit against a memory copy measured in the same run."""
 from __future__ import annotations
 
-from .common import benchmarks, gbps, name_fields, num, pct
+from .common import benchmarks, gbps, wall_rate, name_fields, num, pct
 from .plots import close, figure
 
 # Family -> target share of the copy bandwidth (the issue's targets; shown, and the verdict's condition).
@@ -12,7 +12,7 @@ WHAT = {"BitEqual": "reads both operands, writes nothing", "UlpDiff": "reads bot
 
 def copies(run: dict) -> dict[int, float]:
     """threads -> bytes_per_second of the MemoryCopy on that many threads."""
-    return {int(name_fields(b["name"]).get("threads", b.get("threads", 1))): b["bytes_per_second"]
+    return {int(name_fields(b["name"]).get("threads", b.get("threads", 1))): wall_rate(b)
             for b in benchmarks(run, "MemoryCopy/") if "bytes_per_second" in b}
 
 
@@ -28,7 +28,7 @@ def ratios(run: dict) -> tuple[dict[int, float], list[dict]]:
         threads = int(b.get("threads", 1))  # the suite's own counter (it overrides Google Benchmark's field)
         copy = copy_bw.get(threads) or (next(iter(copy_bw.values())) if len(copy_bw) == 1 else None)
         rows.append({"family": f["family"], "dtype": f.get("dtype", "?"), "n": f.get("n", "?"), "threads": threads,
-                     "bw": b["bytes_per_second"], "copy": copy, "ratio": b["bytes_per_second"] / copy if copy else None,
+                     "bw": wall_rate(b), "copy": copy, "ratio": wall_rate(b) / copy if copy else None,
                      "target": TARGETS.get(f["family"])})
     return copy_bw, rows
 
@@ -62,7 +62,8 @@ def render(s, run: dict, result):
     s.paragraph(f"Memory copy measured in the same run: {copy_text} of traffic (each byte copied is read and "
                 "written, as STREAM counts it); each comparison is set against the copy on as many threads as it used. "
                 "The toolkit's rates count traffic too: the bytes of both operands, plus UlpDiff's per-element distance, "
-                "which it writes. Operands of 2²⁵ elements (beyond the caches)."
+                "which it writes. Operands of 2²⁵ elements (beyond the caches). Rates are per wall-clock second "
+                "(Google Benchmark's own rate for these divides by CPU time, which a loaded machine makes smaller)."
                 + (f" BitEqual exceeds the copy ({', '.join(r['dtype'] + ' ' + pct(r['ratio']) for r in bit_equal)}) because "
                    "it only reads: a copy's written lines are first read into the cache (write-allocate) and then written "
                    "back, so the copy moves more bytes than it counts, and a read-only scan has no such cost."

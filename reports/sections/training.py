@@ -1,23 +1,36 @@
 """Task E: end-to-end training alignment, eager vs fused (bench_training_alignment).
 
-render_e(doc, runs, results_dir) has the shape of the other plan sections: the suite's JSON
-(counters per dtype), its evidence files and the per-run CSVs in dumps/bench_training_alignment/."""
+render(section, run, result) has the shape of the other plan sections: the suite's JSON (counters
+per dtype), its evidence files and the per-run CSVs in its dump directory."""
 from __future__ import annotations
 
 import csv
 import json
 import pathlib
 
-from .common import benchmarks, name_fields, suite_run
+import sys
+
+from .common import benchmarks, name_fields, num
+from .plots import EAGER, FUSED, close, figure
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools"))
+from runs import dump_dir as result_dump_dir  # noqa: E402
 
 SUITE = "training_alignment"
 DUMPS = "bench_training_alignment"
 
 
-def _read_csv(path: pathlib.Path) -> dict[str, list[float]]:
+def _read_csv(path: pathlib.Path) -> dict[str, list]:
+    """Columns of a run's CSV: numbers as floats, text (overflow_node) as strings."""
     with path.open() as f:
         rows = list(csv.DictReader(f))
-    return {key: [float(r[key]) for r in rows] for key in (rows[0].keys() if rows else [])}
+    out = {}
+    for key in rows[0].keys() if rows else []:
+        try:
+            out[key] = [float(r[key]) for r in rows]
+        except ValueError:
+            out[key] = [r[key] for r in rows]
+    return out
 
 
 def _runs_for(dump_dir: pathlib.Path, dtype: str) -> tuple[dict[int, dict], dict[int, dict]]:
@@ -32,41 +45,31 @@ def _runs_for(dump_dir: pathlib.Path, dtype: str) -> tuple[dict[int, dict], dict
     return eager, fused
 
 
-def _plot(doc, dtype: str, eager: dict[int, dict], fused: dict[int, dict]):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def _plot(s, dtype: str, eager: dict[int, dict], fused: dict[int, dict]):
     import numpy as np
     metrics = [("train_loss", "train loss"), ("eval_loss", "eval loss"), ("grad_norm", "grad norm")]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(13, 3.6))
-    for ax, (key, label) in zip(axes, metrics):
+    fig, axes = figure(10.5, 3.4, 1, len(metrics))
+    handles = {}
+    for ax, (key, label) in zip(axes[0], metrics):
         if eager:
             steps = np.asarray(next(iter(eager.values()))["step"])
             stack = np.asarray([run[key] for run in eager.values() if len(run[key]) == len(steps)])
-            ax.fill_between(steps, stack.min(axis=0), stack.max(axis=0), color="#f5b7b1", alpha=0.6,
-                            label=f"eager seed band ({len(stack)} seeds)")
+            handles[f"eager seed band ({len(stack)} seeds)"] = ax.fill_between(
+                steps, stack.min(axis=0), stack.max(axis=0), color="#f5b7b1", alpha=0.6)
             for seed, run in sorted(eager.items()):
-                ax.plot(run["step"], run[key], color="#c0392b", lw=0.8, label=f"eager seed {seed}")
+                (handles["eager, one line per seed"],) = ax.plot(run["step"], run[key], color=EAGER, lw=0.8)
         for seed, run in sorted(fused.items()):
-            ax.plot(run["step"], run[key], color="#2471a3", lw=1.2, ls="--", label=f"fused seed {seed}")
+            (handles["fused"],) = ax.plot(run["step"], run[key], color=FUSED, lw=1.2, ls="--")
         ax.set_xlabel("step")
         ax.set_title(label)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"E ({dtype} activations): eager and fused training curves overlaid")
-    fig.tight_layout()
-    doc.figure(fig, f"e_curves_{dtype}", f"E {dtype}: train loss, eval loss and grad norm, eager seeds vs fused")
-    plt.close(fig)
+    fig.legend(handles.values(), handles.keys(), loc="outside upper center", ncol=3)
+    s.figure(fig, f"e_curves_{dtype}", f"E {dtype}: train loss, eval loss and grad norm, eager seeds vs fused")
+    close(fig)
 
 
-def render_e(doc, runs, results_dir: pathlib.Path):
-    doc.heading("E — end-to-end training alignment (claim §3.2 in practice)")
-    run = suite_run(doc, runs, SUITE)
-    if run is None:
-        return
-    c = run["context"]
-    doc.paragraph(f"Profile {c.get('fusebench_profile', '?')}, device {c.get('fusebench_device', '?')}, "
-                  f"{c.get('compiler', '?')}, {c.get('cpu_model', '?')}, commit {c.get('git_revision', '?')}.")
-    dump_dir = results_dir / "dumps" / DUMPS
+def render(s, run, result):
+    doc = s
+    dump_dir = result_dump_dir(result)
     evidence = {}
     for path in sorted(dump_dir.glob("E_alignment_*.json")):
         e = json.loads(path.read_text())
@@ -95,24 +98,36 @@ def render_e(doc, runs, results_dir: pathlib.Path):
         dtype = f["dtype"]
         eager, fused = _runs_for(dump_dir, dtype)
         if eager or fused:
-            _plot(doc, dtype, eager, fused)
-        table.append([dtype, int(b["steps"]), f"{b['eager_final_eval_loss']:.4f}", f"{b['fused_final_eval_loss']:.4f}",
-                      f"{b['final_eval_loss_diff']:+.2e}", f"{b['seed_band_final']:.2e}", f"{b['max_gap']:.2e}",
-                      f"{b['max_gap_over_band']:.3g}", int(b["excursions"]),
+            _plot(s, dtype, eager, fused)
+        e = evidence.get(dtype, {})
+        for mode in ("eager", "fused"):
+            skipped = [f"seed {seed} step {x['step']}: {x['first_nonfinite_node'] or '?'}"
+                       for seed, items in sorted(e.get(f"{mode}_skipped", {}).items()) for x in items]
+            if skipped:
+                doc.paragraph(f"{dtype} {mode}: steps skipped for a non-finite gradient (dynamic loss scaling halves the "
+                              f"scale), with the first node in graph order that held inf/NaN: {'; '.join(skipped[:12])}"
+                              f"{' …' if len(skipped) > 12 else ''}.")
+        table.append([dtype, int(b["steps"]), num(b['eager_final_eval_loss'], 4), num(b['fused_final_eval_loss'], 4),
+                      num(b['final_eval_loss_diff']), num(b['seed_band_final']), num(b['max_gap']),
+                      num(b['max_gap_over_band']), int(b["excursions"]),
                       "—" if b["first_excursion_step"] < 0 else
                       f"step {int(b['first_excursion_step'])}, {b['first_excursion_size']:.2e} beyond"])
-        speed.append([dtype, f"{b['eager_tokens_per_s']:.0f}", f"{b['fused_tokens_per_s']:.0f}", f"{b['fused_speedup']:.2f}×",
-                      f"{b['fused_first_step_s']:.1f} s"])
+        speed.append([dtype, num(round(b['eager_tokens_per_s'])), num(round(b['fused_tokens_per_s'])), f"{num(b['fused_speedup'])}×",
+                      f"{num(b['fused_first_step_s'])} s"])
         for mode in ("eager", "fused"):
             parts = {k.removeprefix(f"{mode}_ms_"): v for k, v in b.items() if k.startswith(f"{mode}_ms_")}
             total = sum(parts.values())
-            kinds.append([dtype, mode] + [f"{parts.get(k, 0):.2f}" for k in ("matmul", "rowwise", "reduction", "pointwise", "copy", "executor_overhead")]
-                         + [f"{total:.2f}"])
+            kinds.append([dtype, mode] + [num(parts.get(k, 0)) for k in ("matmul", "rowwise", "reduction", "pointwise", "copy", "executor_overhead")]
+                         + [num(total)])
         ok = b["excursions"] == 0
         where = ("" if ok else f" First excursion at step {int(b['first_excursion_step'])}, "
                  f"{b['first_excursion_size']:.2e} beyond the band; {int(b['excursions'])} of {int(b['rows'])} rows outside.")
+        if b.get("eager_skipped_steps", 0) or b.get("fused_skipped_steps", 0):
+            where += (f" Overflow-skipped steps (dynamic loss scaling): eager (first seed) "
+                      f"{int(b.get('eager_skipped_steps', 0))}, fused {int(b.get('fused_skipped_steps', 0))}.")
         doc.verdict(f"{dtype}: the eager-vs-fused eval-loss gap stays within the eager seed-to-seed band",
                     "supported" if ok else "contradicted",
+                    f"max gap {num(b['max_gap_over_band'])}× the band",
                     f"max gap {b['max_gap']:.2e} = {b['max_gap_over_band']:.3g}× the band at its row; final eval loss "
                     f"eager {b['eager_final_eval_loss']:.4f} vs fused {b['fused_final_eval_loss']:.4f}, seed band "
                     f"{b['seed_band_final']:.2e}.{where}")
@@ -130,8 +145,29 @@ def render_e(doc, runs, results_dir: pathlib.Path):
         if "Control" in b["name"]:
             doc.verdict("fp32 control: eager and fused agree to about 1e-6 relative over the first steps",
                         "supported" if b["max_rel_loss_diff"] <= 1e-5 else "contradicted",
+                        f"max rel. diff {num(b['max_rel_loss_diff'])}",
                         f"max relative train-loss difference {b['max_rel_loss_diff']:.2e} over {int(b['steps'])} steps "
                         f"(first step that differs at all: {int(b['first_step_differing'])}, -1 = none).")
-    peers = [b for f, b in rows if "Peer" in b["name"]]
-    if peers:
-        doc.table(["peer", "tokens/s"], [[b["name"], f"{b.get('tokens_per_s', 0):.0f}"] for b in peers])
+    steps = [(f, b) for f, b in rows if "StepTime" in b["name"]]
+    if steps:
+        doc.paragraph("GPT-2 small's shape (gpt2-124m config: 12 layers, 12 heads, width 768, context 1024, byte-level "
+                      "vocabulary) is for an accelerator; here one bf16 training step is measured at batch 1 and the "
+                      "config's 1000 steps at its batch are projected linearly in the batch.")
+        doc.table(["mode", "parameters", "step (batch 1)", "first step", "tokens/s",
+                   f"projected 1000 steps at batch {int(steps[0][1]['batch_config'])}"],
+                  [[f["mode"], f"{int(b['parameters']):,}", f"{num(b['step_s_batch1'])} s", f"{num(b['first_step_s'])} s",
+                    num(round(b['tokens_per_s'])), f"{num(b['projected_1000_steps_h'])} h"] for f, b in steps])
+    for b in [b for f, b in rows if "Peer" in b["name"]]:
+        doc.paragraph(f"Peer (PyTorch on this CPU, same config and math, bf16 autocast, {int(b['steps'])} steps, tokens/s "
+                      "over steps 3 and on, after compilation and any recompilation; OpenMP waits passively): the "
+                      "engine's fused trainer against PyTorch eager and torch.compile.")
+        table = []
+        for mode in ("eager", "compile"):
+            rate = b.get(f"torch_{mode}_tokens_per_s")
+            if rate is None:
+                table.append([f"torch {mode}", "did not run", "—", "—"])
+                continue
+            table.append([f"torch {mode}", num(round(rate)), f"{num(b.get(f'torch_{mode}_first_step_s', 0))} s",
+                          f"{num(b.get(f'fused_over_torch_{mode}', 0))}×"])
+        table.append(["fusebench fused", num(round(b["engine_fused_tokens_per_s"])), "—", "1×"])
+        doc.table(["trainer", "tokens/s", "first step", "fusebench fused / this"], table)

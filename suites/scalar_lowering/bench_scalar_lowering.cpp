@@ -5,6 +5,10 @@
 // runs the benchmark's own lowering. Counters compare the two lowerings element-wise (shares at
 // ULP 0 / 1 / >= 2), each against fp64, and say whether the fused kernels' instructions differ
 // (objdump histograms, written with the trace to the dump directory as evidence).
+// Control: the scalar as an input tensor (x * s, s a graph input of x's shape holding the scalar
+// rounded to x's dtype), which no compiler can fold into a constant: the control_input_tensor_*
+// counters say whether the broadcast lowering really multiplied by the dtype-rounded tensor (a
+// framework like Inductor may fold `x * full_like(x, c)` back into an fp32 constant).
 #include <chrono>
 #include <map>
 
@@ -43,7 +47,7 @@ struct Pair {
   engine::Graph graph;
   engine::Inputs inputs;
   Tensor reference;
-  Lowered immediate, broadcast;
+  Lowered immediate, broadcast, input_tensor;
 };
 
 engine::EngineOptions lowering_options(bool broadcast) {
@@ -72,6 +76,18 @@ Pair& pair_for(const Case& c, const SuiteConfig& config) {
       l.source_sha256 = result.trace[0].source_sha256;
       l.evidence = result.trace[0].evidence;
     }
+  }
+  {
+    engine::Graph control;
+    const auto x = control.input("x", c.shape, c.dtype);
+    const auto scalar = control.input("s", c.shape, c.dtype);
+    control.mark_output(control.mul(x, scalar));
+    // U(c, c) is c rounded once to the dtype: the tensor a user materialises for the scalar.
+    const engine::Inputs in = {{"x", p.inputs["x"]}, {"s", random_uniform(c.dtype, c.shape, c.scalar, c.scalar, 0)}};
+    auto result = make_executor(config, c.fused, lowering_options(false))->run(control, in);
+    p.input_tensor.output = result.outputs[0];
+    p.input_tensor.notes = result.trace[0].lowering;
+    p.input_tensor.source = result.trace[0].source_path;
   }
   return pairs.emplace(c.key(), std::move(p)).first->second;
 }
@@ -109,6 +125,10 @@ void run_case(benchmark::State& state, const std::string& name, const Case& c, b
   state.counters["ulp_max"] = error.ulp_error.max;
   state.counters["ulp_p99"] = error.ulp_error.p99;
   state.counters["ulp_mean"] = error.ulp_error.mean;
+  const auto control_vs_broadcast = ulp_diff(p.input_tensor.output, p.broadcast.output, {.histogram_bins = 2});
+  const auto control_vs_immediate = ulp_diff(p.input_tensor.output, p.immediate.output, {.histogram_bins = 2});
+  state.counters["control_input_tensor_vs_broadcast_frac_ulp0"] = double(control_vs_broadcast.histogram.counts[0]) / n;
+  state.counters["control_input_tensor_vs_immediate_frac_ulp0"] = double(control_vs_immediate.histogram.counts[0]) / n;
   state.counters["lowering_notes_differ"] = p.immediate.notes != p.broadcast.notes ? 1 : 0;
   // -1: no machine code to compare (eager, or a device without disassembly)
   const bool have_instructions = c.fused && !p.immediate.instructions.empty() && !p.broadcast.instructions.empty();
@@ -121,6 +141,7 @@ void run_case(benchmark::State& state, const std::string& name, const Case& c, b
                        {"source_sha256", p.immediate.source_sha256}, {"evidence", p.immediate.evidence}}},
         {"broadcast", {{"notes", p.broadcast.notes}, {"instructions", p.broadcast.instructions}, {"source", p.broadcast.source},
                        {"source_sha256", p.broadcast.source_sha256}, {"evidence", p.broadcast.evidence}}},
+        {"input_tensor_control", {{"notes", p.input_tensor.notes}, {"source", p.input_tensor.source}}},
         {"ulp_histogram_between", between.histogram.counts}});
   }
 }
@@ -175,8 +196,12 @@ void register_benchmarks(const SuiteConfig& config) {
     }
   }
 #endif
-  const std::vector<Shape> shapes = config.quick() ? std::vector<Shape>{{256, 256}, {1024, 1024}}
-                                                   : std::vector<Shape>{{1024, 1024}, {4096, 4096}};
+  // A framework device compiles every (dtype, scalar, shape, lowering) graph (Inductor: ~3 s each
+  // here): its quick profile keeps the plan's shape, 1024x1024, only.
+  const bool framework_quick = config.quick() && config.device != "cpu";
+  const std::vector<Shape> shapes = framework_quick ? std::vector<Shape>{{1024, 1024}}
+                                    : config.quick() ? std::vector<Shape>{{256, 256}, {1024, 1024}}
+                                                     : std::vector<Shape>{{1024, 1024}, {4096, 4096}};
   for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
     for (double scalar : {0.7, 0.1, 1.3, 3.14159, 0.5}) {
       for (const Shape& shape : shapes) {

@@ -105,7 +105,9 @@ void bit_equal_benchmark(benchmark::State& state, DType dtype) {
 void register_benchmarks(const SuiteConfig& config) {
   // Names stay the same across profiles so that runs compare; tools/run sets the min time.
   (void)config;
-  auto tune = [](benchmark::internal::Benchmark* b) { b->Unit(benchmark::kMillisecond); };
+  // Wall-clock time: Google Benchmark's default divides by the main thread's CPU time, which
+  // overstates a comparison that runs on several threads (or waits on a loaded machine).
+  auto tune = [](benchmark::internal::Benchmark* b) { b->Unit(benchmark::kMillisecond)->UseRealTime(); };
   // UlpDiff and BitEqual run on one thread, ErrorStats on every hardware thread: a yardstick each.
   register_memory_copy(kElements * 4, 1);
   if (all_threads() > 1) register_memory_copy(kElements * 4, all_threads());

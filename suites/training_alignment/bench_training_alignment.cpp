@@ -131,14 +131,21 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
   c["fused_tokens_per_s"] = fused.tokens_per_s;
   c["fused_speedup"] = fused.tokens_per_s / eager_tps;
   c["fused_first_step_s"] = fused.first_step_s;
-  c["eager_skipped_steps"] = double(std::count_if(ee.step ? eager[0].rows.begin() : eager[0].rows.end(), eager[0].rows.end(),
-                                                  [](const auto& r) { return r.skipped; }));
+  c["eager_skipped_steps"] = double(eager[0].skipped.size());  // fp16 overflows, every step counted
+  c["fused_skipped_steps"] = double(fused.skipped.size());
   for (const auto& [kind, ms] : eager[0].kind_ms) c["eager_ms_" + kind] = ms;
   for (const auto& [kind, ms] : fused.kind_ms) c["fused_ms_" + kind] = ms;
   nlohmann::json evidence = {{"config", config.to_json()}, {"data", data.describe()}, {"dtype", dtype_name(dtype)},
                              {"steps", steps}, {"csv_every", csv_every}};
   for (std::size_t s = 0; s < eager.size(); ++s) evidence["eager_seeds"].push_back(config.seeds[s]);
   evidence["fused_seed"] = config.seeds[0];
+  auto skipped_json = [](const RunOutcome& r) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& [step, node] : r.skipped) list.push_back({{"step", step}, {"first_nonfinite_node", node}});
+    return list;
+  };
+  for (std::size_t s = 0; s < eager.size(); ++s) evidence["eager_skipped"][std::to_string(config.seeds[s])] = skipped_json(eager[s]);
+  evidence["fused_skipped"][std::to_string(config.seeds[0])] = skipped_json(fused);
   evidence["eager_kind_ms"] = eager[0].kind_ms;
   evidence["fused_kind_ms"] = fused.kind_ms;
   write_evidence(suite, fmt::format("E_alignment_{}", dtype_name(dtype)), evidence);
@@ -148,7 +155,7 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
 void run_peer(benchmark::State& state, const SuiteConfig& suite, const std::string& dtype) {
   const auto config_file = config_path("default");
   const TrainConfig config = TrainConfig::load(config_file);
-  const int steps = suite.quick() ? 8 : 30;
+  const int steps = suite.quick() ? 10 : 30;
   // The project's .venv, or FUSEBENCH_PEER_PYTHON (another interpreter that has torch).
   const char* env = std::getenv("FUSEBENCH_PEER_PYTHON");
   const std::string python = env && *env ? env : FUSEBENCH_PEER_PYTHON;
@@ -156,7 +163,10 @@ void run_peer(benchmark::State& state, const SuiteConfig& suite, const std::stri
     state.SkipWithError(fmt::format("peer skipped: {} does not exist (run tools/bootstrap)", python).c_str());
     return;
   }
-  const std::string cmd = fmt::format("timeout 900 {} {} --config {} --steps {} --dtype {} --threads 2", python,
+  // OMP_WAIT_POLICY=PASSIVE: OpenMP's default spin-waiting at barriers, on a machine whose cores
+  // are shared, made PyTorch 60x slower (616 vs 38,000 tokens/s measured here); the engine's pool
+  // sleeps on a condition variable, so passive waiting is the like-for-like setting.
+  const std::string cmd = fmt::format("OMP_WAIT_POLICY=PASSIVE timeout 900 {} {} --config {} --steps {} --dtype {} --threads 2", python,
                                       FUSEBENCH_PEER_SCRIPT, config_file.string(), steps, dtype);
   std::string out;
   double seconds = 0;
@@ -194,6 +204,41 @@ void run_peer(benchmark::State& state, const SuiteConfig& suite, const std::stri
   nlohmann::json evidence = j;
   evidence["command"] = cmd;
   write_evidence(suite, fmt::format("E_peer_{}", dtype), evidence);
+}
+
+// ---- GPT-2 small's shape: too big to train here; one measured step at batch 1, projected to the
+// config's batch and 1000 steps (linear in batch)
+void run_step_time(benchmark::State& state, const SuiteConfig& suite, bool fused_mode) {
+  TrainConfig config = TrainConfig::load(config_path("gpt2-124m"));
+  const int full_batch = config.batch;
+  config.batch = 1;
+  const Dataset data = Dataset::load(config);
+  register_all_devices();
+  const auto device = engine::make_device(suite.device);
+  engine::EngineOptions options;
+  training::Trainer trainer(config, data, *device, fused_mode, DType::bf16, config.seeds[0], options);
+  double first_s = 0, step_s = 0, loss = 0;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    loss = trainer.step().train_loss;  // fused: compiles the kernels
+    first_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    step_s = first_s;
+    if (fused_mode) {  // eager compiles nothing: its first step is the measurement
+      t0 = std::chrono::steady_clock::now();
+      trainer.step();
+      step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    state.SetIterationTime(step_s);
+  }
+  auto& c = state.counters;
+  c["parameters"] = double(trainer.parameters().numel());
+  c["batch_measured"] = 1;
+  c["batch_config"] = full_batch;
+  c["step_s_batch1"] = step_s;
+  c["first_step_s"] = first_s;
+  c["first_loss"] = loss;
+  c["tokens_per_s"] = double(config.model.context) / step_s;
+  c["projected_1000_steps_h"] = step_s * full_batch * 1000 / 3600;
 }
 
 // ---- the fp32 control: eager and fused over the first steps, loss by loss
@@ -243,6 +288,18 @@ void register_benchmarks(const SuiteConfig& config) {
     benchmark::RegisterBenchmark(peer.c_str(), [config, dtype](benchmark::State& s) {
       try {
         run_peer(s, config, dtype);
+      } catch (const std::exception& e) {
+        s.SkipWithError(e.what());
+      }
+    })->Iterations(1)->Repetitions(1)->UseManualTime()->Unit(benchmark::kSecond);
+  }
+  for (bool fused_mode : {false, true}) {
+    if (fused_mode && config.quick()) continue;  // ~100 new kernels to compile: full profile only
+    const std::string st = fmt::format("E/StepTime/config:gpt2-124m/dtype:bf16/batch:1/mode:{}/device:{}",
+                                       fused_mode ? "fused" : "eager", config.device);
+    benchmark::RegisterBenchmark(st.c_str(), [config, fused_mode](benchmark::State& s) {
+      try {
+        run_step_time(s, config, fused_mode);
       } catch (const std::exception& e) {
         s.SkipWithError(e.what());
       }
@@ -326,7 +383,7 @@ int train_cli(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  fusebench::cpu::register_cpu_device();
+  fusebench::suite::register_all_devices();  // cpu and the framework devices: the trainer runs on any
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) == "--train") return train_cli(argc, argv);
   }

@@ -286,6 +286,22 @@ StepRecord Trainer::step() {
     // fp16 overflow (or a diverged run): no update; the dynamic loss scale halves
     rec.skipped = true;
     rec.grad_norm = std::numeric_limits<double>::infinity();
+    // Evidence: the first materialised node, in graph order, that holds a non-finite value.
+    for (const engine::Node& n : train_.graph.nodes()) {
+      const auto it = fb.values.find(n.id);
+      if (n.kind == engine::OpKind::Input || it == fb.values.end()) continue;
+      if (n.kind == engine::OpKind::CausalMask && std::isinf(n.scalar)) continue;  // -inf by design
+      const Tensor values = it->second.to(DType::f64).contiguous();
+      const auto v = values.span<double>();
+      if (std::any_of(v.begin(), v.end(), [](double x) { return !std::isfinite(x); })) {
+        // "sum277=sum f16[384] of concat276=concat f16[512, 384]": the node and what it reduces or maps
+        const engine::Node& in = train_.graph.node(n.inputs[0]);
+        rec.overflow_node = fmt::format("{}={} {}{} of {}={} {}{}", n.name, engine::op_name(n.kind), dtype_name(n.dtype),
+                                        shape_string(n.shape), in.name, engine::op_name(in.kind), dtype_name(in.dtype),
+                                        shape_string(in.shape));
+        break;
+      }
+    }
     if (act_ == DType::f16) {
       loss_scale_ /= 2;
       good_steps_ = 0;
@@ -390,7 +406,7 @@ RunOutcome train_run(const TrainConfig& config, const Dataset& data, const RunSp
   Trainer trainer(config, data, *device, spec.fused, spec.activations, spec.seed, options);
   if (!spec.resume.empty()) trainer.load(spec.resume);
   RunOutcome out;
-  std::string csv = "step,train_loss,eval_loss,perplexity,grad_norm,lr,loss_scale,skipped\n";
+  std::string csv = "step,train_loss,eval_loss,perplexity,grad_norm,lr,loss_scale,skipped,overflow_node\n";
   const auto run_start = std::chrono::steady_clock::now();
   auto last_print = run_start - std::chrono::seconds(10);
   double timed_s = 0;
@@ -409,11 +425,17 @@ RunOutcome train_run(const TrainConfig& config, const Dataset& data, const RunSp
       timed_tokens += trainer.tokens_per_step();
     }
     out.losses.push_back(rec.train_loss);
+    if (rec.skipped) {
+      out.skipped.emplace_back(rec.step, rec.overflow_node);
+      fmt::print(stderr, "  {}: step {} skipped (non-finite gradient; first non-finite node {}), loss scale {} -> halved\n",
+                 spec.label, rec.step, rec.overflow_node.empty() ? "?" : rec.overflow_node, rec.loss_scale);
+    }
     if (rec.step % spec.csv_every == 0 || rec.step == last || rec.step == first + 1) {
       rec.eval_loss = trainer.evaluate();
       out.rows.push_back(rec);
-      csv += fmt::format("{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{},{}\n", rec.step, rec.train_loss, rec.eval_loss,
-                         std::exp(rec.eval_loss), rec.grad_norm, rec.lr, rec.loss_scale, rec.skipped ? 1 : 0);
+      csv += fmt::format("{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{},{},{}\n", rec.step, rec.train_loss, rec.eval_loss,
+                         std::exp(rec.eval_loss), rec.grad_norm, rec.lr, rec.loss_scale, rec.skipped ? 1 : 0,
+                         rec.overflow_node);
     }
     const auto now = std::chrono::steady_clock::now();
     if (now - last_print > std::chrono::seconds(3) || rec.step == last) {

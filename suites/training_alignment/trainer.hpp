@@ -61,6 +61,7 @@ struct StepRecord {
   double lr = 0;
   double loss_scale = 1;
   bool skipped = false;         // fp16 overflow: no update, the loss scale halved
+  std::string overflow_node;    // when skipped: the first node (graph order) holding inf / NaN
 };
 
 class Trainer {
@@ -128,6 +129,7 @@ struct RunSpec {
 struct RunOutcome {
   std::vector<StepRecord> rows;     // the CSV's rows
   std::vector<double> losses;       // every step's train loss
+  std::vector<std::pair<int, std::string>> skipped;  // every overflow-skipped step, with its first non-finite node
   double tokens_per_s = 0;          // steps after the first (which compiles), evals excluded
   double first_step_s = 0;
   double train_s = 0;

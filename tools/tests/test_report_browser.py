@@ -31,6 +31,7 @@ window.addEventListener('load', () => {
     if (r.top < 0 || r.bottom > H) problems.push(`verdict table spans ${Math.round(r.top)}-${Math.round(r.bottom)} px, `
                                                  + `not within the first screen (${H} px)`);
   }
+  const collapsed = document.documentElement.scrollHeight;
   document.querySelectorAll('details').forEach(d => d.open = true);
   document.querySelectorAll('table, figure, img').forEach((el, i) => {
     const r = el.getBoundingClientRect();
@@ -43,7 +44,8 @@ window.addEventListener('load', () => {
   if (document.documentElement.scrollWidth > W) problems.push(`the page scrolls sideways: ${document.documentElement.scrollWidth} > ${W} px`);
   const out = document.createElement('pre');
   out.id = 'fb-check';
-  out.textContent = 'FBCHECK' + JSON.stringify({problems, width: W, height: document.documentElement.scrollHeight,
+  out.textContent = 'FBCHECK' + JSON.stringify({problems, width: W, height: collapsed,
+      opened_height: document.documentElement.scrollHeight,
       images: document.images.length, tables: document.querySelectorAll('table').length}) + 'FBCHECK';
   document.body.appendChild(out);
 });
@@ -91,7 +93,7 @@ def main() -> int:
     browse(browser, page, f"--window-size={WIDTH},{FIRST_SCREEN}", f"--screenshot={args.work / 'first_screen.png'}")
     browse(browser, page, f"--window-size={WIDTH},{min(result['height'], 16000)}", f"--screenshot={args.work / 'page.png'}")
     print(f"report in chromium at {WIDTH} px: {result['tables']} tables, {result['images']} images, page "
-          f"{result['height']} px tall; screenshots in {args.work}")
+          f"{result['height']} px tall ({result['opened_height']} px with every table expanded); screenshots in {args.work}")
     for p in result["problems"]:
         print("FAIL:", p)
     if result["images"] == 0:

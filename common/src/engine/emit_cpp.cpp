@@ -20,7 +20,8 @@ constexpr std::int64_t kStageBlock = 128;        // elements per f16 staging run
 constexpr std::int64_t kPrefetchAhead = 512;
 // Rows of C per task of the device's GEMM service (devices/cpu: gemm_f32's row tile): a GEMM of at
 // most this many rows is one task, run on the calling thread, so it may be called from a pool task.
-constexpr std::int64_t kGemmRowTile = 128;     // elements ahead that pointwise kernels prefetch their staged inputs
+constexpr std::int64_t kGemmRowTile = 128;
+constexpr std::int64_t kMatmulTaskElements = 8192;  // operand gathers and epilogues: elements per task     // elements ahead that pointwise kernels prefetch their staged inputs
 }  // namespace
 
 // ---- text shared with the CUDA emitter (emit_shared.hpp)
@@ -732,9 +733,18 @@ class Emitter {
     }
     out_.lowering.push_back(fmt::format("{}: extern GEMM ({} accumulation), epilogue on the {} result", mm.name, ct, ct));
     std::string code;
-    code += task_wrapper("gather_a", "  const std::int64_t r = task;\n" + gather_a);
-    code += task_wrapper("gather_b", "  const std::int64_t r = task;\n" + gather_b);
-    code += task_wrapper("epilogue", "  const std::int64_t r = task;\n" + epilogue);
+    // Several rows per task (about kMatmulTaskElements elements): one row per task paid a pool
+    // dispatch for every few dozen elements. The rows and their work are those of one row per task.
+    auto rows_per_task = [](std::int64_t row_length) { return std::max<std::int64_t>(1, kMatmulTaskElements / row_length); };
+    const std::int64_t ra = rows_per_task(kk), rb = rows_per_task(n);
+    const std::int64_t tasks_a = (m + ra - 1) / ra, tasks_b = (kk + rb - 1) / rb, tasks_e = (m + rb - 1) / rb;
+    auto rows = [](std::int64_t per_task, std::int64_t total, const std::string& body) {
+      return fmt::format("  for (std::int64_t r = task * {0}; r < (task + 1) * {0} && r < {1}; ++r) {{\n{2}  }}\n", per_task,
+                         total, body);
+    };
+    code += task_wrapper("gather_a", rows(ra, m, gather_a));
+    code += task_wrapper("gather_b", rows(rb, kk, gather_b));
+    code += task_wrapper("epilogue", rows(rb, m, epilogue));
     // Operand and result buffers come from the buffer cache and are written in full before they
     // are read: no zero-fill, no page faults on a repeated run.
     if (batches > 1 && m <= kGemmRowTile) {
@@ -748,12 +758,12 @@ class Emitter {
           "  Ctx c = *static_cast<Ctx*>(context);\n  c.batch = task;\n"
           "  const FbScratch<{0}> a(c.services, {1} * {2}), b(c.services, {2} * {3}), cm(c.services, {1} * {3});\n"
           "  c.a_buf = a.data; c.b_buf = b.data; c.c_buf = cm.data;\n"
-          "  for (std::int64_t r = 0; r < {1}; ++r) gather_a(&c, r);\n"
-          "  for (std::int64_t r = 0; r < {2}; ++r) gather_b(&c, r);\n"
+          "  for (std::int64_t t = 0; t < {6}; ++t) gather_a(&c, t);\n"
+          "  for (std::int64_t t = 0; t < {7}; ++t) gather_b(&c, t);\n"
           "  c.services->{4}(c.services->pool, {1}, {3}, {2}, c.a_buf, c.b_buf, c.c_buf);\n"
-          "  for (std::int64_t r = 0; r < {1}; ++r) epilogue(&c, r);\n}}\n"
+          "  for (std::int64_t t = 0; t < {8}; ++t) epilogue(&c, t);\n}}\n"
           "void run(Ctx& c) {{ c.services->parallel_for(c.services->pool, {5}, batch_task, &c); }}\n",
-          ct, m, kk, n, ct == "double" ? "gemm_f64" : "gemm_f32", batches);
+          ct, m, kk, n, ct == "double" ? "gemm_f64" : "gemm_f32", batches, tasks_a, tasks_b, tasks_e);
       out_.lowering.push_back(fmt::format("{}: {} GEMMs of {} rows, one task each", mm.name, batches, m));
       return code;
     }
@@ -761,11 +771,12 @@ class Emitter {
         "void run(Ctx& c) {{\n  const FbScratch<{0}> a(c.services, {1} * {2}), b(c.services, {2} * {3}), cm(c.services, {1} * {3});\n"
         "  c.a_buf = a.data; c.b_buf = b.data; c.c_buf = cm.data;\n"
         "  for (c.batch = 0; c.batch < {4}; ++c.batch) {{\n"
-        "    c.services->parallel_for(c.services->pool, {1}, gather_a, &c);\n"
-        "    if ({5} || c.batch == 0) c.services->parallel_for(c.services->pool, {2}, gather_b, &c);\n"
+        "    c.services->parallel_for(c.services->pool, {7}, gather_a, &c);\n"
+        "    if ({5} || c.batch == 0) c.services->parallel_for(c.services->pool, {8}, gather_b, &c);\n"
         "    c.services->{6}(c.services->pool, {1}, {3}, {2}, c.a_buf, c.b_buf, c.c_buf);\n"
-        "    c.services->parallel_for(c.services->pool, {1}, epilogue, &c);\n  }}\n}}\n",
-        ct, m, kk, n, batches, batched_b ? "true" : "false", ct == "double" ? "gemm_f64" : "gemm_f32");
+        "    c.services->parallel_for(c.services->pool, {9}, epilogue, &c);\n  }}\n}}\n",
+        ct, m, kk, n, batches, batched_b ? "true" : "false", ct == "double" ? "gemm_f64" : "gemm_f32", tasks_a, tasks_b,
+        tasks_e);
     return code;
   }
 
