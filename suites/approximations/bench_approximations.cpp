@@ -9,6 +9,11 @@
 #include "fusebench/error_stats.hpp"
 #include "fusebench/rng.hpp"
 #include "support/engine_support.hpp"
+#if defined(FUSEBENCH_HAVE_CUDA)
+#include "codegen.hpp"
+#include "nvrtc_compiler.hpp"
+#include "sass.hpp"
+#endif
 
 namespace fusebench::suite {
 
@@ -42,6 +47,37 @@ void run_case(benchmark::State& state, const std::string& name, bool div, DType 
 }
 }  // namespace
 
+#if defined(FUSEBENCH_HAVE_CUDA)
+// ---- SASS evidence: the CUDA device's fused f32 kernel for each variant, compiled by NVRTC for a
+// named architecture and disassembled (no GPU needed): the approximate instructions (MUFU.RSQ,
+// MUFU.RCP) and the floating-point arithmetic each Newton step adds. The timed loop is the kernel
+// cache's hit path.
+void run_sass_case(benchmark::State& state, const std::string& name, bool div, engine::ApproxMode mode, int iterations,
+                   const std::string& arch, const SuiteConfig& config) {
+  engine::Graph g;
+  const auto x = g.input("x", {4096}, DType::f32);
+  const auto y = g.input("y", {4096}, DType::f32);
+  g.mark_output(div ? g.div(x, y) : g.rsqrt(x));
+  engine::EngineOptions o;
+  (div ? o.div : o.rsqrt) = mode;
+  (div ? o.div_newton_iters : o.rsqrt_newton_iters) = iterations;
+  engine::KernelCache cache;
+  const auto kernels = cuda::compile_graph(g, o, arch, cache);
+  const cuda::CompiledKernel& k = kernels.at(0);
+  const cuda::SassListing sass = cuda::disassemble_cubin(k.cubin.library);
+  for (const char* opcode : {"MUFU.RSQ", "MUFU.RCP", "FFMA", "FMUL", "FADD"}) state.counters[opcode] = sass.count(opcode);
+  state.counters["instructions"] = double(sass.instructions.size());
+  for (auto _ : state) {
+    auto hit = cuda::compile_graph(g, o, arch, cache);
+    benchmark::DoNotOptimize(hit.data());
+  }
+  write_evidence(config, name, {{"arch", arch}, {"nvrtc", cuda::nvrtc_identity()}, {"knobs", o.to_json()},
+                                {"lowering", k.kernel.code.lowering}, {"cubin_sha256", k.cubin.sha256}, {"cache_key", k.cubin.key},
+                                {"compile_ms", k.cubin.hit ? 0.0 : k.cubin.compile_ms}, {"source", k.cubin.source.string()},
+                                {"sass", sass.to_json()}});
+}
+#endif
+
 void register_benchmarks(const SuiteConfig& config) {
   const Shape shape = config.quick() ? Shape{256, 1024} : Shape{1024, 1024};
   struct Mode {
@@ -51,6 +87,26 @@ void register_benchmarks(const SuiteConfig& config) {
   const Mode modes[] = {{engine::ApproxMode::Ieee, "ieee"},
                         {engine::ApproxMode::NewtonBitTrick, "newton-bittrick"},
                         {engine::ApproxMode::NewtonHardware, "newton-hw"}};
+#if defined(FUSEBENCH_HAVE_CUDA)
+  for (bool div : {false, true}) {
+    for (const Mode& m : modes) {
+      for (int iterations = 0; iterations <= 3; ++iterations) {
+        if (m.mode == engine::ApproxMode::Ieee && iterations > 0) continue;
+        for (const std::string& arch : cuda::kEvidenceArchitectures) {
+          const std::string name = fmt::format("SASS/C3/op:{}/dtype:f32/mode:{}/iters:{}/arch:{}", div ? "div" : "rsqrt", m.name,
+                                               iterations, arch);
+          benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
+            try {
+              run_sass_case(s, name, div, m.mode, iterations, arch, config);
+            } catch (const std::exception& e) {
+              s.SkipWithError(e.what());  // an NVRTC or cuobjdump failure: reported, the suite goes on
+            }
+          })->Unit(benchmark::kMicrosecond);
+        }
+      }
+    }
+  }
+#endif
   for (bool div : {false, true}) {
     for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
       for (const Mode& m : modes) {

@@ -16,6 +16,11 @@
 #include "fusebench/error_stats.hpp"
 #include "fusebench/rng.hpp"
 #include "support/engine_support.hpp"
+#if defined(FUSEBENCH_HAVE_CUDA)
+#include "codegen.hpp"
+#include "nvrtc_compiler.hpp"
+#include "sass.hpp"
+#endif
 
 namespace fusebench::suite {
 
@@ -140,9 +145,57 @@ void run_case(benchmark::State& state, const std::string& name, const Case& c, b
         {"ulp_histogram_between", between.histogram.counts}});
   }
 }
+
+#if defined(FUSEBENCH_HAVE_CUDA)
+// ---- SASS evidence: the CUDA device's fused kernel for both lowerings, compiled by NVRTC for a
+// named architecture and disassembled (no GPU needed). Counters per lowering: FMULs with an
+// immediate or constant-bank operand, global loads, instructions; the histograms go to the dump
+// directory. The timed loop is the kernel cache's hit path (key, cubin SHA-256 check).
+void run_sass_case(benchmark::State& state, const std::string& name, DType dtype, double scalar, const std::string& arch,
+                   const SuiteConfig& config) {
+  engine::Graph g;
+  g.mark_output(g.mul_scalar(g.input("x", {4096}, dtype), scalar));
+  engine::KernelCache cache;
+  nlohmann::json evidence = {{"case", fmt::format("{}/{}", dtype_name(dtype), scalar)}, {"arch", arch}, {"nvrtc", cuda::nvrtc_identity()}};
+  std::map<std::string, int> histograms[2];
+  for (bool broadcast : {false, true}) {
+    const auto kernels = cuda::compile_graph(g, lowering_options(broadcast), arch, cache);
+    const cuda::CompiledKernel& k = kernels.at(0);
+    const cuda::SassListing sass = cuda::disassemble_cubin(k.cubin.library);
+    const std::string side = broadcast ? "broadcast" : "immediate";
+    state.counters[side + "_fmul_constant_operand"] = sass.constant_operand_count("FMUL");
+    state.counters[side + "_ldg"] = sass.count("LDG");
+    state.counters[side + "_instructions"] = double(sass.instructions.size());
+    evidence[side] = {{"lowering", k.kernel.code.lowering}, {"cubin_sha256", k.cubin.sha256}, {"cache_key", k.cubin.key},
+                      {"compile_ms", k.cubin.hit ? 0.0 : k.cubin.compile_ms}, {"source", k.cubin.source.string()},
+                      {"fmul_constant_operand", sass.constant_operand_count("FMUL")}, {"ldg", sass.count("LDG")},
+                      {"sass", sass.to_json()}};
+    histograms[broadcast] = sass.histogram;
+  }
+  state.counters["sass_differ"] = histograms[0] != histograms[1] ? 1 : 0;
+  for (auto _ : state) {
+    auto hit = cuda::compile_graph(g, lowering_options(false), arch, cache);
+    benchmark::DoNotOptimize(hit.data());
+  }
+  write_evidence(config, name, evidence);
+}
+#endif
 }  // namespace
 
 void register_benchmarks(const SuiteConfig& config) {
+#if defined(FUSEBENCH_HAVE_CUDA)
+  for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
+    for (const std::string& arch : cuda::kEvidenceArchitectures) {
+      const std::string name = fmt::format("SASS/C1/dtype:{}/scalar:0.7/arch:{}", dtype_name(dtype), arch);
+      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { try {
+              run_sass_case(s, name, dtype, 0.7, arch, config);
+            } catch (const std::exception& e) {
+              s.SkipWithError(e.what());  // an NVRTC or cuobjdump failure: reported, the suite goes on
+            } })
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
+#endif
   // A framework device compiles every (dtype, scalar, shape, lowering) graph (Inductor: ~3 s each
   // here): its quick profile keeps the plan's shape, 1024x1024, only.
   const bool framework_quick = config.quick() && config.device != "cpu";

@@ -28,16 +28,23 @@ EXPECTED_COUNTERS = {
     },
     "bench_scalar_lowering": {
         "C1/": ["frac_ulp0", "frac_ulp1", "frac_ulp_ge2", "ulp_max", "ulp_p99", "instructions_differ"],
+        "SASS/C1/": ["immediate_fmul_constant_operand", "broadcast_fmul_constant_operand", "immediate_ldg", "broadcast_ldg",
+                     "sass_differ"],
     },
     "bench_reduction_order": {
         "C2/": ["self_deterministic", "ulp_max", "ulp_p99", "ulp_vs_tile512", "ulp_vs_tile2048"],
     },
     "bench_approximations": {
         "C3/": ["ulp_p50", "ulp_p99", "ulp_max", "frac_correctly_rounded"],
+        "SASS/C3/": ["MUFU.RSQ", "MUFU.RCP", "FFMA", "FMUL", "FADD", "instructions"],
     },
     "bench_accumulated_error": {
         "B/": ["sets", "eager_ulp_p99", "fused_ulp_p99", "eager_ulp_max", "fused_ulp_max", "fused_le_eager_p99",
                "counterexamples", "emulated_vs_eager_max_ulp", "eager_setmax_p99"],
+    },
+    "bench_cuda_codegen": {
+        "NVRTC/cold/": ["compile_ms", "cubin_bytes", "sass_instructions"],
+        "NVRTC/hit/": ["hit_ms", "cold_compile_ms", "cold_over_hit"],
     },
     "bench_data_movement": {
         "D/": ["bit_equal", "mismatches", "kernels"],

@@ -6,6 +6,9 @@
 #include <algorithm>
 
 #include "cpu_device.hpp"
+#if defined(FUSEBENCH_HAVE_CUDA)
+#include "cuda_device.hpp"
+#endif
 #include "framework_devices.hpp"
 #include "fusebench/engine/executor.hpp"
 
@@ -60,6 +63,9 @@ std::string isa_summary() {
 void register_all_devices() {
   cpu::register_cpu_device();
   framework::register_framework_devices();
+#if defined(FUSEBENCH_HAVE_CUDA)
+  cuda::register_cuda_device();
+#endif
 }
 
 void register_memory_copy(std::int64_t bytes, int threads) {

@@ -1,5 +1,7 @@
 #include "fusebench/engine/emit_cpp.hpp"
 
+#include "emit_shared.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -20,9 +22,10 @@ constexpr std::int64_t kPrefetchAhead = 512;
 // most this many rows is one task, run on the calling thread, so it may be called from a pool task.
 constexpr std::int64_t kGemmRowTile = 128;
 constexpr std::int64_t kMatmulTaskElements = 8192;  // operand gathers and epilogues: elements per task     // elements ahead that pointwise kernels prefetch their staged inputs
+}  // namespace
 
-using Index = std::vector<std::string>;
-
+// ---- text shared with the CUDA emitter (emit_shared.hpp)
+namespace emit {
 std::string ctype(DType d) { return d == DType::f64 ? "double" : "float"; }
 std::string storage_type(DType d) {
   switch (d) {
@@ -114,6 +117,73 @@ Index unravel(const Shape& shape, const std::string& flat) {
   }
   return idx;
 }
+
+std::string elementwise_formula(const Graph& graph, const Node& n, const OperandText& operand, const OperandText& raw,
+                                const Index& idx, const EngineOptions& options, EmittedKernel& out) {
+  const DType compute = n.dtype;
+  std::string expr;
+  switch (n.kind) {
+    case OpKind::Add: expr = fmt::format("({} + {})", operand(0), operand(1)); break;
+    case OpKind::Sub: expr = fmt::format("({} - {})", operand(0), operand(1)); break;
+    case OpKind::Mul: expr = fmt::format("({} * {})", operand(0), operand(1)); break;
+    case OpKind::Div:
+      expr = fmt::format("{}({}, {})", newton("Div", options.div, options.div_newton_iters), operand(0), operand(1));
+      break;
+    case OpKind::AddScalar:
+    case OpKind::MulScalar: {
+      const char op = n.kind == OpKind::AddScalar ? '+' : '*';
+      std::string c;
+      if (options.scalar_lowering == ScalarLowering::BroadcastTensor && compute != DType::f64) {
+        const std::size_t slot = out.constants.size();
+        out.constants.push_back(visit_floating(n.dtype, "constant", [&](auto tag) {
+          using T = decltype(tag);
+          const std::vector<T> v = {round_to<T>(n.scalar)};
+          return Tensor::from_values<T>({1}, v);
+        }));
+        c = load_expr(n.dtype, fmt::format("c.c{}", slot), "0");
+        out.lowering.push_back(fmt::format("{}: broadcast tensor {} {:.9g} (loaded from memory)", n.name,
+                                            dtype_name(n.dtype), out.constants.back().value_at(0)));
+      } else {
+        c = literal(n.scalar, compute);
+        out.lowering.push_back(fmt::format("{}: {} immediate {}", n.name, compute == DType::f64 ? "fp64" : "fp32", c));
+      }
+      expr = fmt::format("({} {} {})", operand(0), op, c);
+      break;
+    }
+    case OpKind::Neg: expr = fmt::format("(-{})", operand(0)); break;
+    case OpKind::Exp: expr = fmt::format("fbk::exp_c({})", operand(0)); break;
+    case OpKind::Sqrt: expr = fmt::format("std::sqrt({})", operand(0)); break;
+    case OpKind::Rsqrt:
+      expr = fmt::format("{}({})", newton("Rsqrt", options.rsqrt, options.rsqrt_newton_iters), operand(0));
+      break;
+    case OpKind::GeluErf: expr = fmt::format("fbk::gelu_erf_c({})", operand(0)); break;
+    case OpKind::GeluTanh: expr = fmt::format("fbk::gelu_tanh_c({})", operand(0)); break;
+    case OpKind::Log: expr = fmt::format("fbk::log_c({})", operand(0)); break;
+    case OpKind::GeluTanhBackward: expr = fmt::format("fbk::gelu_tanh_backward_c({}, {})", operand(0), operand(1)); break;
+    case OpKind::CausalMask: {
+      // Index arithmetic on the node's own (row, column) index: the mask is never a tensor.
+      const std::string& row = idx[idx.size() - 2];
+      const std::string& col = idx[idx.size() - 1];
+      std::string fill = literal(n.scalar, compute);
+      if (std::isinf(n.scalar)) {
+        fill = fmt::format("{}std::numeric_limits<{}>::infinity()", n.scalar < 0 ? "-" : "", ctype(compute));
+      }
+      expr = fmt::format("({} > {} ? {} : {})", col, row, fill, operand(0));
+      out.lowering.push_back(fmt::format("{}: causal mask by index comparison, fill {}", n.name, fill));
+      break;
+    }
+    case OpKind::Cast: {
+      expr = round_to_dtype(n.dtype, graph.node(n.inputs[0]).dtype, raw(0));
+      break;
+    }
+    default: throw_input_error("emitter: {} ({}) is not element-wise", n.name, op_name(n.kind));
+  }
+  return expr;
+}
+}  // namespace emit
+
+namespace {
+using namespace emit;
 
 class Emitter {
  public:
@@ -286,66 +356,9 @@ class Emitter {
 
   std::string compute_value(const Node& n, const Index& idx) {
     const DType compute = n.dtype;
-    std::string expr;
-    switch (n.kind) {
-      case OpKind::Add: expr = fmt::format("({} + {})", operand(n, 0, idx), operand(n, 1, idx)); break;
-      case OpKind::Sub: expr = fmt::format("({} - {})", operand(n, 0, idx), operand(n, 1, idx)); break;
-      case OpKind::Mul: expr = fmt::format("({} * {})", operand(n, 0, idx), operand(n, 1, idx)); break;
-      case OpKind::Div:
-        expr = fmt::format("{}({}, {})", newton("Div", o_.div, o_.div_newton_iters), operand(n, 0, idx), operand(n, 1, idx));
-        break;
-      case OpKind::AddScalar:
-      case OpKind::MulScalar: {
-        const char op = n.kind == OpKind::AddScalar ? '+' : '*';
-        std::string c;
-        if (o_.scalar_lowering == ScalarLowering::BroadcastTensor && compute != DType::f64) {
-          const std::size_t slot = out_.constants.size();
-          out_.constants.push_back(visit_floating(n.dtype, "constant", [&](auto tag) {
-            using T = decltype(tag);
-            const std::vector<T> v = {round_to<T>(n.scalar)};
-            return Tensor::from_values<T>({1}, v);
-          }));
-          c = load_expr(n.dtype, fmt::format("c.c{}", slot), "0");
-          out_.lowering.push_back(fmt::format("{}: broadcast tensor {} {:.9g} (loaded from memory)", n.name,
-                                              dtype_name(n.dtype), out_.constants.back().value_at(0)));
-        } else {
-          c = literal(n.scalar, compute);
-          out_.lowering.push_back(fmt::format("{}: {} immediate {}", n.name, compute == DType::f64 ? "fp64" : "fp32", c));
-        }
-        expr = fmt::format("({} {} {})", operand(n, 0, idx), op, c);
-        break;
-      }
-      case OpKind::Neg: expr = fmt::format("(-{})", operand(n, 0, idx)); break;
-      case OpKind::Exp: expr = fmt::format("fbk::exp_c({})", operand(n, 0, idx)); break;
-      case OpKind::Sqrt: expr = fmt::format("std::sqrt({})", operand(n, 0, idx)); break;
-      case OpKind::Rsqrt:
-        expr = fmt::format("{}({})", newton("Rsqrt", o_.rsqrt, o_.rsqrt_newton_iters), operand(n, 0, idx));
-        break;
-      case OpKind::GeluErf: expr = fmt::format("fbk::gelu_erf_c({})", operand(n, 0, idx)); break;
-      case OpKind::GeluTanh: expr = fmt::format("fbk::gelu_tanh_c({})", operand(n, 0, idx)); break;
-      case OpKind::Log: expr = fmt::format("fbk::log_c({})", operand(n, 0, idx)); break;
-      case OpKind::GeluTanhBackward:
-        expr = fmt::format("fbk::gelu_tanh_backward_c({}, {})", operand(n, 0, idx), operand(n, 1, idx));
-        break;
-      case OpKind::CausalMask: {
-        // Index arithmetic on the node's own (row, column) index: the mask is never a tensor.
-        const std::string& row = idx[idx.size() - 2];
-        const std::string& col = idx[idx.size() - 1];
-        std::string fill = literal(n.scalar, compute);
-        if (std::isinf(n.scalar)) {
-          fill = fmt::format("{}std::numeric_limits<{}>::infinity()", n.scalar < 0 ? "-" : "", ctype(compute));
-        }
-        expr = fmt::format("({} > {} ? {} : {})", col, row, fill, operand(n, 0, idx));
-        out_.lowering.push_back(fmt::format("{}: causal mask by index comparison, fill {}", n.name, fill));
-        break;
-      }
-      case OpKind::Cast: {
-        const Node& input = g_.node(n.inputs[0]);
-        expr = round_to_dtype(n.dtype, input.dtype, value(input.id, idx));
-        break;
-      }
-      default: throw_input_error("emitter: {} ({}) is not element-wise", n.name, op_name(n.kind));
-    }
+    std::string expr = elementwise_formula(
+        g_, n, [&](std::size_t i) { return operand(n, i, idx); }, [&](std::size_t i) { return value(n.inputs[i], idx); }, idx,
+        o_, out_);
     if (o_.emulate_per_op_rounding) expr = round_to_dtype(n.dtype, n.dtype, expr);
     const std::string v = fresh();
     line(fmt::format("const {} {} = {};", ctype(compute), v, expr));

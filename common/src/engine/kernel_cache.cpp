@@ -70,13 +70,14 @@ std::string KernelCache::key_for(const std::string& source, const std::string& c
 
 CachedArtifact KernelCache::get_or_build(
     const std::string& source, const std::string& command, const std::string& identity,
-    const std::function<void(const fs::path&, const fs::path&, const fs::path&)>& build) {
+    const std::function<void(const fs::path&, const fs::path&, const fs::path&)>& build, const std::string& source_extension,
+    const std::string& artifact_extension) {
   CachedArtifact a;
   a.key = key_for(source, command, identity);
   const fs::path sub = dir_ / a.key.substr(0, 2);
   fs::create_directories(sub);
-  a.source = sub / (a.key + ".cpp");
-  a.library = sub / (a.key + ".so");
+  a.source = sub / (a.key + source_extension);
+  a.library = sub / (a.key + artifact_extension);
   a.log = sub / (a.key + ".log");
   const fs::path digest_file = sub / (a.key + ".sha256");
   if (artifact_valid(a.library, digest_file, &a.sha256)) {
@@ -124,7 +125,7 @@ std::vector<KernelCache::Entry> KernelCache::list() const {
   for (const auto& sub : fs::directory_iterator(dir_)) {
     if (!sub.is_directory()) continue;
     for (const auto& file : fs::directory_iterator(sub.path())) {
-      if (file.path().extension() != ".so") continue;
+      if (file.path().extension() != ".so" && file.path().extension() != ".cubin") continue;
       Entry e;
       e.key = file.path().stem().string();
       e.bytes = file.file_size();

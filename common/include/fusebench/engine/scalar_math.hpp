@@ -152,6 +152,21 @@ inline float recip_seed_bit_trick(float x) { return bits_to_f32(0x7ef311c7u - f3
 #if defined(__SSE__)
 inline float rsqrt_seed_hardware(float x) { return _mm_cvtss_f32(_mm_rsqrt_ss(_mm_set_ss(x))); }
 inline float recip_seed_hardware(float x) { return _mm_cvtss_f32(_mm_rcp_ss(_mm_set_ss(x))); }
+#define FUSEBENCH_HARDWARE_SEEDS 1
+#elif defined(__CUDACC_RTC__) || defined(__CUDA_ARCH__)
+// A GPU kernel (the CUDA emitter pastes this file): the approximate instructions MUFU.RSQ and
+// MUFU.RCP, without flushing subnormals (the .ftz forms would).
+inline float rsqrt_seed_hardware(float x) {
+  float y;
+  asm("rsqrt.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+inline float recip_seed_hardware(float x) {
+  float y;
+  asm("rcp.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+#define FUSEBENCH_HARDWARE_SEEDS 1
 #endif
 
 template <int Iterations>
@@ -454,7 +469,7 @@ struct DivNewtonBitTrick {
   float operator()(float a, float b) const { return a * recip_newton<Iterations>(b, recip_seed_bit_trick(b)); }
   double operator()(double a, double b) const { return a / b; }
 };
-#if defined(__SSE__)
+#if defined(FUSEBENCH_HARDWARE_SEEDS)
 template <int Iterations>
 struct RsqrtNewtonHardware {
   float operator()(float x) const { return rsqrt_newton<Iterations>(x, rsqrt_seed_hardware(x)); }
