@@ -128,6 +128,30 @@ def render_c1(s, run, result):
              "immediate max (ULP)", "broadcast P99 (ULP)", "broadcast max (ULP)", "instructions differ",
              "eager identical"], detail, summary=f"All {len(detail)} configurations (errors against fp64)")
     _c1_evidence(s, result)
+    _c1_sass(s, run)
+
+
+def _sass_rows(run: dict, prefix: str) -> list[tuple[dict, dict]]:
+    """The CUDA device's SASS evidence: kernels compiled by NVRTC for named architectures and
+    disassembled (cuobjdump), which needs the CUDA toolkit but no GPU."""
+    return [(name_fields(b["name"]), b) for b in benchmarks(run, prefix) if not b.get("error_occurred")]
+
+
+def _c1_sass(s, run):
+    rows = _sass_rows(run, "SASS/C1/")
+    if not rows:
+        return
+    table = [[f["dtype"], f["arch"], num(b["immediate_fmul_constant_operand"]), num(b["broadcast_fmul_constant_operand"]),
+              num(b["immediate_ldg"]), num(b["broadcast_ldg"]), num(b["immediate_instructions"]),
+              num(b["broadcast_instructions"]), yesno(b["sass_differ"] == 1)] for f, b in rows]
+    differ = sum(b["sass_differ"] == 1 for _, b in rows)
+    s.paragraph(f"On a GPU (CUDA device, SASS compiled by NVRTC and disassembled without a GPU): the two lowerings of "
+                f"×0.7 give different machine code in {differ}/{len(rows)} dtype × architecture cases; the immediate "
+                "lowering multiplies by an immediate operand, the broadcast lowering loads the scalar tensor instead "
+                "(more LDG). The CUDA kernels have not been run on a GPU here.")
+    s.table(["dtype", "arch", "FMUL with constant operand (immediate)", "FMUL with constant operand (broadcast)",
+             "LDG (immediate)", "LDG (broadcast)", "instructions (immediate)", "instructions (broadcast)", "SASS differs"],
+            table, summary=f"SASS of the two lowerings, {len(table)} dtype × architecture cases")
 
 
 def _c1_evidence(s, result):
@@ -282,12 +306,27 @@ def render_c3(s, run, result):
               + ieee_text)
     _c3_plot(s, rows)
     _c3_histograms(s, result)
+    _c3_sass(s, run)
     s.paragraph("Input U(0.01, 100); ULP error against fp64 in the result's format; 'correctly rounded' is the share "
                 "of results equal to the fp64 value rounded once to the dtype.")
     table = [[f["op"], f["dtype"], C3_MODE_LABEL.get(f["mode"], f["mode"]), f["iters"] if f["mode"] != "ieee" else "—",
               num(b["ulp_p50"]), num(b["ulp_p99"]), num(b["ulp_max"]), pct(b["frac_correctly_rounded"])] for f, b in rows]
     s.table(["op", "dtype", "method", "iterations", "ULP P50", "ULP P99", "ULP max", "correctly rounded"], table,
             summary=f"All {len(table)} configurations")
+
+
+def _c3_sass(s, run):
+    rows = _sass_rows(run, "SASS/C3/")
+    if not rows:
+        return
+    table = [[f["op"], f["dtype"], C3_MODE_LABEL.get(f["mode"], f["mode"]), f["iters"] if f["mode"] != "ieee" else "—",
+              f["arch"], num(b.get("MUFU.RSQ", 0)), num(b.get("MUFU.RCP", 0)), num(b.get("FFMA", 0)), num(b.get("FMUL", 0)),
+              num(b.get("FADD", 0)), num(b.get("instructions", 0))] for f, b in rows]
+    s.paragraph("On a GPU (CUDA device, SASS compiled by NVRTC for each architecture and disassembled without a GPU): "
+                "the hardware seed is one MUFU.RSQ / MUFU.RCP, and each Newton step adds multiplies and adds. MUFU.RCP "
+                "also counts the kernel's grid-stride index division. Not run on a GPU here.")
+    s.table(["op", "dtype", "method", "iterations", "arch", "MUFU.RSQ", "MUFU.RCP", "FFMA", "FMUL", "FADD", "instructions"],
+            table, summary=f"SASS instruction counts, {len(table)} kernels")
 
 
 def _c3_plot(s, rows):
