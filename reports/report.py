@@ -149,6 +149,11 @@ class Section:
         """A table; with `summary` it is collapsed under that line (a <details> element). A column whose
         every value carries the same unit (%, ×) shows it once, in its header."""
         header, rows = _units_to_header(header, [[str(c) for c in r] for r in rows])
+        if self.show_device:  # several devices share the section: every table says whose it is
+            if summary:
+                summary = f"{summary} [{self.device}]"
+            else:
+                caption = f"[{self.device}] {caption}" if caption else f"On {self.device}:"
         md, h = [], []
         if caption:
             md.append(caption + "\n")
@@ -164,6 +169,8 @@ class Section:
     def figure(self, fig, name: str, caption: str):
         """A matplotlib figure, shown at FIGURE_DPI px per inch (never scaled down on the page, so
         its font sizes in points are what the reader sees)."""
+        if self.show_device:
+            caption = f"[{self.device}] {caption}"
         width_in, height_in = fig.get_size_inches()
         width_px, height_px = round(width_in * FIGURE_DPI), round(height_in * FIGURE_DPI)
         if width_px > PAGE_WIDTH_PX:

@@ -537,7 +537,9 @@ def _b_plots(s, evidence, chain_order):
         return
     chains = [c for c in chain_order if any(e["chain"] == c for e in evidence)]
     dtypes = [d for d in ("f16", "bf16") if any(e["dtype"] == d for e in evidence)]
-    fig, axes = figure(min(10.8, 2.2 * len(chains) + 0.6), 2.35 * len(dtypes) + 0.7, len(dtypes), len(chains))
+    # At least 6.4 in wide: the shared legend and the axis label must fit above and below one panel
+    # (a filtered run may hold a single chain and dtype).
+    fig, axes = figure(min(10.8, max(6.4, 2.2 * len(chains) + 0.6)), 2.35 * len(dtypes) + 0.7, len(dtypes), len(chains))
     handles = {}
     for row, dtype in enumerate(dtypes):
         for col, chain in enumerate(chains):
@@ -574,7 +576,7 @@ def _b_plots(s, evidence, chain_order):
             else:
                 ax.tick_params(labelleft=False)
     fig.supxlabel("per-set max ULP error against fp64 (log axis where the values span decades)", fontsize=10)
-    fig.legend(handles.values(), handles.keys(), loc="outside upper center", ncol=4)
+    fig.legend(handles.values(), handles.keys(), loc="outside upper center", ncol=min(4, max(2, len(chains) + 1)))
     s.figure(fig, "b_set_maxima", "B: distribution (CDF) of each input set's maximum ULP error against fp64, eager "
              "(thick) vs fused (thin); further left is better.")
     close(fig)
