@@ -11,12 +11,24 @@ TARGETS = {"Chain": 0.70, "LayerNorm": 0.50, "Softmax": 0.50}
 
 
 def _by_family(run: dict) -> dict[str, dict[str, dict]]:
+    """family -> path -> the engine's own benchmark. The same run also times the framework devices'
+    fused kernels (names with a device field, e.g. .../device:torch): those are _frameworks'."""
     out: dict[str, dict[str, dict]] = {}
     for b in benchmarks(run):
-        if b.get("error_occurred"):
-            continue
         f = name_fields(b["name"])
+        if b.get("error_occurred") or "device" in f:
+            continue
         out.setdefault(f["family"], {})[f.get("path", "-")] = b
+    return out
+
+
+def _frameworks(run: dict) -> dict[str, dict[str, dict]]:
+    """family -> device -> the framework device's fused benchmark measured in this run."""
+    out: dict[str, dict[str, dict]] = {}
+    for b in benchmarks(run):
+        f = name_fields(b["name"])
+        if not b.get("error_occurred") and "device" in f and f.get("path") == "fused":
+            out.setdefault(f["family"], {})[f["device"]] = b
     return out
 
 
@@ -36,6 +48,7 @@ def _kernels(b: dict) -> list[tuple[str, float]]:
 
 def render(s, run: dict, result):
     fam = _by_family(run)
+    frameworks = _frameworks(run)
     copy_bw = copy_bandwidth(run)
     peak = fam.get("Fp32Peak", {}).get("-")
     ceilings = {name_fields(b["name"]).get("op"): b for b in benchmarks(run, "ComputeCeiling/")}
@@ -49,6 +62,10 @@ def render(s, run: dict, result):
                    f"(target {pct(target, 2)})"
         if "fused_fma" in fam.get(family, {}):
             evidence += f"; with FMA contraction {pct(fam[family]['fused_fma']['bytes_per_second'] / copy_bw)}"
+        for device, fb in sorted(frameworks.get(family, {}).items()):
+            if "bytes_per_second" in fb:
+                evidence += (f"; {device}'s fused kernel {pct(fb['bytes_per_second'] / copy_bw)} of the same copy "
+                             f"({num(seconds(fb) / seconds(b))}× fusebench's time)")
         if family in ceilings:
             ceiling = ceilings[family]["bytes_per_second"] / copy_bw
             evidence += (f"; its arithmetic ceiling is {pct(ceiling)} of the copy"
@@ -88,6 +105,10 @@ def render(s, run: dict, result):
                          pct(b["bytes_per_second"] / ceiling["bytes_per_second"]) if ceiling and path == "fused" else "—",
                          num(b.get("ulp_max")), num(b.get("ulp_p99")),
                          f"{num(b['gflops'])} ({pct(b['gflops'] / peak['gflops'])} of peak)" if "gflops" in b and peak else "—"])
+        for device, b in sorted(frameworks.get(family, {}).items()):
+            share = b["bytes_per_second"] / copy_bw if copy_bw and "bytes_per_second" in b else None
+            rows.append([family, f"fused on {device}", "framework", _shape(b), num(seconds(b) * 1e3), "—",
+                         gbps(b.get("bytes_per_second")), pct(share), "—", num(b.get("ulp_max")), num(b.get("ulp_p99")), "—"])
     s.table(["kernel", "path", "kernels run", "shape", "time (ms)", "speed-up vs eager", "GB/s", "of copy",
              "of its ceiling", "ULP max vs fp64", "ULP P99 vs fp64", "GEMM GFLOP/s"], rows)
     mm = fam.get("Matmul", {})
