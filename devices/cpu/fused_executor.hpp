@@ -3,8 +3,12 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
+#include "fusebench/engine/emit_cpp.hpp"
 #include "fusebench/engine/executor.hpp"
 #include "fusebench/engine/kernel_cache.hpp"
 #include "fusebench/engine/planner.hpp"
@@ -35,6 +39,23 @@ class FusedExecutor final : public engine::Executor {
     std::string source_sha256;
   };
   std::map<std::string, LoadedKernel> loaded_;
+  // What a graph's run needs besides its inputs, prepared on its first run: the fusion plan's
+  // kernels, emitted, loaded, and their trace text. A repeated run of the same graph (a training
+  // step) skips planning and emission (about 2.4 ms a step of the task-E trainer's graphs).
+  struct PreparedKernel {
+    engine::EmittedKernel emitted;     // loads, stores, constants (the source is kept in loaded_)
+    const LoadedKernel* loaded = nullptr;  // into loaded_ (std::map: stable addresses)
+    double compile_ms = 0;             // of the first run; 0 afterwards
+    bool built_cache_hit = false;      // the first run found the artifact on disk
+    engine::KernelTrace trace;         // name, ops, lowering, artifact fields
+  };
+  struct PreparedGraph {
+    engine::Graph graph;  // a copy, to confirm that a fingerprint match is this graph
+    std::vector<PreparedKernel> kernels;
+    bool reused = false;
+  };
+  PreparedGraph& prepare(const engine::Graph& graph);
+  std::unordered_map<std::uint64_t, std::vector<std::unique_ptr<PreparedGraph>>> prepared_;  // by fingerprint
 };
 
 }  // namespace fusebench::cpu

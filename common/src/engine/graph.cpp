@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <bit>
 #include <numeric>
 
 namespace fusebench::engine {
@@ -405,6 +406,75 @@ std::string Graph::describe() const {
                        shape_string(n.shape));
   }
   return out;
+}
+
+// ---- structural identity (executors' per-graph caches)
+namespace {
+// FNV-1a over 64-bit words, each word first mixed by splitmix64's finaliser so that small
+// integers (ids, extents) spread over all bits.
+struct Hasher {
+  std::uint64_t state = 0xcbf29ce484222325ull;
+  void word(std::uint64_t v) {
+    v ^= v >> 30;
+    v *= 0xbf58476d1ce4e5b9ull;
+    v ^= v >> 27;
+    v *= 0x94d049bb133111ebull;
+    v ^= v >> 31;
+    state = (state ^ v) * 0x100000001b3ull;
+  }
+  void real(double v) { word(std::bit_cast<std::uint64_t>(v)); }
+  void text(const std::string& s) {
+    word(s.size());
+    std::uint64_t chunk = 0;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      chunk = (chunk << 8) | std::uint8_t(s[i]);
+      if (i % 8 == 7) {
+        word(chunk);
+        chunk = 0;
+      }
+    }
+    word(chunk);
+  }
+};
+
+bool same_node(const Node& a, const Node& b) {
+  return a.kind == b.kind && a.inputs == b.inputs && a.shape == b.shape && a.dtype == b.dtype && a.name == b.name &&
+         std::bit_cast<std::uint64_t>(a.scalar) == std::bit_cast<std::uint64_t>(b.scalar) && a.axis == b.axis &&
+         a.keepdim == b.keepdim && std::bit_cast<std::uint64_t>(a.eps) == std::bit_cast<std::uint64_t>(b.eps) &&
+         a.permutation == b.permutation && a.start == b.start;
+}
+}  // namespace
+
+std::uint64_t Graph::fingerprint() const {
+  Hasher h;
+  h.word(nodes_.size());
+  for (const Node& n : nodes_) {
+    h.word(std::uint64_t(n.kind));
+    h.word(n.inputs.size());
+    for (NodeId in : n.inputs) h.word(std::uint64_t(in));
+    h.word(n.shape.size());
+    for (std::int64_t e : n.shape) h.word(std::uint64_t(e));
+    h.word(std::uint64_t(n.dtype));
+    h.text(n.name);
+    h.real(n.scalar);
+    h.word(std::uint64_t(n.axis));
+    h.word(n.keepdim ? 1 : 0);
+    h.real(n.eps);
+    h.word(n.permutation.size());
+    for (int p : n.permutation) h.word(std::uint64_t(p));
+    h.word(std::uint64_t(n.start));
+  }
+  h.word(outputs_.size());
+  for (NodeId out : outputs_) h.word(std::uint64_t(out));
+  return h.state;
+}
+
+bool Graph::same_structure(const Graph& other) const {
+  if (nodes_.size() != other.nodes_.size() || outputs_ != other.outputs_) return false;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (!same_node(nodes_[i], other.nodes_[i])) return false;
+  }
+  return true;
 }
 
 }  // namespace fusebench::engine

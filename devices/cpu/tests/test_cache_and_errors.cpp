@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "engine_test_support.hpp"
+#include "fusebench/hash.hpp"
 #include "fusebench/npy.hpp"
 #include "jit_compiler.hpp"
 
@@ -60,6 +61,53 @@ TEST(KernelCache, ColdCompileWarmHitClearAndCorruption) {
   EXPECT_EQ(rebuilt.trace[0].artifact_sha256, cold.trace[0].artifact_sha256);  // the build is reproducible
   EXPECT_EQ(cache.clear(), 1u);
   EXPECT_TRUE(cache.list().empty());
+  fs::remove_all(dir);
+}
+
+TEST(KernelCache, ARepeatedGraphReusesItsPreparedKernelsAndAChangedOneIsReplanned) {
+  // One executor, one graph run three times (a training step): the first run builds, the others
+  // reuse the plan and loaded kernels (no compile time, a cache hit) and give the same bits.
+  const auto dir = fresh_dir("prepared");
+  cpu::FusedExecutor fused({}, dir);
+  Graph g;
+  const auto x = g.input("x", {64, 32}, DType::bf16);
+  const auto w = g.input("w", {32, 16}, DType::bf16);
+  g.mark_output(g.gelu(g.matmul(x, w), true));
+  const engine::Inputs in = {{"x", random_normal(DType::bf16, {64, 32}, 0, 1, 7, 1)},
+                             {"w", random_normal(DType::bf16, {32, 16}, 0, 1, 7, 2)}};
+  const auto first = fused.run(g, in);
+  ASSERT_FALSE(first.trace.empty());
+  EXPECT_FALSE(first.trace[0].cache_hit);
+  EXPECT_GT(first.trace[0].compile_ms, 0);
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    const auto again = fused.run(g, in);
+    ASSERT_EQ(again.trace.size(), first.trace.size());
+    for (std::size_t k = 0; k < again.trace.size(); ++k) {
+      EXPECT_TRUE(again.trace[k].cache_hit);
+      EXPECT_EQ(again.trace[k].compile_ms, 0);
+      EXPECT_EQ(again.trace[k].artifact_sha256, first.trace[k].artifact_sha256);
+      EXPECT_EQ(again.trace[k].ops, first.trace[k].ops);
+    }
+    EXPECT_EQ(tensor_md5_hex(again.outputs[0]), tensor_md5_hex(first.outputs[0]));
+  }
+  // An equal graph built anew is the same graph to the cache; a changed attribute is not.
+  Graph same;
+  const auto sx = same.input("x", {64, 32}, DType::bf16);
+  const auto sw = same.input("w", {32, 16}, DType::bf16);
+  same.mark_output(same.gelu(same.matmul(sx, sw), true));
+  EXPECT_EQ(same.fingerprint(), g.fingerprint());
+  EXPECT_TRUE(same.same_structure(g));
+  EXPECT_TRUE(fused.run(same, in).trace[0].cache_hit);
+  Graph changed;
+  const auto cx = changed.input("x", {64, 32}, DType::bf16);
+  const auto cw = changed.input("w", {32, 16}, DType::bf16);
+  changed.mark_output(changed.gelu(changed.matmul(cx, cw), false));  // erf gelu: another kernel
+  EXPECT_NE(changed.fingerprint(), g.fingerprint());
+  EXPECT_FALSE(changed.same_structure(g));
+  const auto other = fused.run(changed, in);
+  EXPECT_FALSE(other.trace.back().cache_hit);
+  EXPECT_GT(other.trace.back().compile_ms, 0);
+  EXPECT_NE(tensor_md5_hex(other.outputs[0]), tensor_md5_hex(first.outputs[0]));
   fs::remove_all(dir);
 }
 
