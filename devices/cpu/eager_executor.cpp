@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "knobs.hpp"
@@ -351,6 +352,45 @@ Tensor EagerExecutor::evaluate(const Node& n, const std::vector<Tensor>& in, eng
         }
         if (trace) trace->lowering.push_back(fmt::format("{}: Eigen GEMM, {} accumulation", n.name, dtype_name(compute_dtype<T>())));
         return c.to(n.dtype);
+      }
+      case OpKind::GatherRows: {
+        // Row copies: exact in every dtype.
+        const Tensor table = in[0].contiguous();
+        const std::int64_t width = table.shape()[1];
+        const auto ids = engine::checked_row_ids(n, in[1], table.shape()[0]);
+        Tensor out = Tensor::uninitialized(n.dtype, n.shape);
+        const T* t = table.span<T>().data();
+        T* o = out.span<T>().data();
+        pool_.parallel_for(chunks(std::int64_t(ids.size()), std::max<std::int64_t>(1, kChunk / width)), [&](std::int64_t task) {
+          const std::int64_t per = std::max<std::int64_t>(1, kChunk / width);
+          for (std::int64_t i = task * per; i < std::min<std::int64_t>(std::int64_t(ids.size()), (task + 1) * per); ++i) {
+            std::memcpy(o + i * width, t + ids[std::size_t(i)] * width, std::size_t(width) * sizeof(T));
+          }
+        });
+        return out;
+      }
+      case OpKind::ScatterAddRows: {
+        // out[ids[i]] += src[i] for i in order, in the compute type, rounded once: the fused
+        // kernel adds in the same order (fp32: the same bits). Tasks split the columns, so every
+        // element still sees its additions in id order.
+        const Tensor src = (in[0].dtype() == n.dtype ? in[0] : in[0].to(n.dtype)).contiguous();
+        const std::int64_t width = n.shape[1], rows = n.shape[0];
+        const auto ids = engine::checked_row_ids(n, in[1], rows);
+        std::vector<C> acc(std::size_t(rows * width), C(0));
+        const T* s = src.span<T>().data();
+        constexpr std::int64_t kColumns = 16;
+        pool_.parallel_for(chunks(width, kColumns), [&](std::int64_t task) {
+          const std::int64_t k0 = task * kColumns, k1 = std::min(width, k0 + kColumns);
+          for (std::size_t i = 0; i < ids.size(); ++i) {
+            C* row = acc.data() + ids[i] * width;
+            const T* from = s + std::int64_t(i) * width;
+            for (std::int64_t k = k0; k < k1; ++k) row[k] += load(from[k]);
+          }
+        });
+        Tensor out = Tensor::uninitialized(n.dtype, n.shape);
+        narrow<T>(acc.data(), out.span<T>().data(), rows * width);
+        if (trace) trace->lowering.push_back(fmt::format("{}: rows added in id order, {} accumulation", n.name, dtype_name(compute_dtype<T>())));
+        return out;
       }
       case OpKind::Permute: return in[0].permute(n.permutation).contiguous();
       case OpKind::Reshape: return in[0].contiguous().reshape(n.shape);

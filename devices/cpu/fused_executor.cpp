@@ -84,6 +84,12 @@ FusedExecutor::PreparedGraph& FusedExecutor::prepare(const engine::Graph& graph)
     trace.artifact_path = artifact.library.string();
     trace.artifact_sha256 = artifact.sha256;
     trace.source_sha256 = known->second.source_sha256;
+    if (kernel.kind == engine::KernelKind::Indexed) {
+      const engine::Node& op = graph.node(kernel.anchor);
+      k.indexed_op = op.id;
+      k.ids_source = engine::view_sources(graph, op.inputs[1]).at(0);
+      k.id_bound = op.kind == engine::OpKind::GatherRows ? graph.node(op.inputs[0]).shape[0] : op.shape[0];
+    }
     prepared->kernels.push_back(std::move(k));
   }
   candidates.push_back(std::move(prepared));
@@ -99,6 +105,8 @@ engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::I
   result.trace.reserve(prepared.kernels.size());
   for (PreparedKernel& k : prepared.kernels) {
     const KernelFunction fn = k.loaded->function;
+    // A kernel cannot report a bad id: they are checked here (InputError naming op, position, id).
+    if (k.indexed_op >= 0) engine::checked_row_ids(graph.node(k.indexed_op), result.values.at(k.ids_source), k.id_bound);
     std::vector<Tensor> keep;  // contiguous operands live until the kernel returns
     std::vector<void*> buffers;
     double bytes_moved = 0;

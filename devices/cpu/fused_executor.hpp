@@ -48,6 +48,9 @@ class FusedExecutor final : public engine::Executor {
     double compile_ms = 0;             // of the first run; 0 afterwards
     bool built_cache_hit = false;      // the first run found the artifact on disk
     engine::KernelTrace trace;         // name, ops, lowering, artifact fields
+    engine::NodeId indexed_op = -1;    // gather_rows / scatter_add_rows: its ids are range-checked first
+    engine::NodeId ids_source = -1;    // the materialised tensor the ids are (a reshape of)
+    std::int64_t id_bound = 0;         // ids must lie in [0, id_bound)
   };
   struct PreparedGraph {
     engine::Graph graph;  // a copy, to confirm that a fingerprint match is this graph

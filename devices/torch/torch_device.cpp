@@ -82,6 +82,14 @@ std::string torch_op(const engine::Node& n, const std::vector<std::string>& a, c
       return fmt::format("{0}.masked_fill(torch.ones({1}, {2}, dtype=torch.bool, device={0}.device).triu(1), {3})", a[0], rows,
                          cols, python_float(n.scalar));
     }
+    // Embedding rows, and their backward as index_add_ into zeros accumulated in fp32 (fp64 for
+    // f64) and rounded once, as the engine's ops define it.
+    case OpKind::GatherRows: return fmt::format("F.embedding({}.long(), {})", a[1], a[0]);
+    case OpKind::ScatterAddRows: {
+      const std::string acc = n.dtype == DType::f64 ? "torch.float64" : "torch.float32";
+      return fmt::format("torch.zeros(({}, {}), dtype={}, device={}.device).index_add_(0, {}.long(), {}.to({})).to({})", n.shape[0],
+                         n.shape[1], acc, a[0], a[1], a[0], acc, torch_dtype(n.dtype));
+    }
     case OpKind::Input: break;
   }
   throw_input_error("device torch: no PyTorch lowering for op {}", engine::op_name(n.kind));

@@ -80,6 +80,14 @@ std::string xla_op(const engine::Node& n, const std::vector<std::string>& a, con
       return fmt::format("jnp.where(jnp.triu(jnp.ones(({1}, {2}), dtype=bool), 1), jnp.asarray({3}, {0}.dtype), {0})", a[0], rows,
                          cols, fill);
     }
+    // Embedding rows, and their backward as a scatter-add into zeros accumulated in fp32 (fp64 for
+    // f64) and rounded once, as the engine's ops define it.
+    case OpKind::GatherRows: return fmt::format("jnp.take({}, {}, axis=0)", a[0], a[1]);
+    case OpKind::ScatterAddRows: {
+      const std::string acc = n.dtype == DType::f64 ? "jnp.float64" : "jnp.float32";
+      return fmt::format("jnp.zeros(({}, {}), {}).at[{}].add({}.astype({})).astype({})", n.shape[0], n.shape[1], acc, a[1], a[0], acc,
+                         jnp_dtype(n.dtype));
+    }
     case OpKind::Input: break;
   }
   throw_input_error("device xla: no JAX lowering for op {}", engine::op_name(n.kind));

@@ -33,7 +33,9 @@ std::string storage_type(DType d) {
     case DType::bf16: return "std::uint16_t";
     case DType::f32: return "float";
     case DType::f64: return "double";
-    default: throw_input_error("fused kernels: dtype {} cannot be stored (floating dtypes only)", dtype_name(d));
+    case DType::i32: return "std::int32_t";  // gather_rows / scatter_add_rows ids
+    case DType::i64: return "std::int64_t";
+    default: throw_input_error("fused kernels: dtype {} cannot be stored (floating dtypes, and i32 / i64 ids)", dtype_name(d));
   }
 }
 std::string load_expr(DType d, const std::string& buffer, const std::string& offset) {
@@ -206,6 +208,7 @@ class Emitter {
       case KernelKind::Reduction: body = reduction(); break;
       case KernelKind::Rowwise: body = rowwise(); break;
       case KernelKind::Matmul: body = matmul(); break;
+      case KernelKind::Indexed: body = indexed(); break;
     }
     // The source names no node or kernel: kernels of the same structure (a transformer's layers,
     // one graph built twice) are one source, compiled once and shared through the kernel cache.
@@ -778,6 +781,66 @@ class Emitter {
         ct, m, kk, n, batches, batched_b ? "true" : "false", ct == "double" ? "gemm_f64" : "gemm_f32", tasks_a, tasks_b,
         tasks_e);
     return code;
+  }
+
+  // gather_rows / scatter_add_rows. The ids are read by flat position from the buffer they are
+  // (or are a reshape of); the fused executor checks their range before the kernel runs.
+  std::string ids_element(const Node& op, const std::string& position) const {
+    const Node* ids = &g_.node(op.inputs[1]);
+    while (ids->kind == OpKind::Reshape) ids = &g_.node(ids->inputs[0]);
+    if (!buffers_.count(ids->id) || members_.count(ids->id)) {
+      throw_input_error("fused: {} reads ids {} through a {}: only a tensor or a reshape of one is supported", op.name,
+                        g_.node(op.inputs[1]).name, op_name(ids->kind));
+    }
+    return fmt::format("std::int64_t(c.{}[{}])", buffers_.at(ids->id), position);
+  }
+
+  std::string indexed() {
+    const Node& op = g_.node(k_.anchor);
+    const Node& data = g_.node(op.inputs[0]);  // the table (gather) or the rows to add (scatter)
+    const std::int64_t width = op.shape[1];
+    const std::int64_t count = g_.node(op.inputs[1]).shape[0];  // ids
+    const std::string ct = ctype(op.dtype);
+    const bool stored = std::find(k_.stores.begin(), k_.stores.end(), op.id) != k_.stores.end();
+    if (!stored) return "void run(Ctx&) {}\n";  // nothing reads the result
+    const std::string out = "c." + buffers_.at(op.id);
+    scopes_.emplace_back();
+    if (op.kind == OpKind::GatherRows) {
+      // Whole rows per task; each element a copy through the compute type (exact).
+      const std::int64_t per_task = std::max<std::int64_t>(1, kPointwiseChunk / width);
+      const std::int64_t tasks = (count + per_task - 1) / per_task;
+      const std::string v = value(data.id, Index{"id", "k"});
+      const std::string copy = take_lines("      ");
+      out_.lowering.push_back(fmt::format("{}: {} rows of {} gathered by id, {} per task", op.name, count, width, per_task));
+      const std::string body = fmt::format(
+          "  for (std::int64_t r = task * {0}; r < (task + 1) * {0} && r < {1}; ++r) {{\n"
+          "    const std::int64_t id = {2};\n"
+          "    for (std::int64_t k = 0; k < {3}; ++k) {{\n{4}      {5}[r * {3} + k] = {6};\n    }}\n  }}\n",
+          per_task, count, ids_element(op, "r"), width, copy, out, store_expr(op.dtype, op.dtype, v));
+      return task_wrapper("gather_task", body) +
+             fmt::format("void run(Ctx& c) {{ c.services->parallel_for(c.services->pool, {}, gather_task, &c); }}\n", tasks);
+    }
+    // scatter_add_rows: a zeroed compute-type table; each task owns a band of columns and adds
+    // the rows in id order (the same order, and in fp32 the same bits, as the eager kernel).
+    constexpr std::int64_t kColumns = 16;
+    const std::int64_t rows = op.shape[0];
+    const std::int64_t tasks = (width + kColumns - 1) / kColumns;
+    extra_ctx_ = fmt::format("  {}* acc;\n", ct);
+    const std::string v = value(data.id, Index{"i", "k"});
+    const std::string add = take_lines("      ");
+    out_.lowering.push_back(fmt::format("{}: {} rows added into {} by id in id order, {} accumulation, {} columns per task",
+                                        op.name, count, rows, ct == "double" ? "f64" : "f32", kColumns));
+    const std::string body = fmt::format(
+        "  const std::int64_t k0 = task * {0}, k1 = k0 + {0} < {1} ? k0 + {0} : {1};\n"
+        "  for (std::int64_t q = 0; q < {2}; ++q) {{\n    for (std::int64_t k = k0; k < k1; ++k) c.acc[q * {1} + k] = 0;\n  }}\n"
+        "  for (std::int64_t i = 0; i < {3}; ++i) {{\n    const std::int64_t id = {4};\n"
+        "    for (std::int64_t k = k0; k < k1; ++k) {{\n{5}      c.acc[id * {1} + k] += {6};\n    }}\n  }}\n"
+        "  for (std::int64_t q = 0; q < {2}; ++q) {{\n    for (std::int64_t k = k0; k < k1; ++k) {7}[q * {1} + k] = {8};\n  }}\n",
+        kColumns, width, rows, count, ids_element(op, "i"), add, v, out, store_expr(op.dtype, op.dtype, fmt::format("c.acc[q * {} + k]", width)));
+    return task_wrapper("scatter_task", body) +
+           fmt::format("void run(Ctx& c) {{\n  const FbScratch<{0}> acc(c.services, {1});\n  c.acc = acc.data;\n"
+                       "  c.services->parallel_for(c.services->pool, {2}, scatter_task, &c);\n}}\n",
+                       ct, rows * width, tasks);
   }
 
   const Graph& g_;

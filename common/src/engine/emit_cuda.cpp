@@ -43,6 +43,9 @@ class CudaEmitter {
       case KernelKind::Reduction: body = reduction(); break;
       case KernelKind::Rowwise: body = rowwise(); break;
       case KernelKind::Matmul: body = matmul(); break;
+      case KernelKind::Indexed:
+        throw_input_error("cuda emitter: kernel {} ({} of {}) has no CUDA lowering; gather_rows and scatter_add_rows run "
+                          "on the cpu device", k_.name, op_name(g_.node(k_.anchor).kind), shape_string(g_.node(k_.anchor).shape));
     }
     std::string header = fmt::format("// fusebench fused CUDA kernel {} ({})\n// knobs: {}\n", k_.name,
                                      kernel_kind_name(k_.kind), o_.describe());

@@ -111,6 +111,27 @@ void check_inputs(const Graph& graph, const Inputs& inputs) {
   }
 }
 
+std::vector<std::int64_t> checked_row_ids(const Node& n, const Tensor& ids, std::int64_t rows) {
+  const Tensor flat = ids.contiguous();
+  std::vector<std::int64_t> out(std::size_t(flat.numel()));
+  if (flat.dtype() == DType::i32) {
+    const auto v = flat.span<std::int32_t>();
+    std::copy(v.begin(), v.end(), out.begin());
+  } else if (flat.dtype() == DType::i64) {
+    const auto v = flat.span<std::int64_t>();
+    std::copy(v.begin(), v.end(), out.begin());
+  } else {
+    throw_input_error("{} {}: ids must be i32 or i64, got {}", op_name(n.kind), n.name, ids.describe());
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (out[i] < 0 || out[i] >= rows) {
+      throw_input_error("{} {}: id {} at position {} is outside [0, {}) (the table has {} rows)", op_name(n.kind), n.name,
+                        out[i], i, rows, rows);
+    }
+  }
+  return out;
+}
+
 void dump_run(const Graph& graph, const RunResult& result, const std::string& executor, const RunOptions& run) {
   if (run.dump_dir.empty()) return;
   const auto dir = run.dump_dir / executor;

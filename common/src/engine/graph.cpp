@@ -24,7 +24,7 @@ constexpr OpInfo kOps[] = {
     {OpKind::Softmax, "softmax"},   {OpKind::Matmul, "matmul"},     {OpKind::Permute, "permute"},
     {OpKind::Reshape, "reshape"},   {OpKind::Slice, "slice"},       {OpKind::Concat, "concat"},
     {OpKind::Expand, "expand"},     {OpKind::Log, "log"},           {OpKind::GeluTanhBackward, "gelu_tanh_backward"},
-    {OpKind::CausalMask, "causal_mask"},
+    {OpKind::CausalMask, "causal_mask"}, {OpKind::GatherRows, "gather_rows"}, {OpKind::ScatterAddRows, "scatter_add_rows"},
 };
 
 int normalise_axis(int axis, int rank, std::string_view what) {
@@ -252,6 +252,43 @@ NodeId Graph::matmul(NodeId a, NodeId b) {
   n.shape.push_back(x.shape[x.shape.size() - 2]);
   n.shape.push_back(y.shape.back());
   n.dtype = promote(x.dtype, y.dtype);
+  return push(std::move(n));
+}
+
+namespace {
+void require_row_ids(const Node& ids, OpKind kind, const std::string& operand, std::int64_t rows) {
+  if ((ids.dtype != DType::i32 && ids.dtype != DType::i64) || ids.shape.size() != 1 || ids.shape[0] != rows) {
+    throw_input_error("{}: ids {} must be i32 or i64 of shape [{}] (one id per row)", op_name(kind), operand, rows);
+  }
+}
+}  // namespace
+
+NodeId Graph::gather_rows(NodeId table, NodeId ids) {
+  const Node& t = node(table);
+  require_floating(t, OpKind::GatherRows, operand_text(table));
+  if (t.shape.size() != 2) throw_input_error("gather_rows: table {} must have rank 2 ([rows, width])", operand_text(table));
+  const Node& i = node(ids);
+  if (i.shape.size() != 1) throw_input_error("gather_rows: ids {} must have rank 1", operand_text(ids));
+  require_row_ids(i, OpKind::GatherRows, operand_text(ids), i.shape[0]);
+  Node n;
+  n.kind = OpKind::GatherRows;
+  n.inputs = {table, ids};
+  n.shape = {i.shape[0], t.shape[1]};
+  n.dtype = t.dtype;
+  return push(std::move(n));
+}
+
+NodeId Graph::scatter_add_rows(NodeId src, NodeId ids, std::int64_t rows) {
+  const Node& s = node(src);
+  require_floating(s, OpKind::ScatterAddRows, operand_text(src));
+  if (s.shape.size() != 2) throw_input_error("scatter_add_rows: src {} must have rank 2 ([N, width])", operand_text(src));
+  require_row_ids(node(ids), OpKind::ScatterAddRows, operand_text(ids), s.shape[0]);
+  if (rows < 1) throw_input_error("scatter_add_rows: rows {} must be positive", rows);
+  Node n;
+  n.kind = OpKind::ScatterAddRows;
+  n.inputs = {src, ids};
+  n.shape = {rows, s.shape[1]};
+  n.dtype = s.dtype;
   return push(std::move(n));
 }
 

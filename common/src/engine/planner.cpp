@@ -15,6 +15,7 @@ std::string_view kernel_kind_name(KernelKind kind) {
     case KernelKind::Reduction: return "reduction";
     case KernelKind::Rowwise: return "rowwise";
     case KernelKind::Matmul: return "matmul";
+    case KernelKind::Indexed: return "indexed";
   }
   return "?";
 }
@@ -94,6 +95,10 @@ class Planner {
         new_group(KernelKind::Matmul, n.id);
         continue;
       }
+      if (n.kind == OpKind::GatherRows || n.kind == OpKind::ScatterAddRows) {
+        new_group(KernelKind::Indexed, n.id);
+        continue;
+      }
       if (is_reduction(n.kind)) {
         new_group(KernelKind::Reduction, n.id);
         continue;
@@ -116,7 +121,7 @@ class Planner {
   }
 
   bool can_join(const Group& group, const Node& n, const std::vector<Source>& sources, int index) const {
-    if (n.shape != g_.node(group.anchor).shape) return false;
+    if (n.shape != g_.node(group.anchor).shape || group.kind == KernelKind::Indexed) return false;
     if (group.kind == KernelKind::Pointwise) return true;  // members are recomputed at any index
     // Epilogues see the anchor's value at the current index only.
     for (const auto& s : sources) {

@@ -12,7 +12,11 @@ namespace fusebench::engine {
 namespace {
 using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-Tensor as_f64(const Tensor& t) { return t.dtype() == DType::f64 ? t.contiguous() : t.to(DType::f64); }
+// Floating values in fp64; integer tensors (gather_rows' ids, and views of them) keep their dtype.
+Tensor as_f64(const Tensor& t) {
+  if (!is_floating(t.dtype())) return t.contiguous();
+  return t.dtype() == DType::f64 ? t.contiguous() : t.to(DType::f64);
+}
 
 // Operand broadcast to `shape`, contiguous f64.
 Tensor broadcast_f64(const Tensor& t, const Shape& shape) { return as_f64(t).expand(shape).contiguous(); }
@@ -145,6 +149,30 @@ Tensor evaluate(const Node& n, const std::vector<Tensor>& in) {
         Eigen::Map<const Matrix> mb(b.span<double>().data() + (batched_b ? i * k * nn : 0), k, nn);
         Eigen::Map<Matrix> mc(out.span<double>().data() + i * m * nn, m, nn);
         mc.noalias() = ma * mb;
+      }
+      return out;
+    }
+    case OpKind::GatherRows: {
+      const Tensor table = as_f64(in[0]);
+      const std::int64_t width = table.shape()[1];
+      const auto ids = checked_row_ids(n, in[1], table.shape()[0]);
+      Tensor out = Tensor::uninitialized(DType::f64, n.shape);
+      const auto t = table.span<double>();
+      auto o = out.span<double>();
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        std::copy_n(t.begin() + ids[i] * width, width, o.begin() + std::int64_t(i) * width);
+      }
+      return out;
+    }
+    case OpKind::ScatterAddRows: {
+      const Tensor src = as_f64(in[0]);
+      const std::int64_t width = n.shape[1];
+      const auto ids = checked_row_ids(n, in[1], n.shape[0]);
+      Tensor out(DType::f64, n.shape);  // zero-filled
+      const auto s = src.span<double>();
+      auto o = out.span<double>();
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        for (std::int64_t k = 0; k < width; ++k) o[std::size_t(ids[i] * width + k)] += s[i * std::size_t(width) + std::size_t(k)];
       }
       return out;
     }

@@ -1,4 +1,5 @@
-// The ops task E's trainer added to the engine (log, gelu-tanh backward, causal mask): the fp64
+// The ops task E's trainer added to the engine (log, gelu-tanh backward, causal mask, embedding
+// rows by gather_rows and their backward scatter_add_rows): the fp64
 // reference against finite differences / closed forms in fp64, eager and fused against the
 // reference, and eager equal to fused where the math is the same per element.
 #include <fmt/format.h>
@@ -141,6 +142,135 @@ TEST(TrainingOps, CausalMaskInAMatmulEpilogue) {
     ASSERT_NEAR(eager.value_at(i), ref.value_at(i), 1e-5) << i;
   }
   EXPECT_EQ(fused.value_at(1), -1e9 == double(float(-1e9)) ? -1e9 : double(float(-1e9)));
+}
+
+// ---- gather_rows / scatter_add_rows (the token embedding and its backward)
+// Ids with repeats (row 3 five times, row 0 twice) and rows no id picks, as a batch of text has.
+Tensor repeated_ids(DType dtype, std::int64_t n, std::int64_t rows) {
+  std::vector<std::int64_t> ids;
+  for (std::int64_t i = 0; i < n; ++i) ids.push_back(i % 4 == 1 ? 3 : (i * 7 + 2) % rows);
+  ids[0] = 0;
+  ids[std::size_t(n - 1)] = 0;
+  if (dtype == DType::i64) return Tensor::from_values<std::int64_t>({n}, ids);
+  std::vector<std::int32_t> narrow(ids.begin(), ids.end());
+  return Tensor::from_values<std::int32_t>({n}, narrow);
+}
+
+// d/dtable of sum(gather_rows(table, ids) * r) is scatter_add_rows(r, ids, V): the reference's
+// backward op against central differences of its forward, every table element (repeated ids
+// accumulate; rows no id picks get zero).
+TEST(TrainingOps, ScatterAddRowsIsGatherRowsBackwardByFiniteDifferencesInFp64) {
+  const std::int64_t v = 9, c = 5, n = 13;
+  Graph forward;
+  const NodeId table = forward.input("table", {v, c}, DType::f64);
+  const NodeId ids = forward.input("ids", {n}, DType::i32);
+  const NodeId r = forward.input("r", {n, c}, DType::f64);
+  forward.mark_output(forward.sum(forward.reshape(forward.mul(forward.gather_rows(table, ids), r), {n * c}), 0));
+  Graph backward;
+  backward.mark_output(backward.scatter_add_rows(backward.input("r", {n, c}, DType::f64), backward.input("ids", {n}, DType::i32), v));
+  const Tensor tv = random_uniform(DType::f64, {v, c}, -1, 1, 31);
+  const Tensor rv = random_uniform(DType::f64, {n, c}, -1, 1, 32);
+  const Tensor iv = repeated_ids(DType::i32, n, v);
+  const Tensor grad = engine::fp64_reference(backward, {{"r", rv}, {"ids", iv}})[0];
+  const double h = 1e-6;
+  int untouched = 0;
+  for (std::int64_t i = 0; i < v * c; ++i) {
+    auto at = [&](double delta) {
+      Tensor moved = tv.clone();
+      moved.span<double>()[std::size_t(i)] += delta;
+      return reference_scalar(forward, {{"table", moved}, {"ids", iv}, {"r", rv}});
+    };
+    EXPECT_NEAR(grad.value_at(i), (at(h) - at(-h)) / (2 * h), 1e-8) << "table element " << i;
+    untouched += grad.value_at(i) == 0.0;
+  }
+  EXPECT_GT(untouched, 0);  // some rows are picked by no id: their gradient is exactly zero
+  // the forward picks whole rows
+  Graph pick;
+  pick.mark_output(pick.gather_rows(pick.input("table", {v, c}, DType::f64), pick.input("ids", {n}, DType::i32)));
+  const Tensor picked = engine::fp64_reference(pick, {{"table", tv}, {"ids", iv}})[0];
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::int64_t k = 0; k < c; ++k) EXPECT_EQ(picked.value_at(i * c + k), tv.value_at(iv.value_at(i) * c + k));
+  }
+}
+
+// Eager and fused against the reference in every dtype, i32 and i64 ids, ids given through a
+// reshape: gathers are exact; scatter sums within the dtype's rounding; f32 eager == fused bit for
+// bit (the same additions in the same order).
+TEST(TrainingOps, GatherAndScatterAddRowsEagerAndFusedAgreeWithTheReference) {
+  const std::int64_t v = 37, c = 40, n = 96;
+  // i64 ids once (each pair compiles its own kernels: a few seconds on a cold cache)
+  const std::pair<DType, DType> cases[] = {{DType::f32, DType::i32}, {DType::f32, DType::i64}, {DType::bf16, DType::i32},
+                                           {DType::f16, DType::i32}, {DType::f64, DType::i32}};
+  for (const auto& [dtype, id_dtype] : cases) {
+    {
+      Graph g;
+      const NodeId table = g.input("table", {v, c}, dtype);
+      const NodeId ids2d = g.input("ids", {2, n / 2}, id_dtype);
+      const NodeId src = g.input("src", {n, c}, dtype);
+      const NodeId ids = g.reshape(ids2d, {n});
+      g.mark_output(g.gather_rows(table, ids));
+      g.mark_output(g.add(g.gather_rows(table, ids), src));  // a consumer in another kernel
+      g.mark_output(g.scatter_add_rows(src, ids, v));
+      const engine::Inputs in = {{"table", random_uniform(dtype, {v, c}, -2, 2, 41)},
+                                 {"ids", repeated_ids(id_dtype, n, v).reshape({2, n / 2})},
+                                 {"src", random_uniform(dtype, {n, c}, -1, 1, 42)}};
+      const auto eager = testsupport::run_eager(g, in).outputs;
+      const auto fused = testsupport::run_fused(g, in).outputs;
+      const auto ref = engine::fp64_reference(g, in);
+      const double tolerance = dtype == DType::f64 ? 1e-14 : dtype == DType::f32 ? 2e-6 : dtype == DType::f16 ? 2e-3 : 1.6e-2;
+      for (const auto* result : {&eager, &fused}) {
+        const char* who = result == &eager ? "eager" : "fused";
+        for (std::int64_t i = 0; i < n * c; ++i) {
+          ASSERT_EQ((*result)[0].value_at(i), ref[0].value_at(i)) << dtype_name(dtype) << " gather " << who << " " << i;
+        }
+        for (std::size_t o = 1; o < 3; ++o) {
+          for (std::int64_t i = 0; i < (*result)[o].numel(); ++i) {
+            const double want = ref[o].value_at(i);
+            ASSERT_NEAR((*result)[o].value_at(i), want, tolerance * std::max(1.0, std::abs(want)))
+                << dtype_name(dtype) << "/" << dtype_name(id_dtype) << " output " << o << " " << who << " element " << i;
+          }
+        }
+      }
+      if (dtype == DType::f32 || dtype == DType::f64) {
+        for (std::size_t o = 0; o < 3; ++o) EXPECT_THAT(fused[o], BitEqual(eager[o])) << dtype_name(dtype) << " output " << o;
+      }
+    }
+  }
+}
+
+// An id outside the table: every executor refuses it, naming the op, the position and the id; a
+// float ids operand or a table of the wrong rank is refused when the graph is built.
+TEST(TrainingOps, GatherAndScatterAddRowsRefuseBadIds) {
+  Graph g;
+  const NodeId table = g.input("table", {8, 4}, DType::f32);
+  const NodeId ids = g.input("ids", {3}, DType::i32);
+  g.mark_output(g.gather_rows(table, ids));
+  g.mark_output(g.scatter_add_rows(g.input("src", {3, 4}, DType::f32), ids, 8));
+  const engine::Inputs in = {{"table", random_uniform(DType::f32, {8, 4}, -1, 1, 51)},
+                             {"ids", Tensor::from_values<std::int32_t>({3}, std::vector<std::int32_t>{1, 8, 2})},
+                             {"src", random_uniform(DType::f32, {3, 4}, -1, 1, 52)}};
+  auto expect_refused = [](auto&& run, const char* who) {
+    try {
+      run();
+      ADD_FAILURE() << who << ": no error for id 8 of a table of 8 rows";
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("id 8 at position 1 is outside [0, 8)"), std::string::npos) << who << ": " << what;
+    }
+  };
+  expect_refused([&] { engine::fp64_reference(g, in); }, "reference");
+  expect_refused([&] { testsupport::run_eager(g, in); }, "eager");
+  expect_refused([&] { testsupport::run_fused(g, in); }, "fused");
+  Graph bad;
+  const NodeId t = bad.input("table", {8, 4}, DType::f32);
+  const NodeId flat = bad.input("flat", {8}, DType::f32);
+  const NodeId float_ids = bad.input("float_ids", {3}, DType::f32);
+  const NodeId three_ids = bad.input("ids", {3}, DType::i32);
+  const NodeId four_rows = bad.input("src", {4, 4}, DType::f32);
+  EXPECT_THROW(bad.gather_rows(t, float_ids), InputError);               // ids must be integers
+  EXPECT_THROW(bad.gather_rows(flat, three_ids), InputError);            // the table must be [V, C]
+  EXPECT_THROW(bad.scatter_add_rows(four_rows, three_ids, 8), InputError);  // one id per row of src
+  EXPECT_THROW(bad.scatter_add_rows(bad.slice(four_rows, 0, 0, 3), three_ids, 0), InputError);  // rows > 0
 }
 
 }  // namespace

@@ -102,6 +102,9 @@ std::vector<std::string> device_names();
 // ---- shared by executors
 // Checks that every graph input is given with its shape and dtype (InputError naming it).
 void check_inputs(const Graph& graph, const Inputs& inputs);
+// The ids operand of gather_rows / scatter_add_rows `n` as int64, each checked to lie in [0, rows)
+// (InputError naming the op, the position and the id otherwise).
+std::vector<std::int64_t> checked_row_ids(const Node& n, const Tensor& ids, std::int64_t rows);
 // Writes <dir>/<node>.npy for the chosen values and <dir>/manifest.json (name, op, shape, dtype,
 // executor) atomically.
 void dump_run(const Graph& graph, const RunResult& result, const std::string& executor, const RunOptions& run);

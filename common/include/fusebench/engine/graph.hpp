@@ -26,6 +26,9 @@ enum class OpKind : std::uint8_t {
   // reductions and row-wise composites
   Sum, Mean, Max, LayerNorm, Softmax,
   Matmul,
+  // rows of a table picked by integer ids (an embedding), and its backward: rows added into a
+  // zero table at the ids, in id order (task E)
+  GatherRows, ScatterAddRows,
   // data movement
   Permute, Reshape, Slice, Concat, Expand,
 };
@@ -84,6 +87,13 @@ class Graph {
   NodeId softmax(NodeId x);  // over the last axis
   // [..., M, K] x [K, N] or [..., K, N] (batch dims equal, or the right operand unbatched).
   NodeId matmul(NodeId a, NodeId b);
+  // out[i, :] = table[ids[i], :]: table [V, C] floating, ids [N] of i32 or i64 -> [N, C] in the
+  // table's dtype (an embedding lookup). An id outside [0, V) is an InputError at run time.
+  NodeId gather_rows(NodeId table, NodeId ids);
+  // The backward of gather_rows: out = zeros [rows, C]; out[ids[i], :] += src[i, :] for i = 0, 1,
+  // ..., N - 1 in that order (deterministic), accumulated in fp32 (fp64 for f64) and rounded once
+  // to src's dtype. src [N, C] floating, ids [N] of i32 or i64.
+  NodeId scatter_add_rows(NodeId src, NodeId ids, std::int64_t rows);
 
   NodeId permute(NodeId x, std::vector<int> order);
   NodeId transpose(NodeId x, int axis_a, int axis_b);

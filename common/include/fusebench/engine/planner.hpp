@@ -8,6 +8,8 @@
 //   Reduction  sum / mean / max with an element-wise prologue and epilogue
 //   Rowwise    layernorm / softmax with prologue and epilogue
 //   Matmul     fp32 GEMM (extern) with an element-wise epilogue on its fp32 result
+//   Indexed    gather_rows / scatter_add_rows alone: rows picked or added by integer ids (their
+//              consumers read the stored result)
 // Inside a kernel values stay in the compute type (fp32, or fp64 for fp64 tensors); only the
 // stored nodes are rounded to their dtype.
 #pragma once
@@ -19,7 +21,7 @@
 
 namespace fusebench::engine {
 
-enum class KernelKind { Pointwise, Reduction, Rowwise, Matmul };
+enum class KernelKind { Pointwise, Reduction, Rowwise, Matmul, Indexed };
 std::string_view kernel_kind_name(KernelKind kind);
 
 struct KernelPlan {
