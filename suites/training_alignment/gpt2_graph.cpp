@@ -108,13 +108,12 @@ class ModelBuilder {
       param_[slot.name] = act_ == DType::f32 ? master : g.cast(master, act_);
     }
     const std::int64_t v = s_.vocab, c = s_.width, t = s_.context;
-    const NodeId tokens32 = g.input("tokens", {rows_, v}, DType::f32);
+    const NodeId tokens = g.input("tokens", {rows_}, DType::i32);  // byte ids
     const NodeId targets = g.input("targets", {rows_, v}, DType::f32);
-    const NodeId tokens = act_ == DType::f32 ? tokens32 : g.cast(tokens32, act_);
 
     // ---- forward
     const NodeId wte = param_.at("wte"), wpe = param_.at("wpe");
-    const NodeId tok_emb = g.matmul(tokens, wte);  // [N, C]
+    const NodeId tok_emb = g.gather_rows(wte, tokens);  // [N, C]: the embedding rows of the tokens
     NodeId x = g.reshape(g.add(g.reshape(tok_emb, {batch_, t, c}), wpe), {rows_, c});
     std::vector<BlockSaved> saved;
     for (int l = 0; l < s_.layers; ++l) saved.push_back(block_forward(l, x, &x));
@@ -139,9 +138,10 @@ class ModelBuilder {
     NodeId dx = g.matmul(dlogits, wte);                         // [N, C]
     dx = layernorm_backward(g, x_final_in, param_.at("lnf_w"), dx, 1e-5, &grad["lnf_w"], &grad["lnf_b"]);
     for (int l = s_.layers - 1; l >= 0; --l) dx = block_backward(l, saved[std::size_t(l)], dx, grad);
-    // embeddings: position rows summed over the batch; token rows scattered by the one-hot matmul
+    // embeddings: position rows summed over the batch; token rows added at the tokens' ids (in
+    // token order: deterministic), then to the tied head's gradient
     grad["wpe"] = g.sum(g.reshape(dx, {batch_, t, c}), 0);
-    grad["wte"] = g.add(grad["wte"], g.matmul(g.transpose(tokens, 0, 1), dx));
+    grad["wte"] = g.add(grad["wte"], g.scatter_add_rows(dx, tokens, v));
     for (const auto& slot : layout) {
       NodeId gr = grad.at(slot.name);
       if (g.node(gr).dtype != DType::f32) gr = g.cast(gr, DType::f32);

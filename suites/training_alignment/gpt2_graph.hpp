@@ -56,7 +56,8 @@ struct TrainGraph {
   engine::NodeId loss = -1;                  // f32 [1], mean cross-entropy (unscaled)
   std::vector<engine::NodeId> gradients;     // f32, one per parameter slot (times the seed's scale)
 };
-// Inputs: every parameter by its slot name (f32), "tokens" and "targets" (f32 one-hot rows,
+// Inputs: every parameter by its slot name (f32), "tokens" (i32 byte ids, [batch * context]: the
+// embedding is gather_rows, its backward scatter_add_rows), "targets" (f32 one-hot rows,
 // [batch * context, vocab]) and, with gradients, "loss_seed" (f32 [1]: dL/dloss, the loss scale).
 // Activations are `activations` (f32, bf16 or f16); the loss and its gradient are fp32, as under
 // autocast.

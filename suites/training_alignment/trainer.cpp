@@ -183,7 +183,7 @@ Trainer::Trainer(TrainConfig config, const Dataset& data, const engine::Device& 
     }
   }
   loss_scale_ = activations == DType::f16 ? config_.loss_scale : 1.0;
-  tokens_ = Tensor(DType::f32, {tokens_per_step(), config_.model.vocab});
+  tokens_ = Tensor(DType::i32, {tokens_per_step()});
   targets_ = Tensor(DType::f32, {tokens_per_step(), config_.model.vocab});
 }
 
@@ -198,14 +198,13 @@ double Trainer::lr_at(int step) const {
 
 void Trainer::fill_batch(const std::vector<std::uint8_t>& text, const std::vector<std::int64_t>& starts) {
   const std::int64_t t = config_.model.context, v = config_.model.vocab;
-  auto tok = tokens_.span<float>();
+  auto tok = tokens_.span<std::int32_t>();
   auto tgt = targets_.span<float>();
-  std::fill(tok.begin(), tok.end(), 0.0f);
   std::fill(tgt.begin(), tgt.end(), 0.0f);
   for (std::size_t b = 0; b < starts.size(); ++b) {
     for (std::int64_t i = 0; i < t; ++i) {
       const std::int64_t row = std::int64_t(b) * t + i;
-      tok[std::size_t(row * v + text[std::size_t(starts[b] + i)])] = 1.0f;
+      tok[std::size_t(row)] = text[std::size_t(starts[b] + i)];
       tgt[std::size_t(row * v + text[std::size_t(starts[b] + i + 1)])] = 1.0f;
     }
   }
@@ -217,6 +216,7 @@ std::string kind_of_eager_op(const std::string& op) {
   if (op == "layernorm" || op == "softmax") return "rowwise";
   if (op == "sum" || op == "mean" || op == "max") return "reduction";
   if (op == "permute" || op == "reshape" || op == "slice" || op == "concat" || op == "expand") return "copy";
+  if (op == "gather_rows" || op == "scatter_add_rows") return "indexed";
   return "pointwise";
 }
 

@@ -79,7 +79,7 @@ class Trainer {
 
   const std::vector<ParameterSlot>& layout() const { return layout_; }
   const Tensor& parameters() const { return param_; }
-  // Executor time of the training steps so far by kernel kind (matmul, rowwise, reduction,
+  // Executor time of the training steps so far by kernel kind (matmul, rowwise, reduction, indexed,
   // pointwise, copy), milliseconds; eager ops are binned by the kind of kernel they would be.
   const std::map<std::string, double>& kind_ms() const { return kind_ms_; }
   // The same by kernel (eager op or fused kernel, with its last op), for finding the slow ones.
