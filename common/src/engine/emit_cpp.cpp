@@ -770,6 +770,36 @@ class Emitter {
       out_.lowering.push_back(fmt::format("{}: {} GEMMs of {} rows, one task each", mm.name, batches, m));
       return code;
     }
+    if (m > kGemmRowTile) {
+      // One task per GEMM row tile (the device GEMM's own tiles, so the same calls and bits):
+      // it gathers its rows of A, multiplies them (a single tile runs on the calling thread) and
+      // applies the epilogue to its rows while they are in cache. Two pool dispatches per batch
+      // element (B, then the tiles) instead of four, each a barrier that waits for the slowest
+      // thread.
+      const std::int64_t tiles = (m + kGemmRowTile - 1) / kGemmRowTile;
+      auto row_range = [](const std::string& name, const std::string& body) {
+        return fmt::format("void {}(Ctx& c, std::int64_t r0, std::int64_t r1) {{\n  for (std::int64_t r = r0; r < r1; ++r) {{\n{}  }}\n}}\n",
+                           name, body);
+      };
+      code += row_range("gather_a_rows", gather_a);
+      code += row_range("epilogue_rows", epilogue);
+      code += fmt::format(
+          "void tile_task(void* context, std::int64_t tile) {{\n  Ctx& c = *static_cast<Ctx*>(context);\n"
+          "  const std::int64_t r0 = tile * {0}, r1 = r0 + {0} < {1} ? r0 + {0} : {1};\n"
+          "  gather_a_rows(c, r0, r1);\n"
+          "  c.services->{4}(c.services->pool, r1 - r0, {3}, {2}, c.a_buf + r0 * {2}, c.b_buf, c.c_buf + r0 * {3});\n"
+          "  epilogue_rows(c, r0, r1);\n}}\n"
+          "void run(Ctx& c) {{\n  const FbScratch<{5}> a(c.services, {1} * {2}), b(c.services, {2} * {3}), cm(c.services, {1} * {3});\n"
+          "  c.a_buf = a.data; c.b_buf = b.data; c.c_buf = cm.data;\n"
+          "  for (c.batch = 0; c.batch < {6}; ++c.batch) {{\n"
+          "    if ({7} || c.batch == 0) c.services->parallel_for(c.services->pool, {8}, gather_b, &c);\n"
+          "    c.services->parallel_for(c.services->pool, {9}, tile_task, &c);\n  }}\n}}\n",
+          kGemmRowTile, m, kk, n, ct == "double" ? "gemm_f64" : "gemm_f32", ct, batches, batched_b ? "true" : "false",
+          tasks_b, tiles);
+      out_.lowering.push_back(fmt::format("{}: {} row tiles of {}, each gathered, multiplied and finished in one task", mm.name,
+                                          tiles, kGemmRowTile));
+      return code;
+    }
     code += fmt::format(
         "void run(Ctx& c) {{\n  const FbScratch<{0}> a(c.services, {1} * {2}), b(c.services, {2} * {3}), cm(c.services, {1} * {3});\n"
         "  c.a_buf = a.data; c.b_buf = b.data; c.c_buf = cm.data;\n"
