@@ -117,7 +117,7 @@ def render(s, run, result):
         for mode in ("eager", "fused"):
             parts = {k.removeprefix(f"{mode}_ms_"): v for k, v in b.items() if k.startswith(f"{mode}_ms_")}
             total = sum(parts.values())
-            kinds.append([dtype, mode] + [num(parts.get(k, 0)) for k in ("matmul", "rowwise", "reduction", "pointwise", "copy", "executor_overhead")]
+            kinds.append([dtype, mode] + [num(parts.get(k, 0)) for k in ("matmul", "rowwise", "reduction", "pointwise", "indexed", "copy", "executor_overhead")]
                          + [num(total)])
         ok = b["excursions"] == 0
         where = ("" if ok else f" First excursion at step {int(b['first_excursion_step'])}, "
@@ -138,9 +138,13 @@ def render(s, run, result):
                       "and the first fused step, which compiles the kernels (zero on a warm kernel cache).")
         doc.table(["dtype", "eager tokens/s", "fused tokens/s", "fused speed-up", "fused first step"], speed)
         doc.paragraph("Executor time per training step (ms) by kernel kind (eager ops binned by the kind of kernel they "
-                      "would be in; 'copy' is eager's materialised views; the rest of a step is host work: one-hot "
-                      "batches, gradient gathering, and the fused executor's planning and emission).")
-        doc.table(["dtype", "mode", "matmul", "rowwise", "reduction", "pointwise", "copy", "executor overhead", "total"], kinds)
+                      "would be in; 'indexed' is the token embedding's gather_rows and its scatter_add_rows backward; "
+                      "'copy' is eager's materialised views, which fused kernels fold into their index arithmetic (the "
+                      "matmul kernels' operand gathers); 'executor overhead' is the executors' own time around their "
+                      "kernels: allocation, operand lookup and, for fused, finding the graph's prepared kernels; the rest "
+                      "of a step is host work: batches and gradient gathering).")
+        doc.table(["dtype", "mode", "matmul", "rowwise", "reduction", "pointwise", "indexed", "copy", "executor overhead", "total"],
+                  kinds)
     for f, b in rows:
         if "Control" in b["name"]:
             doc.verdict("fp32 control: eager and fused agree to about 1e-6 relative over the first steps",

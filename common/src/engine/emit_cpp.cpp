@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -510,6 +511,30 @@ class Emitter {
     }
     return fmt::format("fbk::f32_to_f16_n({}, c.{} + {}, {});\n", src, buffers_.at(anchor.id), base, count);
   }
+  // Row r of a matmul operand gathered into dst (row length `length`) as the compute type. An
+  // operand that concatenates along its last axis (attention's merged q, k, v gradients) gets one
+  // loop per part: each element then reads its part directly, instead of choosing the part by a
+  // branch per element.
+  std::string gather_row(const Node& operand, DType compute, const std::string& dst, std::int64_t length,
+                         const std::function<Index(const std::string&)>& index_of) {
+    const std::string loop = "  for (std::int64_t j = 0; j < {}; ++j) {{\n{}  }}\n";
+    const bool materialised = buffers_.count(operand.id) || bound_.count(operand.id) || members_.count(operand.id);
+    if (operand.kind != OpKind::Concat || materialised || operand.axis != int(operand.shape.size()) - 1) {
+      line(fmt::format("{}[r * {} + j] = {};", dst, length, convert(value(operand.id, index_of("j")), operand.dtype, compute)));
+      return fmt::format(fmt::runtime(loop), length, take_lines("      "));
+    }
+    std::string code;
+    std::int64_t start = 0;
+    for (NodeId p : operand.inputs) {
+      const Node& part = g_.node(p);
+      std::string v = value(part.id, index_of("j"));
+      if (part.dtype != operand.dtype) v = round_to_dtype(operand.dtype, part.dtype, v);  // the concat's promotion
+      line(fmt::format("{}[r * {} + {} + j] = {};", dst, length, start, convert(v, operand.dtype, compute)));
+      code += fmt::format(fmt::runtime(loop), part.shape.back(), take_lines("      "));
+      start += part.shape.back();
+    }
+    return code;
+  }
   // A loop over var in [0, count) around `body`, or nothing when the body is empty.
   static std::string element_loop(const std::string& var, const std::string& count, const std::string& body) {
     if (body.empty()) return "";
@@ -711,8 +736,7 @@ class Emitter {
                                std::to_string(kk))) {
       gather_a = "  " + *run;
     } else {
-      line(fmt::format("c.a_buf[r * {} + j] = {};", kk, convert(value(a.id, batch_index(a.shape, "r", "j")), a.dtype, mm.dtype)));
-      gather_a = fmt::format(fmt::runtime(loop), kk, take_lines("      "));
+      gather_a = gather_row(a, mm.dtype, "c.a_buf", kk, [&](const std::string& col) { return batch_index(a.shape, "r", col); });
     }
     const bool b_like_output = !batched_b || Shape(b.shape.begin(), b.shape.end() - 2) == out_batch;
     const std::string b_base = fmt::format("{}r * {}", batched_b ? fmt::format("c.batch * {} + ", kk * n) : "", n);
@@ -720,9 +744,9 @@ class Emitter {
                                  : std::nullopt) {
       gather_b = "  " + *run;
     } else {
-      Index bi = batched_b ? batch_index(b.shape, "r", "j") : Index{"r", "j"};
-      line(fmt::format("c.b_buf[r * {} + j] = {};", n, convert(value(b.id, bi), b.dtype, mm.dtype)));
-      gather_b = fmt::format(fmt::runtime(loop), n, take_lines("      "));
+      gather_b = gather_row(b, mm.dtype, "c.b_buf", n, [&](const std::string& col) {
+        return batched_b ? batch_index(b.shape, "r", col) : Index{"r", col};
+      });
     }
     // A plain f16 matmul result is narrowed a row at a time; an epilogue runs per element.
     if (auto run = narrow_anchor(mm, k_.members, fmt::format("c.c_buf + r * {}", n),

@@ -41,14 +41,21 @@ struct Source {
   NodeId node;
   bool direct;
 };
-std::vector<Source> sources_of(const Graph& g, const Node& n) {
+template <class SourcesFn>
+std::vector<Source> sources_of(const Graph& g, const Node& n, SourcesFn&& sources) {
   std::vector<Source> out;
   for (NodeId in : n.inputs) {
     const Node& input = g.node(in);
     const bool direct = !is_data_movement(input.kind) && input.shape == n.shape;
-    for (NodeId s : view_sources(g, in)) out.push_back({s, direct});
+    for (NodeId s : sources(in)) out.push_back({s, direct});
   }
   return out;
+}
+
+// Ops that always begin a kernel of their own.
+bool anchors_kernel(OpKind k) {
+  return k == OpKind::Matmul || is_reduction(k) || k == OpKind::LayerNorm || k == OpKind::Softmax || k == OpKind::GatherRows ||
+         k == OpKind::ScatterAddRows;
 }
 
 struct Group {
@@ -65,6 +72,8 @@ class Planner {
   FusionPlan run() {
     FusionPlan plan;
     // The passes, in order.
+    materialise_shared_concats();
+    if (!materialised_.empty()) plan.passes.push_back("materialise_shared_concats");
     group_compute_ops();
     plan.passes.push_back("group_compute_ops");
     fold_prologues();
@@ -87,9 +96,43 @@ class Planner {
     return std::find(group.prologue.begin(), group.prologue.end(), id) != group.prologue.end();
   }
 
+  // The non-view nodes `id` reads through views, stopping at materialised concats (those are
+  // stored by their own kernel and read as they are).
+  std::vector<NodeId> sources(NodeId id) const {
+    std::vector<NodeId> out;
+    std::function<void(NodeId)> visit = [&](NodeId n) {
+      const Node& node = g_.node(n);
+      if (is_data_movement(node.kind) && !materialised_.count(n)) {
+        for (NodeId in : node.inputs) visit(in);
+      } else if (std::find(out.begin(), out.end(), n) == out.end()) {
+        out.push_back(n);
+      }
+    };
+    visit(id);
+    return out;
+  }
+
+  // ---- pass 0: a floating concat that two or more kernels read (attention's merged q, k, v
+  // gradients: the weight-gradient and input-gradient matmuls and the bias-gradient sum) is
+  // written once by a copy kernel; otherwise every reader redoes its per-element index arithmetic
+  // (part choice, head permutation) in its own operand gather.
+  void materialise_shared_concats() {
+    const auto consumers = g_.consumers();
+    for (const Node& n : g_.nodes()) {
+      if (n.kind != OpKind::Concat || !is_floating(n.dtype)) continue;
+      int anchors = 0;
+      for (NodeId c : all_consumers_through_views(consumers, n.id)) anchors += anchors_kernel(g_.node(c).kind) ? 1 : 0;
+      if (anchors >= 2) materialised_.insert(n.id);
+    }
+  }
+
   // ---- pass 1: greedy grouping in topological (id) order
   void group_compute_ops() {
     for (const Node& n : g_.nodes()) {
+      if (materialised_.count(n.id)) {
+        new_group(KernelKind::Pointwise, n.id);  // a copy kernel
+        continue;
+      }
       if (n.kind == OpKind::Input || is_data_movement(n.kind)) continue;
       if (n.kind == OpKind::Matmul) {
         new_group(KernelKind::Matmul, n.id);
@@ -108,7 +151,7 @@ class Planner {
         continue;
       }
       // element-wise: join the latest group it reads from, when that group can take it
-      const auto sources = sources_of(g_, n);
+      const auto sources = sources_of(g_, n, [this](NodeId id) { return this->sources(id); });
       int latest = -1;
       for (const auto& s : sources) latest = std::max(latest, group_of_[std::size_t(s.node)]);
       if (latest >= 0 && can_join(groups_[std::size_t(latest)], n, sources, latest)) {
@@ -137,7 +180,7 @@ class Planner {
     for (std::size_t r = 0; r < groups_.size(); ++r) {
       Group& target = groups_[r];
       if (target.kind != KernelKind::Reduction && target.kind != KernelKind::Rowwise) continue;
-      const auto sources = view_sources(g_, g_.node(target.anchor).inputs[0]);
+      const auto sources = this->sources(g_.node(target.anchor).inputs[0]);
       if (sources.size() != 1 || group_of_[std::size_t(sources[0])] < 0) continue;
       const int p = group_of_[std::size_t(sources[0])];
       Group& producer = groups_[std::size_t(p)];
@@ -189,11 +232,11 @@ class Planner {
       for (NodeId m : groups_[i].members) {
         const Node& n = g_.node(m);
         std::vector<NodeId> reads;
-        if (is_data_movement(n.kind)) {
-          reads = view_sources(g_, m);
+        if (is_data_movement(n.kind) && !materialised_.count(m)) {
+          reads = sources(m);
         } else {
           for (NodeId in : n.inputs) {
-            for (NodeId s : view_sources(g_, in)) reads.push_back(s);
+            for (NodeId s : sources(in)) reads.push_back(s);
           }
         }
         for (NodeId s : reads) {
@@ -226,6 +269,7 @@ class Planner {
   const Graph& g_;
   std::vector<int> group_of_;
   std::vector<Group> groups_;
+  std::set<NodeId> materialised_;  // concats written by a copy kernel of their own
 };
 }  // namespace
 
