@@ -3,6 +3,7 @@
 #include "engine_test_support.hpp"
 #include "fusebench/engine/emit_cpp.hpp"
 #include "fusebench/engine/planner.hpp"
+#include "fusebench/testing/matchers.hpp"
 
 namespace fusebench {
 namespace {
@@ -54,6 +55,42 @@ TEST(Plan, DataMovementChainsFoldIntoOneKernel) {
   const auto parts = h.split(x, 1, {4, 4});
   h.mark_output(h.concat({h.transpose(parts[0], 0, 1), h.transpose(parts[1], 0, 1)}, 0));  // split -> transpose -> concat
   EXPECT_EQ(plan_fusion(h).kernels.size(), 1u) << plan_fusion(h).describe(h);
+}
+
+// A concat of permuted heads read by two matmuls and a sum (attention's q/k/v gradients) is
+// written once by a copy kernel that all three load; a concat read by one kernel stays folded.
+TEST(Plan, AConcatReadByTwoOrMoreKernelsIsMaterialisedOnce) {
+  Graph g;
+  const auto q = g.input("q", {2, 4, 8, 4}, DType::bf16);
+  const auto k = g.input("k", {2, 4, 8, 4}, DType::bf16);
+  const auto x = g.input("x", {16, 16}, DType::bf16);
+  const auto w = g.input("w", {16, 32}, DType::bf16);
+  auto merge = [&](engine::NodeId h) { return g.reshape(g.permute(h, {0, 2, 1, 3}), {16, 16}); };
+  const auto both = g.concat({merge(q), merge(k)}, 1);  // [16, 32]
+  g.mark_output(g.matmul(g.transpose(x, 0, 1), both));    // weight gradient
+  g.mark_output(g.matmul(both, g.transpose(w, 0, 1)));    // input gradient
+  g.mark_output(g.sum(both, 0));                          // bias gradient
+  const auto plan = plan_fusion(g);
+  ASSERT_EQ(plan.kernels.size(), 4u) << plan.describe(g);
+  EXPECT_EQ(plan.passes.front(), "materialise_shared_concats");
+  EXPECT_EQ(plan.kernels[0].anchor, both);
+  EXPECT_EQ(plan.kernels[0].stores, std::vector<engine::NodeId>{both});
+  for (std::size_t i = 1; i < plan.kernels.size(); ++i) {
+    const auto& loads = plan.kernels[i].loads;
+    EXPECT_NE(std::find(loads.begin(), loads.end(), both), loads.end()) << plan.kernels[i].name << " does not load the concat";
+  }
+  // eager and fused agree (bf16 values copied, not rounded again)
+  const engine::Inputs in = {{"q", random_uniform(DType::bf16, {2, 4, 8, 4}, -1, 1, 61)},
+                             {"k", random_uniform(DType::bf16, {2, 4, 8, 4}, -1, 1, 62)},
+                             {"x", random_uniform(DType::bf16, {16, 16}, -1, 1, 63)},
+                             {"w", random_uniform(DType::bf16, {16, 32}, -1, 1, 64)}};
+  const auto eager = testsupport::run_eager(g, in).outputs;
+  const auto fused = testsupport::run_fused(g, in).outputs;
+  for (std::size_t o = 0; o < 2; ++o) EXPECT_THAT(fused[o], testing::BitEqual(eager[o])) << "matmul output " << o;
+  Graph single;
+  const auto a = single.input("a", {4, 6}, DType::bf16);
+  single.mark_output(single.matmul(single.concat({a, a}, 1), single.input("b", {12, 3}, DType::bf16)));
+  EXPECT_EQ(plan_fusion(single).kernels.size(), 1u) << plan_fusion(single).describe(single);
 }
 
 TEST(Plan, ElementwisePrologueFoldsIntoReductionAndSoftmax) {
