@@ -287,9 +287,13 @@ class Emitter {
     } else if (buffers_.count(id) && !members_.count(id)) {
       result = fresh();
       const std::string offset = offset_for(id, idx);
-      const std::string load = staged(n.dtype, offset) ? staged_element(staging_->loads, "in", buffers_.at(id))
-                                                       : load_expr(n.dtype, "c." + buffers_.at(id), offset);
-      line(fmt::format("const {} {} = {};", ctype(n.dtype), result, load));
+      if (raw_copy_) {
+        line(fmt::format("const {} {} = c.{}[{}];", storage_type(n.dtype), result, buffers_.at(id), offset));
+      } else {
+        const std::string load = staged(n.dtype, offset) ? staged_element(staging_->loads, "in", buffers_.at(id))
+                                                         : load_expr(n.dtype, "c." + buffers_.at(id), offset);
+        line(fmt::format("const {} {} = {};", ctype(n.dtype), result, load));
+      }
     } else if (is_data_movement(n.kind)) {
       result = view_value(n, idx);
     } else {
@@ -321,7 +325,8 @@ class Emitter {
       case OpKind::Concat: {
         // Only the selected operand may be read: each branch gets its own scope inside a lambda.
         const std::string result = fresh();
-        std::string code = fmt::format("const {} {} = [&]() -> {} {{\n", ctype(n.dtype), result, ctype(n.dtype));
+        const std::string type = raw_copy_ ? storage_type(n.dtype) : ctype(n.dtype);
+        std::string code = fmt::format("const {} {} = [&]() -> {} {{\n", type, result, type);
         std::int64_t start = 0;
         for (std::size_t p = 0; p < n.inputs.size(); ++p) {
           const Node& part = g_.node(n.inputs[p]);
@@ -390,7 +395,9 @@ class Emitter {
       if (std::find(candidates.begin(), candidates.end(), m) == candidates.end()) continue;
       const Node& n = g_.node(m);
       const std::string v = value(m, idx);
-      if (staged(n.dtype, flat)) {
+      if (raw_copy_) {
+        line(fmt::format("c.{}[{}] = {};", buffers_.at(m), flat, v));
+      } else if (staged(n.dtype, flat)) {
         line(fmt::format("{} = {};", staged_element(staging_->stores, "out", buffers_.at(m)), v));
       } else {
         line(fmt::format("c.{}[{}] = {};", buffers_.at(m), flat, store_expr(n.dtype, n.dtype, v)));
@@ -552,12 +559,20 @@ class Emitter {
     const std::int64_t n = shape_numel(anchor.shape);
     const std::int64_t tasks = (n + kPointwiseChunk - 1) / kPointwiseChunk;
     scopes_.emplace_back();
-    staging_ = Staging{"i", "block", "(i - block)", {}, {}};
+    // A kernel of views only whose loads all have the stored dtype (a materialised concat) moves
+    // storage bits: no widening to the compute type and narrowing back.
+    raw_copy_ = std::all_of(k_.members.begin(), k_.members.end(), [&](NodeId m) { return is_data_movement(g_.node(m).kind); }) &&
+                std::all_of(k_.loads.begin(), k_.loads.end(), [&](NodeId l) { return g_.node(l).dtype == anchor.dtype; });
+    if (raw_copy_) {
+      out_.lowering.push_back(fmt::format("{}: a copy of views: storage bits moved as they are", anchor.name));
+    } else {
+      staging_ = Staging{"i", "block", "(i - block)", {}, {}};
+    }
     const Index idx = loop_index(anchor.shape, "i", "i");
     std::vector<NodeId> all = k_.members;
     store_members(all, idx, "i");
     std::string inner = take_lines("      ");
-    const StagedCode staged = staged_code(kStageBlock, true, "(block_end - block)", "    ", n);
+    const StagedCode staged = raw_copy_ ? StagedCode{} : staged_code(kStageBlock, true, "(block_end - block)", "    ", n);
     std::string body = fmt::format(
         "  const std::int64_t begin = task * {0}, end = begin + {0} < {1} ? begin + {0} : {1};\n{2}"
         "  for (std::int64_t block = begin; block < end; block += {3}) {{\n"
@@ -907,6 +922,7 @@ class Emitter {
   std::vector<Scope> scopes_;
   std::string extra_ctx_;
   std::optional<Staging> staging_;
+  bool raw_copy_ = false;  // pointwise kernels of views only: storage bits copied (pointwise())
   EmittedKernel out_;
   int buffer_count_ = 0;
   int counter_ = 0;
