@@ -7,7 +7,7 @@ from .plots import close, figure
 # Family -> target share of the copy bandwidth (the targets; shown, and the verdict's condition).
 TARGETS = {"UlpDiff": 0.50, "ErrorStats": 0.05}
 WHAT = {"BitEqual": "reads both operands, writes nothing", "UlpDiff": "reads both operands, writes a distance per element",
-        "ErrorStats": "reads both operands; sorts for exact percentiles"}
+        "ErrorStats": "reads both operands; exact percentiles in one pass where the sampled windows hold the ranks"}
 
 
 def copies(run: dict) -> dict[int, float]:
