@@ -530,23 +530,23 @@ class WindowSelector {
     if (!interior0 && interior1) i = count_vectors<false, true>(values, count);
     if (!interior0 && !interior1) i = count_vectors<false, false>(values, count);
 #endif
-    double* out = candidates_.data() + kept_;
-    std::int64_t kept = 0;
     for (; i < count; ++i) {
-      const double x = values[i];
-      bool inside = false;
-      for (int k = 0; k < kWindows; ++k) {
-        const double lo = intervals_[std::size_t(k)].lo, hi = intervals_[std::size_t(k)].hi;
-        below_[k] += x < lo;
-        at_lo_[k] += x == lo;
-        at_hi_[k] += x == hi;
-        inside = inside || (x > lo && x < hi);
-      }
-      out[kept] = x;
-      kept += inside;
+      if (count_one(values[i])) candidates_[std::size_t(kept_++)] = values[i];
     }
-    kept_ += kept;
     fix_collapsed();
+  }
+
+  // Counts one value; true when it lies inside a window (the caller keeps it).
+  bool count_one(double x) {
+    bool inside = false;
+    for (int k = 0; k < kWindows; ++k) {
+      const double lo = intervals_[std::size_t(k)].lo, hi = intervals_[std::size_t(k)].hi;
+      below_[k] += x < lo;
+      at_lo_[k] += x == lo;
+      at_hi_[k] += x == hi;
+      inside = inside || (x > lo && x < hi);
+    }
+    return inside;
   }
 
 #if defined(__AVX512F__)
@@ -606,17 +606,7 @@ class WindowSelector {
 
   void count_masked(const double* values, const std::uint8_t* finite, std::int64_t count) {
     for (std::int64_t i = 0; i < count; ++i) {
-      if (!finite[i]) continue;
-      const double x = values[i];
-      bool inside = false;
-      for (int k = 0; k < kWindows; ++k) {
-        const double lo = intervals_[std::size_t(k)].lo, hi = intervals_[std::size_t(k)].hi;
-        below_[k] += x < lo;
-        at_lo_[k] += x == lo;
-        at_hi_[k] += x == hi;
-        inside = inside || (x > lo && x < hi);
-      }
-      if (inside) candidates_[std::size_t(kept_++)] = x;
+      if (finite[i] && count_one(values[i])) candidates_[std::size_t(kept_++)] = values[i];
     }
     fix_collapsed();
   }
