@@ -418,7 +418,7 @@ class RankSelector {
 class WindowSelector {
  public:
   struct Interval {
-    double lo = 0, hi = 0;  // lo = -inf / hi = +inf: open on that side
+    double lo = 0, hi = 0;  // lo: a sampled value; hi = +inf: open above
     std::int64_t keep_limit = 0;
   };
   static constexpr int kWindows = 2;  // P50's and P99's
@@ -428,16 +428,19 @@ class WindowSelector {
     for (const Interval& interval : intervals) keep_limit_ += interval.keep_limit;
   }
 
-  // One block of one metric. `finite` may be null when every pair is finite; elsewhere the
-  // metric of a non-finite pair (0) is skipped.
-  void count_block(const double* values, const std::uint8_t* finite, std::int64_t count) {
+  // One block of one metric, `nonfinite` of whose pairs are not compared. Their metric is 0,
+  // which the count takes back afterwards; no window keeps a 0, as every one is bounded below by
+  // a sampled value (>= 0).
+  void count_block(const double* values, std::int64_t count, std::int64_t nonfinite) {
     if (overflowed_) return;  // kept too much to answer anything: stop counting
     const auto needed = std::size_t(kept_ + count + 8);  // + one vector: stores write whole vectors
     if (candidates_.size() < needed) candidates_.resize(std::max(needed, 2 * candidates_.size()));
-    if (finite != nullptr) {
-      count_masked(values, finite, count);
-    } else {
-      count_dense(values, count);
+    count_dense(values, count);
+    for (int k = 0; k < kWindows; ++k) {
+      const Interval& w = intervals_[std::size_t(k)];
+      below_[k] -= nonfinite * (0 < w.lo);
+      at_lo_[k] -= nonfinite * (0 == w.lo);
+      at_hi_[k] -= nonfinite * (0 == w.hi && w.hi != w.lo);
     }
     if (kept_ > keep_limit_) {
       overflowed_ = true;
@@ -603,13 +606,6 @@ class WindowSelector {
     return i;
   }
 #endif
-
-  void count_masked(const double* values, const std::uint8_t* finite, std::int64_t count) {
-    for (std::int64_t i = 0; i < count; ++i) {
-      if (finite[i] && count_one(values[i])) candidates_[std::size_t(kept_++)] = values[i];
-    }
-    fix_collapsed();
-  }
 
   // An interval with lo == hi counts its one value once, as at_lo.
   void fix_collapsed() {
@@ -779,11 +775,13 @@ class ErrorStatsRun {
         const auto rank = std::int64_t(std::floor(double(finite - 1) * p));
         const auto margin = std::int64_t(std::ceil(kIntervalSigmas * std::sqrt(double(finite) * p * (1 - p)))) + 1;
         const std::int64_t lo_rank = rank - margin, hi_rank = rank + 1 + margin;
+        if (lo_rank < 0) {  // too few sampled values to bound a window below: no windows
+          intervals_.reset();
+          return;
+        }
         WindowSelector::Interval interval;
-        interval.lo = -std::numeric_limits<double>::infinity();
-        interval.hi = std::numeric_limits<double>::infinity();
-        if (lo_rank >= 0) interval.lo = select(lo_rank);
-        if (hi_rank < finite) interval.hi = select(hi_rank);
+        interval.lo = select(lo_rank);
+        interval.hi = hi_rank < finite ? select(hi_rank) : std::numeric_limits<double>::infinity();
         // Four times the expected share of kept values before the interval counts as misled.
         const double share = double(std::min(hi_rank, finite - 1) - std::max<std::int64_t>(lo_rank, 0) + 1) / double(finite);
         interval.keep_limit = std::int64_t(4 * share * double(n_)) + kBlock;
@@ -916,7 +914,7 @@ class ErrorStatsRun {
         }
         const std::uint8_t* finite = block.nonfinite == 0 ? nullptr : block.finite.data();
         if (intervals_) {
-          worker.windows[std::size_t(m)].count_block(values.data(), finite, count);
+          worker.windows[std::size_t(m)].count_block(values.data(), count, block.nonfinite);
         } else {
           worker.ranks[std::size_t(m)].count_block(values.data(), finite, count);
         }

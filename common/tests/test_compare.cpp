@@ -374,6 +374,29 @@ TEST(ErrorStats, SameResultsForAnyThreadCountAndSelection) {
   }
 }
 
+// Almost every pair NaN: every block has NaN pairs, whose metric (0) the window counts must take
+// back; with one finite pair in 400 the sample still places windows (P99's open above), with one
+// in 2000 it has too few values and the radix selection runs.
+TEST(ErrorStats, MostlyNonFiniteInput) {
+  for (const std::uint32_t finite_one_in : {400u, 2000u}) {
+    SCOPED_TRACE(finite_one_in);
+    const std::int64_t n = std::int64_t(1) << 20;
+    Tensor ref = random_uniform(DType::f64, {n}, -2, 2, 51);
+    const CounterRng rng(52);
+    auto pr = ref.span<double>();
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (rng.u32(std::uint64_t(i)) % finite_one_in != 0) pr[std::size_t(i)] = NAN;
+    }
+    const auto stats = check_against_plain<Half>(ref.to(DType::f16), ref);
+    EXPECT_LT(stats.compared, 2 * n / finite_one_in);
+    if (finite_one_in == 400) {
+      EXPECT_EQ(stats.passes, 1);
+    } else {
+      EXPECT_GT(stats.passes, 1);
+    }
+  }
+}
+
 // A sample that misleads: every sampled pair is exact while the others are not, so the windows
 // put P50 and P99 at 0. The windows then miss their ranks, and the radix passes must still give
 // the exact figures.
