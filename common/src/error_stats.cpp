@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -13,6 +14,13 @@
 #include <map>
 #include <optional>
 #include <stdexcept>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+// GCC 12 warns inside its own AVX-512 headers (the _mm512_undefined_pd placeholder of
+// _mm512_max_pd) wherever they are inlined.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace fusebench {
 
@@ -28,7 +36,7 @@ double percentile(std::vector<double>& values, double p) {
 }
 
 namespace {
-constexpr std::int64_t kBlock = 4096;
+constexpr std::int64_t kBlock = 2048;
 constexpr int kMetrics = 3;  // abs, rel, ulp
 // Exact percentiles by radix selection: a histogram of the top bits of each (non-negative)
 // error's fp64 pattern, whose order is the numeric order, finds the bin of each wanted rank; a
@@ -399,6 +407,222 @@ class RankSelector {
   std::map<std::int64_t, double> resolved_;
 };
 
+// ---- one-pass selection inside sampled windows
+// A stratified sample predicts, per wanted percentile, an interval of values [lo, hi] that holds
+// its two ranks (floor(h) and floor(h) + 1). The pass counts the values below lo, equal to lo and
+// equal to hi, and keeps the values strictly between: a rank that lands inside the interval is
+// then found exactly, by nth_element over the kept values. Ties need no storage (only counts),
+// so discrete errors with huge multiplicities cost nothing. A rank outside its interval, or
+// intervals that keep more values than planned, are reported as not found (the caller falls back
+// to the radix selection).
+class WindowSelector {
+ public:
+  struct Interval {
+    double lo = 0, hi = 0;  // lo: a sampled value; hi = +inf: open above
+    std::int64_t keep_limit = 0;
+  };
+  static constexpr int kWindows = 2;  // P50's and P99's
+  using Intervals = std::array<Interval, kWindows>;
+
+  explicit WindowSelector(const Intervals& intervals) : intervals_(intervals) {
+    for (const Interval& interval : intervals) keep_limit_ += interval.keep_limit;
+  }
+
+  // One block of one metric, `nonfinite` of whose pairs are not compared. Their metric is 0,
+  // which the count takes back afterwards; no window keeps a 0, as every one is bounded below by
+  // a sampled value (>= 0).
+  void count_block(const double* values, std::int64_t count, std::int64_t nonfinite) {
+    if (overflowed_) return;  // kept too much to answer anything: stop counting
+    const auto needed = std::size_t(kept_ + count + 8);  // + one vector: stores write whole vectors
+    if (candidates_.size() < needed) candidates_.resize(std::max(needed, 2 * candidates_.size()));
+    count_dense(values, count);
+    for (int k = 0; k < kWindows; ++k) {
+      const Interval& w = intervals_[std::size_t(k)];
+      below_[k] -= nonfinite * (0 < w.lo);
+      at_lo_[k] -= nonfinite * (0 == w.lo);
+      at_hi_[k] -= nonfinite * (0 == w.hi && w.hi != w.lo);
+    }
+    if (kept_ > keep_limit_) {
+      overflowed_ = true;
+      candidates_ = {};
+      kept_ = 0;
+    }
+  }
+
+  void merge(WindowSelector& other) {
+    for (int k = 0; k < kWindows; ++k) {
+      below_[k] += other.below_[k];
+      at_lo_[k] += other.at_lo_[k];
+      at_hi_[k] += other.at_hi_[k];
+    }
+    overflowed_ = overflowed_ || other.overflowed_ || kept_ + other.kept_ > keep_limit_;
+    if (overflowed_) {
+      candidates_ = {};
+      kept_ = 0;
+    } else {
+      candidates_.resize(std::size_t(kept_));
+      candidates_.insert(candidates_.end(), other.candidates_.begin(), other.candidates_.begin() + other.kept_);
+      kept_ = std::int64_t(candidates_.size());
+    }
+    other.candidates_ = {};
+  }
+
+  // The value of `rank` (0-based, among the compared values), if a window holds it.
+  std::optional<double> value(std::int64_t rank) {
+    if (overflowed_) return std::nullopt;
+    for (int k = 0; k < kWindows; ++k) {
+      const Interval& interval = intervals_[std::size_t(k)];
+      std::int64_t within = rank - below_[k];
+      if (within < 0) continue;
+      if (within < at_lo_[k]) return interval.lo;
+      within -= at_lo_[k];
+      Inside& inside = inside_of(k);
+      const auto kept = std::int64_t(inside.values.size());
+      if (within < kept) {
+        // A previous selection left everything before its position no larger and everything
+        // after no smaller: the next one (the adjacent rank, usually) searches only its side.
+        auto first = inside.values.begin(), last = inside.values.end();
+        if (inside.selected >= 0 && within == inside.selected + 1) {
+          // the next rank up is the smallest value above the last selection
+          auto next = std::min_element(first + within, last);
+          std::iter_swap(first + within, next);
+        } else if (within != inside.selected) {
+          if (inside.selected >= 0 && within > inside.selected) first += inside.selected + 1;
+          if (inside.selected >= 0 && within < inside.selected) last = inside.values.begin() + inside.selected;
+          std::nth_element(first, inside.values.begin() + within, last);
+        }
+        inside.selected = within;
+        return inside.values[std::size_t(within)];
+      }
+      within -= kept;
+      if (interval.hi != interval.lo && within < at_hi_[k]) return interval.hi;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  struct Inside {
+    bool split = false;
+    std::vector<double> values;
+    std::int64_t selected = -1;  // the position of the last nth_element
+  };
+
+  // The pass keeps one list for both windows (one compress per vector); each window's own list
+  // is filtered from it when first asked.
+  Inside& inside_of(int k) {
+    Inside& inside = inside_[std::size_t(k)];
+    if (!inside.split) {
+      const double lo = intervals_[std::size_t(k)].lo, hi = intervals_[std::size_t(k)].hi;
+      for (std::int64_t i = 0; i < kept_; ++i) {
+        const double x = candidates_[std::size_t(i)];
+        if (x > lo && x < hi) inside.values.push_back(x);
+      }
+      inside.split = true;
+    }
+    return inside;
+  }
+
+  void count_dense(const double* values, std::int64_t count) {
+    std::int64_t i = 0;
+#if defined(__AVX512F__)
+    // A collapsed interval (lo == hi, the usual case for discrete errors) needs neither the
+    // comparisons with hi nor, when both are, the compress.
+    const bool interior0 = intervals_[0].lo != intervals_[0].hi, interior1 = intervals_[1].lo != intervals_[1].hi;
+    if (interior0 && interior1) i = count_vectors<true, true>(values, count);
+    if (interior0 && !interior1) i = count_vectors<true, false>(values, count);
+    if (!interior0 && interior1) i = count_vectors<false, true>(values, count);
+    if (!interior0 && !interior1) i = count_vectors<false, false>(values, count);
+#endif
+    for (; i < count; ++i) {
+      if (count_one(values[i])) candidates_[std::size_t(kept_++)] = values[i];
+    }
+    fix_collapsed();
+  }
+
+  // Counts one value; true when it lies inside a window (the caller keeps it).
+  bool count_one(double x) {
+    bool inside = false;
+    for (int k = 0; k < kWindows; ++k) {
+      const double lo = intervals_[std::size_t(k)].lo, hi = intervals_[std::size_t(k)].hi;
+      below_[k] += x < lo;
+      at_lo_[k] += x == lo;
+      at_hi_[k] += x == hi;
+      inside = inside || (x > lo && x < hi);
+    }
+    return inside;
+  }
+
+#if defined(__AVX512F__)
+  // Whole vectors of a block; returns how many values it took. Mask compares are counted by
+  // masked adds into eight 64-bit lanes; kept values leave by an in-register compress and a plain
+  // store, with no branch (a compress with a memory operand is microcoded, and slow, on some x86
+  // cores; a branch on "any inside" mispredicts often).
+  template <bool Interior0, bool Interior1>
+  std::int64_t count_vectors(const double* values, std::int64_t count) {
+    __m512d lo[kWindows], hi[kWindows];
+    __m512i lanes_below[kWindows], lanes_at_lo[kWindows], lanes_at_hi[kWindows];
+    for (int k = 0; k < kWindows; ++k) {
+      lo[k] = _mm512_set1_pd(intervals_[std::size_t(k)].lo);
+      hi[k] = _mm512_set1_pd(intervals_[std::size_t(k)].hi);
+      lanes_below[k] = lanes_at_lo[k] = lanes_at_hi[k] = _mm512_setzero_si512();
+    }
+    const __m512i one = _mm512_set1_epi64(1);
+    auto window = [&]<int k, bool interior>(__m512d x, __mmask8& inside) {
+      const __mmask8 lt_lo = _mm512_cmp_pd_mask(x, lo[k], _CMP_LT_OQ);
+      const __mmask8 eq_lo = _mm512_cmp_pd_mask(x, lo[k], _CMP_EQ_OQ);
+      lanes_below[k] = _mm512_mask_add_epi64(lanes_below[k], lt_lo, lanes_below[k], one);
+      lanes_at_lo[k] = _mm512_mask_add_epi64(lanes_at_lo[k], eq_lo, lanes_at_lo[k], one);
+      if constexpr (interior) {
+        const __mmask8 lt_hi = _mm512_cmp_pd_mask(x, hi[k], _CMP_LT_OQ);
+        const __mmask8 eq_hi = _mm512_cmp_pd_mask(x, hi[k], _CMP_EQ_OQ);
+        lanes_at_hi[k] = _mm512_mask_add_epi64(lanes_at_hi[k], eq_hi, lanes_at_hi[k], one);
+        inside = __mmask8(inside | (lt_hi & ~(lt_lo | eq_lo)));
+      }
+    };
+    double* out = candidates_.data() + kept_;
+    std::int64_t kept = 0;
+    std::int64_t i = 0;
+    for (; i + 8 <= count; i += 8) {
+      const __m512d x = _mm512_loadu_pd(values + i);
+      __mmask8 inside = 0;
+      window.template operator()<0, Interior0>(x, inside);
+      window.template operator()<1, Interior1>(x, inside);
+      if constexpr (Interior0 || Interior1) {
+        _mm512_storeu_pd(out + kept, _mm512_maskz_compress_pd(inside, x));
+        kept += std::popcount(unsigned(inside));
+      }
+    }
+    auto lane_total = [](__m512i lanes) {
+      alignas(64) std::int64_t lane[8];
+      _mm512_store_si512(lane, lanes);
+      return lane[0] + lane[1] + lane[2] + lane[3] + lane[4] + lane[5] + lane[6] + lane[7];
+    };
+    for (int k = 0; k < kWindows; ++k) {
+      below_[k] += lane_total(lanes_below[k]);
+      at_lo_[k] += lane_total(lanes_at_lo[k]);
+      at_hi_[k] += lane_total(lanes_at_hi[k]);
+    }
+    kept_ += kept;
+    return i;
+  }
+#endif
+
+  // An interval with lo == hi counts its one value once, as at_lo.
+  void fix_collapsed() {
+    for (int k = 0; k < kWindows; ++k) {
+      if (intervals_[std::size_t(k)].lo == intervals_[std::size_t(k)].hi) at_hi_[k] = 0;
+    }
+  }
+
+  Intervals intervals_;
+  std::int64_t keep_limit_ = 0;
+  std::int64_t below_[kWindows] = {}, at_lo_[kWindows] = {}, at_hi_[kWindows] = {};
+  std::vector<double> candidates_;  // the first kept_ entries: values inside either window
+  std::int64_t kept_ = 0;
+  bool overflowed_ = false;
+  std::array<Inside, kWindows> inside_;
+};
+
 // Neumaier summation: a running sum and the rounding errors it dropped.
 struct CompensatedSum {
   double sum = 0, compensation = 0;
@@ -428,9 +652,9 @@ struct ChunkResult {
   std::int64_t ulp_diff_max_index = -1;
 };
 
-// Chunks of 64 blocks (2^18 elements): enough work per claim, and few enough partial results.
-constexpr std::int64_t kChunkBlocks = 64;
-constexpr std::int64_t kChunk = kChunkBlocks * kBlock;
+// Chunks of 2^18 elements: enough work per claim, and few enough partial results.
+constexpr std::int64_t kChunk = std::int64_t(1) << 18;
+static_assert(kChunk % kBlock == 0);
 // Below this size one thread does all: starting threads would cost more than they save.
 constexpr std::int64_t kParallelFrom = std::int64_t(1) << 20;
 
@@ -479,6 +703,7 @@ class ErrorStatsRun {
   }
 
   ErrorStats run() {
+    plan_windows();
     count_pass();
     if (stats_.compared == 0) {
       for (ErrorSummary* s : {&stats_.abs, &stats_.rel, &stats_.ulp_error}) {
@@ -497,7 +722,73 @@ class ErrorStatsRun {
     std::vector<Bits> rounded_ref = std::vector<Bits>(std::size_t(kBlock));
     std::vector<Bits> distances = std::vector<Bits>(std::size_t(kBlock));
     std::vector<RankSelector> ranks;
+    std::vector<WindowSelector> windows;  // when the sample planned intervals
   };
+
+  // ---- the sample: per metric, an interval around each wanted percentile
+  static constexpr double kPercentiles[] = {0.5, 0.99};
+  static_assert(std::size(kPercentiles) == WindowSelector::kWindows);
+  // Half-widths in standard deviations of a sample rank (sqrt(s p (1 - p))): a rank outside its
+  // interval is then a 5-sigma event per interval (and costs only time).
+  static constexpr double kIntervalSigmas = 5;
+
+  void plan_windows() {
+    if (options_.rank_sample_size <= 0 || n_ <= RankSelector::kStoreLimit) return;
+    const std::int64_t samples = std::min(options_.rank_sample_size, n_);
+    std::vector<Y> y_sample(static_cast<std::size_t>(samples));
+    std::vector<R> ref_sample(static_cast<std::size_t>(samples));
+    for (std::int64_t i = 0; i < samples; ++i) {
+      const std::int64_t at = detail::rank_sample_position(i, n_, samples);
+      y_sample[std::size_t(i)] = y_[at];
+      ref_sample[std::size_t(i)] = ref_[at];
+    }
+    std::array<std::vector<double>, kMetrics> sampled;
+    auto block = std::make_unique<BlockMetrics<Y, R>>();
+    for (std::int64_t begin = 0; begin < samples; begin += kBlock) {
+      const std::int64_t count = std::min(kBlock, samples - begin);
+      block->compute(y_sample.data() + begin, ref_sample.data() + begin, count, stats_.rel_floor);
+      for (int m = 0; m < kMetrics; ++m) {
+        for (std::int64_t i = 0; i < count; ++i) {
+          if (block->finite[std::size_t(i)]) sampled[std::size_t(m)].push_back(block->metric[std::size_t(m)][std::size_t(i)]);
+        }
+      }
+    }
+    const auto finite = std::int64_t(sampled[0].size());
+    if (finite < 64) return;  // mostly non-finite: too few to say where the ranks lie
+    intervals_.emplace();
+    for (int m = 0; m < kMetrics; ++m) {
+      std::vector<double>& values = sampled[std::size_t(m)];
+      // The ranks mostly ascend (lo, hi of P50, then of P99): each selection searches only the
+      // side of the previous one that holds its rank.
+      std::int64_t selected_from = 0;  // values before this index are no larger than those after
+      auto select = [&](std::int64_t rank) {
+        if (rank >= selected_from) {
+          std::nth_element(values.begin() + selected_from, values.begin() + rank, values.end());
+          selected_from = rank + 1;
+        } else {
+          std::nth_element(values.begin(), values.begin() + rank, values.begin() + selected_from);
+        }
+        return values[std::size_t(rank)];
+      };
+      for (std::size_t q = 0; q < std::size(kPercentiles); ++q) {
+        const double p = kPercentiles[q];
+        const auto rank = std::int64_t(std::floor(double(finite - 1) * p));
+        const auto margin = std::int64_t(std::ceil(kIntervalSigmas * std::sqrt(double(finite) * p * (1 - p)))) + 1;
+        const std::int64_t lo_rank = rank - margin, hi_rank = rank + 1 + margin;
+        if (lo_rank < 0) {  // too few sampled values to bound a window below: no windows
+          intervals_.reset();
+          return;
+        }
+        WindowSelector::Interval interval;
+        interval.lo = select(lo_rank);
+        interval.hi = hi_rank < finite ? select(hi_rank) : std::numeric_limits<double>::infinity();
+        // Four times the expected share of kept values before the interval counts as misled.
+        const double share = double(std::min(hi_rank, finite - 1) - std::max<std::int64_t>(lo_rank, 0) + 1) / double(finite);
+        interval.keep_limit = std::int64_t(4 * share * double(n_)) + kBlock;
+        (*intervals_)[std::size_t(m)][q] = interval;
+      }
+    }
+  }
 
   std::int64_t chunk_begin(std::int64_t c) const { return c * kChunk; }
   std::int64_t chunk_end(std::int64_t c) const { return std::min(n_, (c + 1) * kChunk); }
@@ -507,8 +798,15 @@ class ErrorStatsRun {
     std::vector<ChunkResult> results(static_cast<std::size_t>(chunks_));
     workers_.resize(std::size_t(threads_));
     for (auto& w : workers_) {
-      for (int m = 0; m < kMetrics; ++m) w.ranks.emplace_back(n_);
+      for (int m = 0; m < kMetrics; ++m) {
+        if (intervals_) {
+          w.windows.emplace_back((*intervals_)[std::size_t(m)]);
+        } else {
+          w.ranks.emplace_back(n_);
+        }
+      }
     }
+    stats_.passes = 1;
     for_each_chunk(chunks_, threads_, [&](int w, std::int64_t c) { count_chunk(workers_[std::size_t(w)], c, results[std::size_t(c)]); });
     // Merge in chunk order.
     const int exact_bins = options_.histogram_bins;
@@ -550,7 +848,13 @@ class ErrorStatsRun {
     stats_.ulp_histogram.counts.back() -= stats_.ulp_histogram.nan_pairs;
     for (int m = 0; m < kMetrics; ++m) {
       mean_sum_[std::size_t(m)] = sums[std::size_t(m)].sum + sums[std::size_t(m)].compensation;
-      for (std::size_t w = 1; w < workers_.size(); ++w) workers_[0].ranks[std::size_t(m)].merge_counts(workers_[w].ranks[std::size_t(m)]);
+      for (std::size_t w = 1; w < workers_.size(); ++w) {
+        if (intervals_) {
+          workers_[0].windows[std::size_t(m)].merge(workers_[w].windows[std::size_t(m)]);
+        } else {
+          workers_[0].ranks[std::size_t(m)].merge_counts(workers_[w].ranks[std::size_t(m)]);
+        }
+      }
     }
   }
 
@@ -567,8 +871,19 @@ class ErrorStatsRun {
         // Eight independent partial sums in a fixed order: deterministic, and the dependency
         // chain of one running fp64 sum no longer limits the loop (it vectorises).
         constexpr int kLanes = 8;
-        double lane_sum[kLanes] = {}, lane_max[kLanes] = {};
+        alignas(64) double lane_sum[kLanes] = {}, lane_max[kLanes] = {};
         std::int64_t i = 0;
+#if defined(__AVX512F__)
+        // The same lanes as the loop below (GCC leaves that one scalar): one vector each.
+        __m512d vector_sum = _mm512_setzero_pd(), vector_max = _mm512_setzero_pd();
+        for (; i + kLanes <= count; i += kLanes) {
+          const __m512d v = _mm512_loadu_pd(values.data() + i);
+          vector_sum = _mm512_add_pd(vector_sum, v);
+          vector_max = _mm512_max_pd(v, vector_max);  // v > max ? v : max, as below
+        }
+        _mm512_store_pd(lane_sum, vector_sum);
+        _mm512_store_pd(lane_max, vector_max);
+#endif
         for (; i + kLanes <= count; i += kLanes) {
           for (int l = 0; l < kLanes; ++l) {
             const double v = values[std::size_t(i + l)];
@@ -597,7 +912,12 @@ class ErrorStatsRun {
             }
           }
         }
-        worker.ranks[std::size_t(m)].count_block(values.data(), block.nonfinite == 0 ? nullptr : block.finite.data(), count);
+        const std::uint8_t* finite = block.nonfinite == 0 ? nullptr : block.finite.data();
+        if (intervals_) {
+          worker.windows[std::size_t(m)].count_block(values.data(), count, block.nonfinite);
+        } else {
+          worker.ranks[std::size_t(m)].count_block(values.data(), finite, count);
+        }
       }
       count_distances(worker, begin, count, result);
     }
@@ -653,15 +973,79 @@ class ErrorStatsRun {
   // ---- the exact percentiles: ranks floor(h) and floor(h) + 1 of each, h = (compared - 1) p
   void percentiles() {
     const std::int64_t compared = stats_.compared;
-    constexpr double kPercentiles[] = {0.5, 0.99};
     std::vector<std::int64_t> wanted;
     for (double p : kPercentiles) {
       const auto low = std::int64_t(std::floor(double(compared - 1) * p));
       wanted.push_back(low);
       wanted.push_back(std::min(low + 1, compared - 1));
     }
+    // Order statistics per metric, from the windows where they held the ranks, else from the
+    // radix selection.
+    std::array<std::vector<double>, kMetrics> order;
+    std::array<bool, kMetrics> radix = {true, true, true};
+    if (intervals_) {
+      // One metric per worker: the selections among the kept values are independent.
+      for_each_chunk(kMetrics, std::min(threads_, kMetrics), [&](int, std::int64_t m) {
+        WindowSelector& windows = workers_[0].windows[std::size_t(m)];
+        for (auto rank : wanted) {
+          const std::optional<double> value = windows.value(rank);
+          if (!value) break;
+          order[std::size_t(m)].push_back(*value);
+        }
+        radix[std::size_t(m)] = order[std::size_t(m)].size() != wanted.size();
+        if (radix[std::size_t(m)]) order[std::size_t(m)].clear();
+      });
+    }
+    if (std::find(radix.begin(), radix.end(), true) != radix.end()) {
+      if (intervals_) radix_count_pass(radix);
+      radix_select(wanted, radix, order);
+    }
+    std::array<ErrorSummary*, kMetrics> summaries = {&stats_.abs, &stats_.rel, &stats_.ulp_error};
+    for (int m = 0; m < kMetrics; ++m) {
+      ErrorSummary& summary = *summaries[std::size_t(m)];
+      summary.mean = mean_sum_[std::size_t(m)] / double(compared);
+      for (std::size_t q = 0; q < std::size(kPercentiles); ++q) {
+        const double h = double(compared - 1) * kPercentiles[q];
+        const double low = order[std::size_t(m)][2 * q], high = order[std::size_t(m)][2 * q + 1];
+        (q == 0 ? summary.p50 : summary.p99) = low + (h - double(wanted[2 * q])) * (high - low);
+      }
+    }
+  }
+
+  // A pass that fills the radix selectors' top-bits histograms of the metrics that need them,
+  // when the first pass counted windows instead.
+  void radix_count_pass(const std::array<bool, kMetrics>& radix) {
+    for (auto& w : workers_) {
+      w.ranks.clear();
+      for (int m = 0; m < kMetrics; ++m) w.ranks.emplace_back(radix[std::size_t(m)] ? n_ : 0);
+    }
+    for_each_chunk(chunks_, threads_, [&](int w, std::int64_t c) {
+      Worker& worker = workers_[std::size_t(w)];
+      BlockMetrics<Y, R>& block = *worker.block;
+      for (std::int64_t begin = chunk_begin(c); begin < chunk_end(c); begin += kBlock) {
+        const std::int64_t count = std::min(kBlock, n_ - begin);
+        block.compute(y_ + begin, ref_ + begin, count, stats_.rel_floor);
+        const std::uint8_t* finite = block.nonfinite == 0 ? nullptr : block.finite.data();
+        for (int m = 0; m < kMetrics; ++m) {
+          if (radix[std::size_t(m)]) worker.ranks[std::size_t(m)].count_block(block.metric[std::size_t(m)].data(), finite, count);
+        }
+      }
+    });
+    for (int m = 0; m < kMetrics; ++m) {
+      if (!radix[std::size_t(m)]) continue;
+      for (std::size_t w = 1; w < workers_.size(); ++w) workers_[0].ranks[std::size_t(m)].merge_counts(workers_[w].ranks[std::size_t(m)]);
+    }
+    ++stats_.passes;
+  }
+
+  // The radix selection over the histograms of the first (or the extra) pass: replays until
+  // every wanted rank is resolved.
+  void radix_select(const std::vector<std::int64_t>& wanted, const std::array<bool, kMetrics>& radix,
+                    std::array<std::vector<double>, kMetrics>& order) {
     std::vector<RankSelector>& ranks = workers_[0].ranks;
-    for (auto& r : ranks) r.plan(wanted);
+    for (int m = 0; m < kMetrics; ++m) {
+      if (radix[std::size_t(m)]) ranks[std::size_t(m)].plan(wanted);
+    }
     auto any_active = [&] { return std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return r.active(); }); };
     while (any_active()) {
       // Each worker observes into copies of the probes; the copies merge into worker 0's.
@@ -676,16 +1060,11 @@ class ErrorStatsRun {
         for (int m = 0; m < kMetrics; ++m) ranks[std::size_t(m)].merge_observations(copies[w][std::size_t(m)]);
       }
       for (auto& r : ranks) r.finish_pass();
+      ++stats_.passes;
     }
-    std::array<ErrorSummary*, kMetrics> summaries = {&stats_.abs, &stats_.rel, &stats_.ulp_error};
     for (int m = 0; m < kMetrics; ++m) {
-      ErrorSummary& summary = *summaries[std::size_t(m)];
-      summary.mean = mean_sum_[std::size_t(m)] / double(compared);
-      for (std::size_t q = 0; q < std::size(kPercentiles); ++q) {
-        const double h = double(compared - 1) * kPercentiles[q];
-        const double low = ranks[std::size_t(m)].value(wanted[2 * q]), high = ranks[std::size_t(m)].value(wanted[2 * q + 1]);
-        (q == 0 ? summary.p50 : summary.p99) = low + (h - double(wanted[2 * q])) * (high - low);
-      }
+      if (!radix[std::size_t(m)]) continue;
+      for (auto rank : wanted) order[std::size_t(m)].push_back(ranks[std::size_t(m)].value(rank));
     }
   }
 
@@ -713,6 +1092,7 @@ class ErrorStatsRun {
   ErrorStats stats_;
   std::vector<Worker> workers_;
   std::array<double, kMetrics> mean_sum_{};
+  std::optional<std::array<WindowSelector::Intervals, kMetrics>> intervals_;
 };
 
 template <class Y, class R>
@@ -720,6 +1100,20 @@ ErrorStats error_stats_typed(const Tensor& y, const Tensor& ref, const ErrorStat
   return ErrorStatsRun<Y, R>(y, ref, options).run();
 }
 }  // namespace
+
+namespace detail {
+std::int64_t rank_sample_position(std::int64_t i, std::int64_t n, std::int64_t samples) {
+  using Wide = unsigned __int128;
+  const auto begin = std::int64_t(Wide(i) * Wide(n) / Wide(samples));
+  const auto end = std::int64_t(Wide(i + 1) * Wide(n) / Wide(samples));
+  // splitmix64's finaliser of i: an offset inside the stratum that does not follow a period
+  std::uint64_t z = std::uint64_t(i) + 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return begin + std::int64_t(z % std::uint64_t(std::max<std::int64_t>(end - begin, 1)));
+}
+}  // namespace detail
 
 ErrorStats error_stats(const Tensor& y_in, const Tensor& ref_in, const ErrorStatsOptions& options) {
   check_same_shape(y_in, ref_in, "error_stats");

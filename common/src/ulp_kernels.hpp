@@ -59,7 +59,7 @@ inline void block_histogram(const Bits* __restrict distance, std::int64_t count,
   constexpr int kSweepLimit = 32;
   if (exact_bins <= kSweepLimit && count <= 65535) {
     std::uint64_t binned = 0;
-    for (int k = 0; k < exact_bins; ++k) {
+    for (int k = 0; k < exact_bins && binned < std::uint64_t(count); ++k) {  // small distances fill the block early
       const std::uint16_t in_bin = count_equal(distance, count, Bits(k));
       counts[k] += in_bin;
       binned += in_bin;

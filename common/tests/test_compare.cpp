@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -275,8 +276,8 @@ void expect_summary(const ErrorSummary& got, const std::vector<double>& values, 
 }
 
 template <class Y>
-void check_against_plain(const Tensor& y, const Tensor& ref) {
-  const auto stats = error_stats(y, ref);
+ErrorStats check_against_plain(const Tensor& y, const Tensor& ref, const ErrorStatsOptions& options = {}) {
+  const auto stats = error_stats(y, ref, options);
   const auto plain = plain_stats<Y>(y, ref);
   EXPECT_EQ(stats.count, y.numel());
   EXPECT_EQ(stats.compared, std::int64_t(plain.abs.size()));
@@ -291,6 +292,30 @@ void check_against_plain(const Tensor& y, const Tensor& ref) {
   // the index of each max holds the max
   const auto per_element = ulp_error(y, ref);
   EXPECT_EQ(per_element.value_at(stats.ulp_error.max_index), stats.ulp_error.max);
+  return stats;
+}
+
+// Every field, for results that must not depend on how they were computed.
+void expect_same_stats(const ErrorStats& a, const ErrorStats& b) {
+  EXPECT_EQ(a.compared, b.compared);
+  EXPECT_EQ(a.nan_y, b.nan_y);
+  EXPECT_EQ(a.inf_ref, b.inf_ref);
+  EXPECT_EQ(a.mismatches, b.mismatches);
+  EXPECT_EQ(a.first_mismatch_indices, b.first_mismatch_indices);
+  const std::pair<const ErrorSummary*, const ErrorSummary*> pairs[] = {
+      {&a.abs, &b.abs}, {&a.rel, &b.rel}, {&a.ulp_error, &b.ulp_error}};
+  for (const auto& [x, y] : pairs) {
+    // bit for bit: the same sums in the same order
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(x->mean), std::bit_cast<std::uint64_t>(y->mean));
+    EXPECT_EQ(x->max, y->max);
+    EXPECT_EQ(x->max_index, y->max_index);
+    EXPECT_EQ(x->p50, y->p50);
+    EXPECT_EQ(x->p99, y->p99);
+  }
+  EXPECT_EQ(a.ulp_histogram.counts, b.ulp_histogram.counts);
+  EXPECT_EQ(a.ulp_histogram.nan_pairs, b.ulp_histogram.nan_pairs);
+  EXPECT_EQ(a.ulp_diff_max, b.ulp_diff_max);
+  EXPECT_EQ(a.ulp_diff_max_index, b.ulp_diff_max_index);
 }
 
 Tensor inject_specials(Tensor t, std::uint64_t seed) {
@@ -325,8 +350,92 @@ TEST(ErrorStats, Bf16AndFp32AndFp64ResultsAndSameDtypeReference) {
 TEST(ErrorStats, LargeInputWhereManyValuesShareARadixBin) {
   // Errors of the correctly rounded fp16 of U(1, 2) all lie in a narrow band: the radix bins
   // hold many values each, and the second pass must still find the exact order statistics.
+  // Both selections: the sampled windows (one pass) and the radix selection alone.
   const Tensor ref = random_uniform(DType::f64, {1 << 20}, 1, 2, 13);
-  check_against_plain<Half>(ref.to(DType::f16), ref);
+  const auto sampled = check_against_plain<Half>(ref.to(DType::f16), ref);
+  EXPECT_EQ(sampled.passes, 1);
+  const auto radix = check_against_plain<Half>(ref.to(DType::f16), ref, {.rank_sample_size = 0});
+  EXPECT_GT(radix.passes, 1);
+}
+
+// Inputs above 2^20 pairs run on several threads, in chunks merged in order: every figure,
+// means included, is the same bit for bit for any thread count and either selection, with NaN,
+// infinities and subnormals present (their blocks take the masked paths).
+TEST(ErrorStats, SameResultsForAnyThreadCountAndSelection) {
+  const std::int64_t n = (std::int64_t(1) << 21) + 777;
+  const Tensor ref = inject_specials(random_normal(DType::f64, {n}, 0, 2, 31), 32);
+  const Tensor y = inject_specials(ref.to(DType::f16), 33);
+  const auto one_thread = check_against_plain<Half>(y, ref, {.threads = 1});
+  EXPECT_EQ(one_thread.passes, 1);
+  for (const int threads : {2, 3}) {
+    SCOPED_TRACE(threads);
+    expect_same_stats(error_stats(y, ref, {.threads = threads}), one_thread);
+    expect_same_stats(error_stats(y, ref, {.threads = threads, .rank_sample_size = 0}), one_thread);
+  }
+}
+
+// Almost every pair NaN: every block has NaN pairs, whose metric (0) the window counts must take
+// back; with one finite pair in 400 the sample still places windows (P99's open above), with one
+// in 2000 it has too few values and the radix selection runs.
+TEST(ErrorStats, MostlyNonFiniteInput) {
+  for (const std::uint32_t finite_one_in : {400u, 2000u}) {
+    SCOPED_TRACE(finite_one_in);
+    const std::int64_t n = std::int64_t(1) << 20;
+    Tensor ref = random_uniform(DType::f64, {n}, -2, 2, 51);
+    const CounterRng rng(52);
+    auto pr = ref.span<double>();
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (rng.u32(std::uint64_t(i)) % finite_one_in != 0) pr[std::size_t(i)] = NAN;
+    }
+    const auto stats = check_against_plain<Half>(ref.to(DType::f16), ref);
+    EXPECT_LT(stats.compared, 2 * n / finite_one_in);
+    if (finite_one_in == 400) {
+      EXPECT_EQ(stats.passes, 1);
+    } else {
+      EXPECT_GT(stats.passes, 1);
+    }
+  }
+}
+
+// A sample that misleads: every sampled pair is exact while the others are not, so the windows
+// put P50 and P99 at 0. The windows then miss their ranks, and the radix passes must still give
+// the exact figures.
+TEST(ErrorStats, MisleadingSampleFallsBackToTheRadixSelection) {
+  const std::int64_t n = std::int64_t(1) << 20;
+  const std::int64_t samples = ErrorStatsOptions{}.rank_sample_size;
+  const Tensor ref = random_uniform(DType::f64, {n}, 1, 2, 41);
+  Tensor y = ref.to(DType::f16).to(DType::f64);
+  auto py = y.span<double>();
+  const auto pr = ref.span<double>();
+  for (std::int64_t i = 0; i < samples; ++i) {
+    const std::int64_t at = detail::rank_sample_position(i, n, samples);
+    py[std::size_t(at)] = pr[std::size_t(at)];
+  }
+  const auto stats = check_against_plain<double>(y, ref);
+  EXPECT_GT(stats.passes, 1);
+  EXPECT_GT(stats.abs.p50, 0.0);
+}
+
+// The other way to mislead: the sample spreads the errors over [0, 2^-20), while every other
+// pair's error lies inside the sample's P50 window. The window then keeps far more values than
+// planned; it gives up keeping them (memory stays bounded) and the radix passes take over.
+TEST(ErrorStats, OvercrowdedWindowFallsBackToTheRadixSelection) {
+  const std::int64_t n = std::int64_t(1) << 20;
+  const std::int64_t samples = ErrorStatsOptions{}.rank_sample_size;
+  const Tensor ref = random_uniform(DType::f64, {n}, 1, 2, 43);
+  const Tensor u = random_uniform(DType::f64, {n}, 0, 1, 44);
+  Tensor y = ref.clone();
+  auto py = y.span<double>();
+  const auto pr = ref.span<double>(), pu = u.span<double>();
+  for (std::int64_t i = 0; i < n; ++i) {  // errors near the middle of the range, all distinct
+    py[std::size_t(i)] = pr[std::size_t(i)] + std::ldexp(0.5 + 1e-4 * pu[std::size_t(i)], -20);
+  }
+  for (std::int64_t i = 0; i < samples; ++i) {  // the sample: spread evenly
+    const std::int64_t at = detail::rank_sample_position(i, n, samples);
+    py[std::size_t(at)] = pr[std::size_t(at)] + std::ldexp(pu[std::size_t(at)], -20);
+  }
+  const auto stats = check_against_plain<double>(y, ref);
+  EXPECT_GT(stats.passes, 1);
 }
 
 // Discrete errors crowd a few radix bins with more values than are stored (2^18): the exact
@@ -346,6 +455,7 @@ TEST(ErrorStats, CrowdedBinsWithFewAndManyDistinctValues) {
       py[std::size_t(i)] = pr[std::size_t(i)] + std::ldexp(step, -43);  // exact: the sum fits 53 bits
     }
     check_against_plain<double>(y, ref);
+    check_against_plain<double>(y, ref, {.rank_sample_size = 0});
   }
 }
 

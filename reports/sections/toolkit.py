@@ -7,7 +7,7 @@ from .plots import close, figure
 # Family -> target share of the copy bandwidth (the issue's targets; shown, and the verdict's condition).
 TARGETS = {"UlpDiff": 0.50, "ErrorStats": 0.05}
 WHAT = {"BitEqual": "reads both operands, writes nothing", "UlpDiff": "reads both operands, writes a distance per element",
-        "ErrorStats": "reads both operands; sorts for exact percentiles"}
+        "ErrorStats": "reads both operands; exact percentiles in one pass where the sampled windows hold the ranks"}
 
 
 def copies(run: dict) -> dict[int, float]:
@@ -29,7 +29,7 @@ def ratios(run: dict) -> tuple[dict[int, float], list[dict]]:
         copy = copy_bw.get(threads) or (next(iter(copy_bw.values())) if len(copy_bw) == 1 else None)
         rows.append({"family": f["family"], "dtype": f.get("dtype", "?"), "n": f.get("n", "?"), "threads": threads,
                      "bw": wall_rate(b), "copy": copy, "ratio": wall_rate(b) / copy if copy else None,
-                     "target": TARGETS.get(f["family"])})
+                     "target": TARGETS.get(f["family"]), "passes": b.get("passes")})
     return copy_bw, rows
 
 
@@ -67,13 +67,23 @@ def render(s, run: dict, result):
                 + (f" BitEqual exceeds the copy ({', '.join(r['dtype'] + ' ' + pct(r['ratio']) for r in bit_equal)}) because "
                    "it only reads: a copy's written lines are first read into the cache (write-allocate) and then written "
                    "back, so the copy moves more bytes than it counts, and a read-only scan has no such cost."
-                   if bit_equal else ""))
+                   if bit_equal else "")
+                + _passes_text(rows))
     table = [[r["family"], r["dtype"], num(int(r["n"])) if r["n"].isdigit() else r["n"], num(r["threads"]), gbps(r["bw"]),
               share(r),
               pct(r["target"], 2) if r["target"] is not None else "—",
               ("meets" if r["ratio"] >= r["target"] else "misses") if r["target"] is not None else "—",
               WHAT.get(r["family"], "")] for r in rows]
     s.table(["operation", "dtype", "elements", "threads", "GB/s", "of copy", "target", "verdict", "traffic"], table)
+
+
+def _passes_text(rows) -> str:
+    """How many passes over the operands ErrorStats took (its `passes` counter, where the run has it)."""
+    passes = [f"{r['dtype']} {int(r['passes'])}" for r in rows if r["family"] == "ErrorStats" and r.get("passes") is not None]
+    if not passes:
+        return ""
+    return (" ErrorStats' passes over the operands per call: " + ", ".join(passes) + " (1: the sampled windows held every "
+            "percentile's ranks; more: the radix selection's passes were needed).")
 
 
 def _plot(s, rows, copy_bw):

@@ -39,6 +39,12 @@ struct ErrorStatsOptions {
   // Worker threads for inputs of 2^20 elements or more (0: one per hardware thread). The results
   // are the same for any count: the work is split into fixed chunks merged in order.
   int threads = 0;
+  // Inputs larger than 2^18 pairs: a stratified sample of this many pairs predicts, per metric, a
+  // narrow window of values around each wanted rank; one pass then counts the values below each
+  // window and keeps those inside, which gives the exact order statistics. A window that misses
+  // its rank (unlikely, but possible with any sample) falls back to the radix selection's extra
+  // passes over the input, with the same result. 0: the radix selection only.
+  std::int64_t rank_sample_size = std::int64_t(1) << 16;
 };
 
 struct ErrorStats {
@@ -54,7 +60,14 @@ struct ErrorStats {
   UlpHistogram ulp_histogram;         // integer distances to ref rounded to y's dtype
   std::uint64_t ulp_diff_max = 0;     // the largest of those distances (over pairs without NaN)
   std::int64_t ulp_diff_max_index = -1;
+  int passes = 0;  // passes over the input: 1, or more where a percentile needed radix passes
 };
+
+namespace detail {
+// The index of the i-th of `samples` pairs drawn from n: one per stratum of n / samples pairs, at
+// a hashed offset inside it. Exposed for the tests, which build inputs that mislead the sample.
+std::int64_t rank_sample_position(std::int64_t i, std::int64_t n, std::int64_t samples);
+}  // namespace detail
 
 // y: f16, bf16, f32 or f64; ref: any floating dtype of the same shape.
 ErrorStats error_stats(const Tensor& y, const Tensor& ref, const ErrorStatsOptions& options = {});
