@@ -61,6 +61,12 @@ def evaluate(check: dict, results: Results, device: str) -> list[tuple[str, floa
     same = check["ratio"].get("same_counter")  # e.g. "threads": the copy on as many threads as the comparison
     if same and num:
         den = [d for d in den if d.get(same, 1) == num[0].get(same, 1)]
+    # e.g. "threads": the fastest copy on at most as many threads (one on more threads that ran slower
+    # was held back by other work), as the report's section S sets it
+    at_most = check["ratio"].get("at_most_counter")
+    if at_most and num:
+        den = [d for d in den if d.get(at_most, 1) <= num[0].get(at_most, 1)]
+        den.sort(key=lambda d: -(field_value(d, check["ratio"]["denominator"]["field"]) or 0))
     if not num or not den:
         return [(suite, None, False, "ratio operands missing")]
     n = field_value(num[0], check["ratio"]["numerator"]["field"])

@@ -89,6 +89,23 @@ with tempfile.TemporaryDirectory() as tmp_name:
     check("FAIL  D/subgraph:transpose" in r.stdout, "gate does not name the failing D check")
     check("gate: 2 failing checks" in r.stdout, f"gate count: {r.stdout[-200:]}")
 
+    # ---- gate: a share of the copy is taken against the fastest copy on at most as many threads (a
+    # two-thread copy slower than the one-thread copy was held back by other work and must not flatter)
+    slow_copy = copy_fixture(tmp, "slow_copy")
+    toolkit_json = slow_copy / "bench_precision_toolkit.json"
+    data = json.loads(toolkit_json.read_text())
+    one_copy = next(b for b in data["benchmarks"] if b["name"].startswith("MemoryCopy/") and b.get("threads", 1) == 1)
+    data["benchmarks"].append({**one_copy, "name": one_copy["name"].replace("threads:1", "threads:2"), "threads": 2,
+                               "bytes_per_second": one_copy["bytes_per_second"] / 4})
+    for b in data["benchmarks"]:
+        if b["name"].startswith("ErrorStats/dtype:f16"):
+            b["threads"] = 2  # 1.5 % of the one-thread copy, 6 % of the slowed two-thread one
+            b["bytes_per_second"] = one_copy["bytes_per_second"] * 0.015
+    toolkit_json.write_text(json.dumps(data))
+    r = run("tools/gate.py", slow_copy)
+    check(r.returncode == 1 and "FAIL  ErrorStats/dtype:f16" in r.stdout and "MemoryCopy/bytes:134217728/threads:1" in r.stdout,
+          f"gate judged ErrorStats against a slowed two-thread copy:\n{r.stdout[-600:]}")
+
     # ---- compare: identical runs pass; injected regressions are flagged
     r = run("tools/compare_runs.py", FIXTURE, FIXTURE)
     check(r.returncode == 0, f"compare identical: exit {r.returncode}\n{r.stdout[-500:]}\n{r.stderr[-500:]}")
