@@ -479,20 +479,12 @@ class WindowSelector {
       Inside& inside = inside_of(k);
       const auto kept = std::int64_t(inside.values.size());
       if (within < kept) {
-        // A previous selection left everything before its position no larger and everything
-        // after no smaller: the next one (the adjacent rank, usually) searches only its side.
-        auto first = inside.values.begin(), last = inside.values.end();
-        if (inside.selected >= 0 && within == inside.selected + 1) {
-          // the next rank up is the smallest value above the last selection
-          auto next = std::min_element(first + within, last);
-          std::iter_swap(first + within, next);
-        } else if (within != inside.selected) {
-          if (inside.selected >= 0 && within > inside.selected) first += inside.selected + 1;
-          if (inside.selected >= 0 && within < inside.selected) last = inside.values.begin() + inside.selected;
-          std::nth_element(first, inside.values.begin() + within, last);
+        // Ranks come in adjacent pairs (floor(h), floor(h) + 1): one selection answers both.
+        if (within != inside.selected && within != inside.selected + 1) {
+          inside.pair = select_adjacent(inside.values, within, interval);
+          inside.selected = within;
         }
-        inside.selected = within;
-        return inside.values[std::size_t(within)];
+        return within == inside.selected ? inside.pair.first : inside.pair.second;
       }
       within -= kept;
       if (interval.hi != interval.lo && within < at_hi_[k]) return interval.hi;
@@ -503,20 +495,58 @@ class WindowSelector {
  private:
   struct Inside {
     bool split = false;
-    std::vector<double> values;
-    std::int64_t selected = -1;  // the position of the last nth_element
+    std::vector<double> values;  // the kept values inside this window
+    std::int64_t selected = -1;  // the rank of the last selection, whose value and the next one's
+    std::pair<double, double> pair;
   };
 
+  // The values of ranks `rank` and `rank + 1` (the last value where there is no next) among
+  // `values`, all strictly inside `interval`. A histogram of their fp64 patterns (ordered like the
+  // non-negative values) over the interval's range finds the one or two buckets that hold the
+  // ranks; nth_element finishes among those few values instead of all of them.
+  static std::pair<double, double> select_adjacent(const std::vector<double>& values, std::int64_t rank, const Interval& interval) {
+    const auto count = std::int64_t(values.size());
+    const std::int64_t next = std::min(rank + 1, count - 1);
+    constexpr int kBucketBits = 12;
+    const std::uint64_t lo_bits = std::bit_cast<std::uint64_t>(interval.lo);
+    const std::uint64_t span = std::bit_cast<std::uint64_t>(interval.hi) - lo_bits;
+    const int shift = std::max(0, int(std::bit_width(span)) - kBucketBits);
+    auto bucket = [&](double x) { return std::size_t((std::bit_cast<std::uint64_t>(x) - lo_bits) >> shift); };
+    std::vector<std::int64_t> histogram(std::size_t(span >> shift) + 1, 0);
+    for (double x : values) ++histogram[bucket(x)];
+    std::size_t first = 0;
+    std::int64_t before = 0;
+    while (before + histogram[first] <= rank) before += histogram[first++];
+    std::size_t last = first;
+    std::int64_t through = before + histogram[first];
+    while (through <= next) through += histogram[++last];
+    std::vector<double> picked;  // the values of buckets first..last, in no order
+    picked.reserve(std::size_t(through - before));
+    for (double x : values) {
+      const std::size_t b = bucket(x);
+      if (b >= first && b <= last) picked.push_back(x);
+    }
+    const auto at = picked.begin() + (rank - before);
+    std::nth_element(picked.begin(), at, picked.end());
+    const double low = *at;
+    const double high = next == rank ? low : *std::min_element(at + 1, picked.end());
+    return {low, high};
+  }
+
   // The pass keeps one list for both windows (one compress per vector); each window's own list
-  // is filtered from it when first asked.
+  // is filtered from it when first asked (without branches: most candidates belong to one window).
   Inside& inside_of(int k) {
     Inside& inside = inside_[std::size_t(k)];
     if (!inside.split) {
       const double lo = intervals_[std::size_t(k)].lo, hi = intervals_[std::size_t(k)].hi;
+      inside.values.resize(std::size_t(kept_) + 1);
+      std::size_t count = 0;
       for (std::int64_t i = 0; i < kept_; ++i) {
         const double x = candidates_[std::size_t(i)];
-        if (x > lo && x < hi) inside.values.push_back(x);
+        inside.values[count] = x;
+        count += (x > lo) & (x < hi);
       }
+      inside.values.resize(count);
       inside.split = true;
     }
     return inside;
@@ -737,10 +767,18 @@ class ErrorStatsRun {
     const std::int64_t samples = std::min(options_.rank_sample_size, n_);
     std::vector<Y> y_sample(static_cast<std::size_t>(samples));
     std::vector<R> ref_sample(static_cast<std::size_t>(samples));
+    // The hashed offsets defeat the hardware's stride prefetcher: prefetch a few samples ahead, so
+    // that the cache misses overlap instead of following one another.
+    constexpr std::int64_t kAhead = 32;
+    std::vector<std::int64_t> positions(static_cast<std::size_t>(samples));
+    for (std::int64_t i = 0; i < samples; ++i) positions[std::size_t(i)] = detail::rank_sample_position(i, n_, samples);
     for (std::int64_t i = 0; i < samples; ++i) {
-      const std::int64_t at = detail::rank_sample_position(i, n_, samples);
-      y_sample[std::size_t(i)] = y_[at];
-      ref_sample[std::size_t(i)] = ref_[at];
+      if (i + kAhead < samples) {
+        __builtin_prefetch(y_ + positions[std::size_t(i + kAhead)]);
+        __builtin_prefetch(ref_ + positions[std::size_t(i + kAhead)]);
+      }
+      y_sample[std::size_t(i)] = y_[positions[std::size_t(i)]];
+      ref_sample[std::size_t(i)] = ref_[positions[std::size_t(i)]];
     }
     std::array<std::vector<double>, kMetrics> sampled;
     auto block = std::make_unique<BlockMetrics<Y, R>>();
@@ -755,8 +793,23 @@ class ErrorStatsRun {
     }
     const auto finite = std::int64_t(sampled[0].size());
     if (finite < 64) return;  // mostly non-finite: too few to say where the ranks lie
+    // The sample ranks of each interval's ends: the same for every metric.
+    struct Ends {
+      std::int64_t lo_rank, hi_rank;
+      double share;  // of the values expected inside
+    };
+    std::array<Ends, std::size(kPercentiles)> ends;
+    for (std::size_t q = 0; q < std::size(kPercentiles); ++q) {
+      const double p = kPercentiles[q];
+      const auto rank = std::int64_t(std::floor(double(finite - 1) * p));
+      const auto margin = std::int64_t(std::ceil(kIntervalSigmas * std::sqrt(double(finite) * p * (1 - p)))) + 1;
+      ends[q] = {rank - margin, rank + 1 + margin, 0};
+      if (ends[q].lo_rank < 0) return;  // too few sampled values to bound a window below: no windows
+      ends[q].share = double(std::min(ends[q].hi_rank, finite - 1) - ends[q].lo_rank + 1) / double(finite);
+    }
     intervals_.emplace();
-    for (int m = 0; m < kMetrics; ++m) {
+    // One metric per worker: the selections in the samples are independent.
+    for_each_chunk(kMetrics, std::min(threads_, kMetrics), [&](int, std::int64_t m) {
       std::vector<double>& values = sampled[std::size_t(m)];
       // The ranks mostly ascend (lo, hi of P50, then of P99): each selection searches only the
       // side of the previous one that holds its rank.
@@ -771,23 +824,14 @@ class ErrorStatsRun {
         return values[std::size_t(rank)];
       };
       for (std::size_t q = 0; q < std::size(kPercentiles); ++q) {
-        const double p = kPercentiles[q];
-        const auto rank = std::int64_t(std::floor(double(finite - 1) * p));
-        const auto margin = std::int64_t(std::ceil(kIntervalSigmas * std::sqrt(double(finite) * p * (1 - p)))) + 1;
-        const std::int64_t lo_rank = rank - margin, hi_rank = rank + 1 + margin;
-        if (lo_rank < 0) {  // too few sampled values to bound a window below: no windows
-          intervals_.reset();
-          return;
-        }
         WindowSelector::Interval interval;
-        interval.lo = select(lo_rank);
-        interval.hi = hi_rank < finite ? select(hi_rank) : std::numeric_limits<double>::infinity();
+        interval.lo = select(ends[q].lo_rank);
+        interval.hi = ends[q].hi_rank < finite ? select(ends[q].hi_rank) : std::numeric_limits<double>::infinity();
         // Four times the expected share of kept values before the interval counts as misled.
-        const double share = double(std::min(hi_rank, finite - 1) - std::max<std::int64_t>(lo_rank, 0) + 1) / double(finite);
-        interval.keep_limit = std::int64_t(4 * share * double(n_)) + kBlock;
+        interval.keep_limit = std::int64_t(4 * ends[q].share * double(n_)) + kBlock;
         (*intervals_)[std::size_t(m)][q] = interval;
       }
-    }
+    });
   }
 
   std::int64_t chunk_begin(std::int64_t c) const { return c * kChunk; }
