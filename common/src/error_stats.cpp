@@ -566,7 +566,6 @@ class WindowSelector {
     for (; i < count; ++i) {
       if (count_one(values[i])) candidates_[std::size_t(kept_++)] = values[i];
     }
-    fix_collapsed();
   }
 
   // Counts one value; true when it lies inside a window (the caller keeps it).
@@ -576,7 +575,7 @@ class WindowSelector {
       const double lo = intervals_[std::size_t(k)].lo, hi = intervals_[std::size_t(k)].hi;
       below_[k] += x < lo;
       at_lo_[k] += x == lo;
-      at_hi_[k] += x == hi;
+      at_hi_[k] += (x == hi) & (hi != lo);  // a collapsed interval (lo == hi) counts its value once, as at_lo
       inside = inside || (x > lo && x < hi);
     }
     return inside;
@@ -637,16 +636,9 @@ class WindowSelector {
   }
 #endif
 
-  // An interval with lo == hi counts its one value once, as at_lo.
-  void fix_collapsed() {
-    for (int k = 0; k < kWindows; ++k) {
-      if (intervals_[std::size_t(k)].lo == intervals_[std::size_t(k)].hi) at_hi_[k] = 0;
-    }
-  }
-
   Intervals intervals_;
   std::int64_t keep_limit_ = 0;
-  std::int64_t below_[kWindows] = {}, at_lo_[kWindows] = {}, at_hi_[kWindows] = {};
+  std::int64_t below_[kWindows] = {}, at_lo_[kWindows] = {}, at_hi_[kWindows] = {};  // at_hi: 0 where lo == hi
   std::vector<double> candidates_;  // the first kept_ entries: values inside either window
   std::int64_t kept_ = 0;
   bool overflowed_ = false;

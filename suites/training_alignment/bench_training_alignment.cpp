@@ -272,48 +272,39 @@ void run_control(benchmark::State& state, const SuiteConfig& suite, int steps) {
 }
 }  // namespace
 
-void register_benchmarks(const SuiteConfig& config) {
-  for (DType dtype : {DType::bf16, DType::f16}) {
-    const std::string name = fmt::format("E/Alignment/dtype:{}/device:{}", dtype_name(dtype), config.device);
-    benchmark::RegisterBenchmark(name.c_str(), [config, dtype](benchmark::State& s) {
-      try {
-        run_alignment(s, config, dtype);
-      } catch (const std::exception& e) {
-        s.SkipWithError(e.what());
-      }
-    })->Iterations(1)->Repetitions(1)->UseManualTime()->Unit(benchmark::kSecond);
-  }
-  for (const std::string dtype : {"bf16"}) {
-    const std::string peer = fmt::format("E/Peer/torch/dtype:{}/device:cpu", dtype);
-    benchmark::RegisterBenchmark(peer.c_str(), [config, dtype](benchmark::State& s) {
-      try {
-        run_peer(s, config, dtype);
-      } catch (const std::exception& e) {
-        s.SkipWithError(e.what());
-      }
-    })->Iterations(1)->Repetitions(1)->UseManualTime()->Unit(benchmark::kSecond);
-  }
-  for (bool fused_mode : {false, true}) {
-    if (fused_mode && config.quick()) continue;  // ~100 new kernels to compile: full profile only
-    const std::string st = fmt::format("E/StepTime/config:gpt2-124m/dtype:bf16/batch:1/mode:{}/device:{}",
-                                       fused_mode ? "fused" : "eager", config.device);
-    benchmark::RegisterBenchmark(st.c_str(), [config, fused_mode](benchmark::State& s) {
-      try {
-        run_step_time(s, config, fused_mode);
-      } catch (const std::exception& e) {
-        s.SkipWithError(e.what());
-      }
-    })->Iterations(1)->Repetitions(1)->UseManualTime()->Unit(benchmark::kSecond);
-  }
-  const int control_steps = 8;
-  const std::string name = fmt::format("E/Control/dtype:f32/steps:{}/device:{}", control_steps, config.device);
-  benchmark::RegisterBenchmark(name.c_str(), [config, control_steps](benchmark::State& s) {
+namespace {
+// A single-run benchmark (one training run, timed by hand); an error skips it with its message
+// instead of ending the binary, so the other E benchmarks still run.
+template <class Run>
+void register_single_run(const std::string& name, Run run) {
+  benchmark::RegisterBenchmark(name.c_str(), [run](benchmark::State& s) {
     try {
-      run_control(s, config, control_steps);
+      run(s);
     } catch (const std::exception& e) {
       s.SkipWithError(e.what());
     }
   })->Iterations(1)->Repetitions(1)->UseManualTime()->Unit(benchmark::kSecond);
+}
+}  // namespace
+
+void register_benchmarks(const SuiteConfig& config) {
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    register_single_run(fmt::format("E/Alignment/dtype:{}/device:{}", dtype_name(dtype), config.device),
+                        [config, dtype](benchmark::State& s) { run_alignment(s, config, dtype); });
+  }
+  for (const std::string dtype : {"bf16"}) {
+    register_single_run(fmt::format("E/Peer/torch/dtype:{}/device:cpu", dtype),
+                        [config, dtype](benchmark::State& s) { run_peer(s, config, dtype); });
+  }
+  for (bool fused_mode : {false, true}) {
+    if (fused_mode && config.quick()) continue;  // ~100 new kernels to compile: full profile only
+    register_single_run(fmt::format("E/StepTime/config:gpt2-124m/dtype:bf16/batch:1/mode:{}/device:{}",
+                                    fused_mode ? "fused" : "eager", config.device),
+                        [config, fused_mode](benchmark::State& s) { run_step_time(s, config, fused_mode); });
+  }
+  const int control_steps = 8;
+  register_single_run(fmt::format("E/Control/dtype:f32/steps:{}/device:{}", control_steps, config.device),
+                      [config, control_steps](benchmark::State& s) { run_control(s, config, control_steps); });
 }
 
 }  // namespace fusebench::suite
