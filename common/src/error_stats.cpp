@@ -20,6 +20,7 @@
 // GCC 12 warns inside its own AVX-512 headers (the _mm512_undefined_pd placeholder of
 // _mm512_max_pd) wherever they are inlined.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 namespace fusebench {
@@ -60,13 +61,78 @@ typename FloatFormat<Y>::Bits to_format_bits(double value) {
   }
 }
 
-constexpr std::uint64_t kExponentMask = 0x7ff0'0000'0000'0000ULL;
-
 bool finite_bits(double v) {
   return (std::bit_cast<std::uint64_t>(v) & 0x7ff0'0000'0000'0000ULL) != 0x7ff0'0000'0000'0000ULL;
 }
 
-// The three metrics of one block; non-finite pairs get 0 and finite[i] = 0.
+// ---- the metrics of a pair: abs = |y - ref|, rel = abs / max(|ref|, rel_floor), ulp = abs in
+// spacings of y's format at ref: abs * 2^(p - 1 - e), e = floor(log2 |ref|) clamped to the
+// format's exponent range, rounded once (ldexp; scalef in vectors). A pair with a NaN or an
+// infinity gets 0 for all three and is not compared.
+template <class Y>
+struct PairMetric {
+  using F = FormatTraits<Y>;
+  static double ulp(double diff, double ref) {
+    std::int64_t exponent = std::int64_t((std::bit_cast<std::uint64_t>(ref) >> 52) & 0x7ff) - 1023;
+    exponent = std::clamp<std::int64_t>(exponent, F::min_normal_exponent, F::max_exponent);
+    return std::ldexp(diff, int(F::mantissa_bits - exponent));
+  }
+};
+
+#if defined(__AVX512F__)
+// The same metrics for eight pairs at a time, operation for operation: the same bits.
+template <class Y, class R>
+class VectorMetrics {
+  using F = FormatTraits<Y>;
+
+ public:
+  struct Pairs {
+    __m512d y, ref, abs, rel, ulp;
+    __mmask8 nonfinite;
+  };
+
+  explicit VectorMetrics(double rel_floor) : rel_floor_(_mm512_set1_pd(rel_floor)) {}
+
+  Pairs operator()(const Y* y, const R* ref) const {
+    Pairs p;
+    p.y = widen(y);
+    p.ref = widen(ref);
+    // fpclass 0x99: NaN (quiet, signalling) or +-inf
+    p.nonfinite = __mmask8(_mm512_fpclass_pd_mask(p.y, 0x99) | _mm512_fpclass_pd_mask(p.ref, 0x99));
+    const __m512d magnitude = _mm512_and_pd(p.ref, magnitude_mask_);
+    p.abs = _mm512_maskz_and_pd(__mmask8(~p.nonfinite), _mm512_sub_pd(p.y, p.ref), magnitude_mask_);
+    p.rel = _mm512_div_pd(p.abs, _mm512_max_pd(magnitude, rel_floor_));  // max: magnitude > floor ? magnitude : floor
+    // getexp gives floor(log2 |ref|) (-inf for 0, NaN for NaN); the clamp is the raw exponent
+    // field's (max and min return their second operand where the first is NaN)
+    const __m512d exponent = _mm512_min_pd(_mm512_max_pd(_mm512_getexp_pd(p.ref), min_exponent_), max_exponent_);
+    p.ulp = _mm512_scalef_pd(p.abs, _mm512_sub_pd(mantissa_bits_, exponent));
+    return p;
+  }
+
+ private:
+  template <class T>
+  static __m512d widen(const T* p) {
+    if constexpr (std::is_same_v<T, double>) {
+      return _mm512_loadu_pd(p);
+    } else if constexpr (std::is_same_v<T, float>) {
+      return _mm512_cvtps_pd(_mm256_loadu_ps(p));
+    } else if constexpr (std::is_same_v<T, BFloat16>) {
+      const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      return _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
+    } else {
+      static_assert(std::is_same_v<T, Half>);
+      return _mm512_cvtps_pd(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    }
+  }
+
+  __m512d rel_floor_;
+  __m512d magnitude_mask_ = _mm512_castsi512_pd(_mm512_set1_epi64(0x7fff'ffff'ffff'ffffLL));
+  __m512d min_exponent_ = _mm512_set1_pd(F::min_normal_exponent), max_exponent_ = _mm512_set1_pd(F::max_exponent);
+  __m512d mantissa_bits_ = _mm512_set1_pd(F::mantissa_bits);
+};
+#endif
+
+// The three metrics of one block, stored; non-finite pairs get 0 and finite[i] = 0.
 template <class Y, class R>
 struct BlockMetrics {
   std::array<double, kBlock> y_value, ref_value;
@@ -77,40 +143,35 @@ struct BlockMetrics {
 
   void compute(const Y* y, const R* ref, std::int64_t count, double rel_floor) {
     size = count;
-    for (std::int64_t i = 0; i < count; ++i) {
-      y_value[std::size_t(i)] = to_double(y[i]);
-      ref_value[std::size_t(i)] = to_double(ref[i]);
+    nonfinite = 0;
+    std::int64_t i = 0;
+#if defined(__AVX512F__)
+    const VectorMetrics<Y, R> metrics(rel_floor);
+    for (; i + 8 <= count; i += 8) {
+      const auto p = metrics(y + i, ref + i);
+      _mm512_storeu_pd(&y_value[std::size_t(i)], p.y);
+      _mm512_storeu_pd(&ref_value[std::size_t(i)], p.ref);
+      _mm512_storeu_pd(&metric[0][std::size_t(i)], p.abs);
+      _mm512_storeu_pd(&metric[1][std::size_t(i)], p.rel);
+      _mm512_storeu_pd(&metric[2][std::size_t(i)], p.ulp);
+      for (int l = 0; l < 8; ++l) finite[std::size_t(i + l)] = ((p.nonfinite >> l) & 1) == 0;
+      nonfinite += std::popcount(unsigned(p.nonfinite));
     }
-    using F = FormatTraits<Y>;
-    std::int64_t finite_pairs = 0;
-    for (std::int64_t i = 0; i < count; ++i) {
-      const bool ok = finite_bits(y_value[std::size_t(i)]) & finite_bits(ref_value[std::size_t(i)]);
-      finite[std::size_t(i)] = ok;
-      finite_pairs += ok;
-    }
-    // Only fp64 and 64-bit integer operations below, so that the loop vectorises.
-    for (std::int64_t i = 0; i < count; ++i) {
+#endif
+    for (; i < count; ++i) {
       const auto k = std::size_t(i);
-      const double yv = y_value[k], rv = ref_value[k];
-      const std::uint64_t ref_bits = std::bit_cast<std::uint64_t>(rv);
-      const bool ok = ((std::bit_cast<std::uint64_t>(yv) & kExponentMask) != kExponentMask) &
-                      ((ref_bits & kExponentMask) != kExponentMask);
+      const double yv = to_double(y[i]), rv = to_double(ref[i]);
+      const bool ok = finite_bits(yv) && finite_bits(rv);
       const double diff = ok ? std::fabs(yv - rv) : 0.0;
       const double magnitude = std::fabs(rv);
+      y_value[k] = yv;
+      ref_value[k] = rv;
+      finite[k] = ok;
+      nonfinite += !ok;
       metric[0][k] = diff;
       metric[1][k] = diff / (magnitude > rel_floor ? magnitude : rel_floor);
-      // ULP error: diff * 2^-(e - p + 1), e = floor(log2 |ref|) clamped to the format's range,
-      // scaled in two exact power-of-two steps (fp64's own subnormal spacing, 2^-1074, does not
-      // fit one).
-      std::int64_t exponent = std::int64_t((ref_bits >> 52) & 0x7ff) - 1023;
-      exponent = std::clamp<std::int64_t>(exponent, F::min_normal_exponent, F::max_exponent);
-      const std::int64_t scale = F::mantissa_bits - exponent;
-      const std::int64_t first = scale / 2;
-      const double step1 = std::bit_cast<double>(std::uint64_t(1023 + first) << 52);
-      const double step2 = std::bit_cast<double>(std::uint64_t(1023 + scale - first) << 52);
-      metric[2][k] = diff * step1 * step2;
+      metric[2][k] = PairMetric<Y>::ulp(diff, rv);
     }
-    nonfinite = count - finite_pairs;
   }
 };
 
@@ -407,6 +468,29 @@ class RankSelector {
   std::map<std::int64_t, double> resolved_;
 };
 
+// Runs work(worker, chunk) for every chunk on `threads` workers (the caller is worker 0), each
+// chunk exactly once; rethrows the first exception.
+template <class Work>
+void for_each_chunk(std::int64_t chunks, int threads, Work&& work) {
+  std::atomic<std::int64_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto worker = [&](int w) {
+    try {
+      for (std::int64_t c = next++; c < chunks; c = next++) work(w, c);
+    } catch (...) {
+      std::lock_guard lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      next = chunks;
+    }
+  };
+  std::vector<std::jthread> helpers;
+  for (int w = 1; w < threads; ++w) helpers.emplace_back(worker, w);
+  worker(0);
+  helpers.clear();  // joins
+  if (failure) std::rethrow_exception(failure);
+}
+
 // ---- one-pass selection inside sampled windows
 // A stratified sample predicts, per wanted percentile, an interval of values [lo, hi] that holds
 // its two ranks (floor(h) and floor(h) + 1). The pass counts the values below lo, equal to lo and
@@ -433,9 +517,30 @@ class WindowSelector {
   // a sampled value (>= 0).
   void count_block(const double* values, std::int64_t count, std::int64_t nonfinite) {
     if (overflowed_) return;  // kept too much to answer anything: stop counting
-    const auto needed = std::size_t(kept_ + count + 8);  // + one vector: stores write whole vectors
+    reserve(count);
+    std::int64_t i = 0;
+#if defined(__AVX512F__)
+    VectorCounter counter(*this);
+    for (; i + 8 <= count; i += 8) counter.count(_mm512_loadu_pd(values + i));
+    counter.finish();
+#endif
+    for (; i < count; ++i) {
+      if (count_one(values[i])) candidates_[std::size_t(kept_++)] = values[i];
+    }
+    finish_block(nonfinite);
+  }
+
+  bool overflowed() const { return overflowed_; }
+
+  // Room for one more block of `count` values (+ one vector: stores write whole vectors).
+  void reserve(std::int64_t count) {
+    const auto needed = std::size_t(kept_ + count + 8);
     if (candidates_.size() < needed) candidates_.resize(std::max(needed, 2 * candidates_.size()));
-    count_dense(values, count);
+  }
+
+  // After a block counted by count_block or by VectorCounters: takes back the `nonfinite` zeros
+  // and gives up once the windows kept more than planned.
+  void finish_block(std::int64_t nonfinite) {
     for (int k = 0; k < kWindows; ++k) {
       const Interval& w = intervals_[std::size_t(k)];
       below_[k] -= nonfinite * (0 < w.lo);
@@ -449,125 +554,229 @@ class WindowSelector {
     }
   }
 
+#if defined(__AVX512F__)
+  // Counts values eight at a time, for a caller that has them in a register (count_block, or the
+  // fused block of ErrorStatsRun, which never stores its metrics). Mask compares are counted by
+  // masked adds into one register per window, its three counts packed 21 bits apart (a lane sees
+  // at most kBlock / 8 values before finish()); kept values leave by an in-register compress and
+  // a plain store, with no branch (a compress with a memory operand is microcoded, and slow, on
+  // some x86 cores; a branch on "any inside" mispredicts often). A collapsed interval (lo == hi,
+  // the usual case for discrete errors) needs neither the comparisons with hi nor, when both
+  // are, the compress: those branches go the same way for a whole call.
+  // The selector must have room for the block (reserve()), and finish() must run before it is
+  // used again.
+  class VectorCounter {
+   public:
+    explicit VectorCounter(WindowSelector& selector) : selector_(selector) {
+      for (int k = 0; k < kWindows; ++k) {
+        const Interval& interval = selector.intervals_[std::size_t(k)];
+        lo_[k] = _mm512_set1_pd(interval.lo);
+        hi_[k] = _mm512_set1_pd(interval.hi);
+        interior_[k] = interval.lo != interval.hi;
+        counts_[k] = _mm512_setzero_si512();
+      }
+      any_interior_ = interior_[0] || interior_[1];
+      out_ = selector.candidates_.data() + selector.kept_;
+    }
+
+    void count(__m512d x) {
+      __mmask8 inside = 0;
+      for (int k = 0; k < kWindows; ++k) {
+        const __mmask8 lt_lo = _mm512_cmp_pd_mask(x, lo_[k], _CMP_LT_OQ);
+        const __mmask8 eq_lo = _mm512_cmp_pd_mask(x, lo_[k], _CMP_EQ_OQ);
+        counts_[k] = _mm512_mask_add_epi64(counts_[k], lt_lo, counts_[k], _mm512_set1_epi64(kBelow));
+        counts_[k] = _mm512_mask_add_epi64(counts_[k], eq_lo, counts_[k], _mm512_set1_epi64(kAtLo));
+        if (interior_[k]) {
+          const __mmask8 lt_hi = _mm512_cmp_pd_mask(x, hi_[k], _CMP_LT_OQ);
+          const __mmask8 eq_hi = _mm512_cmp_pd_mask(x, hi_[k], _CMP_EQ_OQ);
+          counts_[k] = _mm512_mask_add_epi64(counts_[k], eq_hi, counts_[k], _mm512_set1_epi64(kAtHi));
+          inside = __mmask8(inside | (lt_hi & ~(lt_lo | eq_lo)));
+        }
+      }
+      if (any_interior_) {
+        _mm512_storeu_pd(out_ + kept_, _mm512_maskz_compress_pd(inside, x));
+        kept_ += std::popcount(unsigned(inside));
+      }
+    }
+
+    void finish() {
+      const __m512i field = _mm512_set1_epi64(kAtLo - 1);
+      for (int k = 0; k < kWindows; ++k) {
+        selector_.below_[k] += _mm512_reduce_add_epi64(_mm512_and_si512(counts_[k], field));
+        selector_.at_lo_[k] += _mm512_reduce_add_epi64(_mm512_and_si512(_mm512_srli_epi64(counts_[k], kFieldBits), field));
+        selector_.at_hi_[k] += _mm512_reduce_add_epi64(_mm512_srli_epi64(counts_[k], 2 * kFieldBits));
+        counts_[k] = _mm512_setzero_si512();
+      }
+      selector_.kept_ += kept_;
+      out_ += kept_;
+      kept_ = 0;
+    }
+
+   private:
+    static constexpr int kFieldBits = 21;
+    static_assert(kBlock / 8 < (std::int64_t(1) << kFieldBits));
+    static constexpr std::int64_t kBelow = 1, kAtLo = std::int64_t(1) << kFieldBits, kAtHi = std::int64_t(1) << (2 * kFieldBits);
+    WindowSelector& selector_;
+    __m512d lo_[kWindows], hi_[kWindows];
+    __m512i counts_[kWindows];
+    bool interior_[kWindows];
+    bool any_interior_;
+    double* out_;
+    std::int64_t kept_ = 0;
+  };
+#endif
+
+  // Takes another worker's counts and kept values (moved, not copied: the sweeps read every part).
   void merge(WindowSelector& other) {
     for (int k = 0; k < kWindows; ++k) {
       below_[k] += other.below_[k];
       at_lo_[k] += other.at_lo_[k];
       at_hi_[k] += other.at_hi_[k];
     }
-    overflowed_ = overflowed_ || other.overflowed_ || kept_ + other.kept_ > keep_limit_;
+    merged_kept_ += other.kept_;
+    overflowed_ = overflowed_ || other.overflowed_ || kept_ + merged_kept_ > keep_limit_;
     if (overflowed_) {
       candidates_ = {};
+      merged_ = {};
       kept_ = 0;
     } else {
-      candidates_.resize(std::size_t(kept_));
-      candidates_.insert(candidates_.end(), other.candidates_.begin(), other.candidates_.begin() + other.kept_);
-      kept_ = std::int64_t(candidates_.size());
+      merged_.emplace_back(std::move(other.candidates_), other.kept_);
     }
     other.candidates_ = {};
   }
 
-  // The value of `rank` (0-based, among the compared values), if a window holds it.
-  std::optional<double> value(std::int64_t rank) {
+  // The values of `ranks` (0-based, among the compared values), if the windows hold them all.
+  // A rank inside a window is found among the kept values in two sweeps over them, for all ranks
+  // together: one histograms each window's kept values by their fp64 patterns (ordered like the
+  // non-negative values) over the window's range, which puts each rank in one bucket or two; the
+  // other picks those buckets' few values, and nth_element finishes among them.
+  std::optional<std::vector<double>> values(const std::vector<std::int64_t>& ranks, int threads) {
     if (overflowed_) return std::nullopt;
+    // The kept values, in pieces that the sweeps share among `threads` workers.
+    constexpr std::int64_t kPiece = std::int64_t(1) << 16;
+    std::vector<std::pair<const double*, std::int64_t>> pieces;
+    auto add_pieces = [&](const std::vector<double>& values, std::int64_t count) {
+      for (std::int64_t begin = 0; begin < count; begin += kPiece) pieces.emplace_back(values.data() + begin, std::min(kPiece, count - begin));
+    };
+    add_pieces(candidates_, kept_);
+    for (const auto& [values, count] : merged_) add_pieces(values, count);
+    threads = int(std::min<std::int64_t>(threads, std::max<std::size_t>(pieces.size(), 1)));
+    // ---- sweep 1: a histogram of each window's kept values
+    constexpr int kBucketBits = 12;
+    struct Buckets {
+      std::uint64_t lo_bits = 0;
+      int shift = 0;
+      std::vector<std::int64_t> counts;
+      std::int64_t kept = 0;
+      std::size_t of(double x) const { return std::size_t((std::bit_cast<std::uint64_t>(x) - lo_bits) >> shift); }
+    };
+    std::array<Buckets, kWindows> buckets;
     for (int k = 0; k < kWindows; ++k) {
       const Interval& interval = intervals_[std::size_t(k)];
-      std::int64_t within = rank - below_[k];
-      if (within < 0) continue;
-      if (within < at_lo_[k]) return interval.lo;
-      within -= at_lo_[k];
-      Inside& inside = inside_of(k);
-      const auto kept = std::int64_t(inside.values.size());
-      if (within < kept) {
-        // Ranks come in adjacent pairs (floor(h), floor(h) + 1): one selection answers both.
-        if (within != inside.selected && within != inside.selected + 1) {
-          inside.pair = select_adjacent(inside.values, within, interval);
-          inside.selected = within;
-        }
-        return within == inside.selected ? inside.pair.first : inside.pair.second;
-      }
-      within -= kept;
-      if (interval.hi != interval.lo && within < at_hi_[k]) return interval.hi;
+      if (interval.lo == interval.hi) continue;
+      Buckets& b = buckets[std::size_t(k)];
+      b.lo_bits = std::bit_cast<std::uint64_t>(interval.lo);
+      const std::uint64_t span = std::bit_cast<std::uint64_t>(interval.hi) - b.lo_bits;  // +inf's pattern bounds an open one
+      b.shift = std::max(0, int(std::bit_width(span)) - kBucketBits);
+      b.counts.assign(std::size_t(span >> b.shift) + 1, 0);
     }
-    return std::nullopt;
+    const double lo0 = intervals_[0].lo, hi0 = intervals_[0].hi, lo1 = intervals_[1].lo, hi1 = intervals_[1].hi;
+    std::vector<std::array<std::vector<std::int64_t>, kWindows>> worker_counts{std::size_t(threads)};
+    for (auto& counts : worker_counts) {
+      for (int k = 0; k < kWindows; ++k) counts[std::size_t(k)].assign(buckets[std::size_t(k)].counts.size(), 0);
+    }
+    for_each_chunk(std::int64_t(pieces.size()), threads, [&](int w, std::int64_t piece) {
+      auto& counts = worker_counts[std::size_t(w)];
+      const auto [values, count] = pieces[std::size_t(piece)];
+      for (std::int64_t i = 0; i < count; ++i) {
+        const double x = values[i];
+        // Windows may overlap (each kept value is counted in every window that holds it).
+        if (x > lo0 && x < hi0) ++counts[0][buckets[0].of(x)];
+        if (x > lo1 && x < hi1) ++counts[1][buckets[1].of(x)];
+      }
+    });
+    for (int k = 0; k < kWindows; ++k) {
+      Buckets& b = buckets[std::size_t(k)];
+      for (const auto& counts : worker_counts) {
+        for (std::size_t i = 0; i < b.counts.size(); ++i) b.counts[i] += counts[std::size_t(k)][i];
+      }
+      for (auto c : b.counts) b.kept += c;
+    }
+    // ---- where each rank lies: at a window's lo, inside it, at its hi
+    std::vector<double> found(ranks.size());
+    struct Inside {
+      std::size_t slot;  // in `found`
+      int window;
+      std::int64_t within;  // rank among the window's kept values
+    };
+    std::vector<Inside> inside;
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      bool held = false;
+      for (int k = 0; k < kWindows && !held; ++k) {
+        const Interval& interval = intervals_[std::size_t(k)];
+        std::int64_t within = ranks[r] - below_[k];
+        if (within < 0) continue;
+        held = true;
+        if (within < at_lo_[k]) {
+          found[r] = interval.lo;
+        } else if ((within -= at_lo_[k]) < buckets[std::size_t(k)].kept) {
+          inside.push_back({r, k, within});
+        } else if (interval.hi != interval.lo && within - buckets[std::size_t(k)].kept < at_hi_[k]) {
+          found[r] = interval.hi;
+        } else {
+          held = false;
+        }
+      }
+      if (!held) return std::nullopt;
+    }
+    // ---- the bucket of each rank inside (adjacent ranks mostly share one)
+    struct Pick {
+      int window;
+      std::size_t bucket;
+      std::int64_t before;  // kept values of the window in lower buckets
+      std::vector<std::pair<std::size_t, std::int64_t>> ranks;  // (slot in `found`, rank in the bucket)
+      std::vector<double> values;
+    };
+    std::vector<Pick> picks;
+    for (const Inside& r : inside) {
+      const Buckets& b = buckets[std::size_t(r.window)];
+      std::size_t bucket = 0;
+      std::int64_t before = 0;
+      while (before + b.counts[bucket] <= r.within) before += b.counts[bucket++];
+      auto same = std::find_if(picks.begin(), picks.end(), [&](const Pick& p) { return p.window == r.window && p.bucket == bucket; });
+      if (same == picks.end()) {
+        same = picks.insert(picks.end(), Pick{r.window, bucket, before, {}, {}});
+      }
+      same->ranks.emplace_back(r.slot, r.within - before);
+    }
+    // ---- sweep 2: the values of those buckets, in no order
+    if (!picks.empty()) {
+      std::vector<std::vector<std::vector<double>>> worker_picked(std::size_t(threads), std::vector<std::vector<double>>(picks.size()));
+      for_each_chunk(std::int64_t(pieces.size()), threads, [&](int w, std::int64_t piece) {
+        auto& picked = worker_picked[std::size_t(w)];
+        const auto [values, count] = pieces[std::size_t(piece)];
+        for (std::int64_t i = 0; i < count; ++i) {
+          const double x = values[i];
+          for (std::size_t p = 0; p < picks.size(); ++p) {
+            const Interval& interval = intervals_[std::size_t(picks[p].window)];
+            if (x > interval.lo && x < interval.hi && buckets[std::size_t(picks[p].window)].of(x) == picks[p].bucket) picked[p].push_back(x);
+          }
+        }
+      });
+      for (const auto& picked : worker_picked) {
+        for (std::size_t p = 0; p < picks.size(); ++p) picks[p].values.insert(picks[p].values.end(), picked[p].begin(), picked[p].end());
+      }
+    }
+    for (Pick& pick : picks) {
+      for (const auto& [slot, rank] : pick.ranks) {
+        std::nth_element(pick.values.begin(), pick.values.begin() + rank, pick.values.end());
+        found[slot] = pick.values[std::size_t(rank)];
+      }
+    }
+    return found;
   }
 
  private:
-  struct Inside {
-    bool split = false;
-    std::vector<double> values;  // the kept values inside this window
-    std::int64_t selected = -1;  // the rank of the last selection, whose value and the next one's
-    std::pair<double, double> pair;
-  };
-
-  // The values of ranks `rank` and `rank + 1` (the last value where there is no next) among
-  // `values`, all strictly inside `interval`. A histogram of their fp64 patterns (ordered like the
-  // non-negative values) over the interval's range finds the one or two buckets that hold the
-  // ranks; nth_element finishes among those few values instead of all of them.
-  static std::pair<double, double> select_adjacent(const std::vector<double>& values, std::int64_t rank, const Interval& interval) {
-    const auto count = std::int64_t(values.size());
-    const std::int64_t next = std::min(rank + 1, count - 1);
-    constexpr int kBucketBits = 12;
-    const std::uint64_t lo_bits = std::bit_cast<std::uint64_t>(interval.lo);
-    const std::uint64_t span = std::bit_cast<std::uint64_t>(interval.hi) - lo_bits;
-    const int shift = std::max(0, int(std::bit_width(span)) - kBucketBits);
-    auto bucket = [&](double x) { return std::size_t((std::bit_cast<std::uint64_t>(x) - lo_bits) >> shift); };
-    std::vector<std::int64_t> histogram(std::size_t(span >> shift) + 1, 0);
-    for (double x : values) ++histogram[bucket(x)];
-    std::size_t first = 0;
-    std::int64_t before = 0;
-    while (before + histogram[first] <= rank) before += histogram[first++];
-    std::size_t last = first;
-    std::int64_t through = before + histogram[first];
-    while (through <= next) through += histogram[++last];
-    std::vector<double> picked;  // the values of buckets first..last, in no order
-    picked.reserve(std::size_t(through - before));
-    for (double x : values) {
-      const std::size_t b = bucket(x);
-      if (b >= first && b <= last) picked.push_back(x);
-    }
-    const auto at = picked.begin() + (rank - before);
-    std::nth_element(picked.begin(), at, picked.end());
-    const double low = *at;
-    const double high = next == rank ? low : *std::min_element(at + 1, picked.end());
-    return {low, high};
-  }
-
-  // The pass keeps one list for both windows (one compress per vector); each window's own list
-  // is filtered from it when first asked (without branches: most candidates belong to one window).
-  Inside& inside_of(int k) {
-    Inside& inside = inside_[std::size_t(k)];
-    if (!inside.split) {
-      const double lo = intervals_[std::size_t(k)].lo, hi = intervals_[std::size_t(k)].hi;
-      inside.values.resize(std::size_t(kept_) + 1);
-      std::size_t count = 0;
-      for (std::int64_t i = 0; i < kept_; ++i) {
-        const double x = candidates_[std::size_t(i)];
-        inside.values[count] = x;
-        count += (x > lo) & (x < hi);
-      }
-      inside.values.resize(count);
-      inside.split = true;
-    }
-    return inside;
-  }
-
-  void count_dense(const double* values, std::int64_t count) {
-    std::int64_t i = 0;
-#if defined(__AVX512F__)
-    // A collapsed interval (lo == hi, the usual case for discrete errors) needs neither the
-    // comparisons with hi nor, when both are, the compress.
-    const bool interior0 = intervals_[0].lo != intervals_[0].hi, interior1 = intervals_[1].lo != intervals_[1].hi;
-    if (interior0 && interior1) i = count_vectors<true, true>(values, count);
-    if (interior0 && !interior1) i = count_vectors<true, false>(values, count);
-    if (!interior0 && interior1) i = count_vectors<false, true>(values, count);
-    if (!interior0 && !interior1) i = count_vectors<false, false>(values, count);
-#endif
-    for (; i < count; ++i) {
-      if (count_one(values[i])) candidates_[std::size_t(kept_++)] = values[i];
-    }
-  }
-
   // Counts one value; true when it lies inside a window (the caller keeps it).
   bool count_one(double x) {
     bool inside = false;
@@ -581,68 +790,14 @@ class WindowSelector {
     return inside;
   }
 
-#if defined(__AVX512F__)
-  // Whole vectors of a block; returns how many values it took. Mask compares are counted by
-  // masked adds into eight 64-bit lanes; kept values leave by an in-register compress and a plain
-  // store, with no branch (a compress with a memory operand is microcoded, and slow, on some x86
-  // cores; a branch on "any inside" mispredicts often).
-  template <bool Interior0, bool Interior1>
-  std::int64_t count_vectors(const double* values, std::int64_t count) {
-    __m512d lo[kWindows], hi[kWindows];
-    __m512i lanes_below[kWindows], lanes_at_lo[kWindows], lanes_at_hi[kWindows];
-    for (int k = 0; k < kWindows; ++k) {
-      lo[k] = _mm512_set1_pd(intervals_[std::size_t(k)].lo);
-      hi[k] = _mm512_set1_pd(intervals_[std::size_t(k)].hi);
-      lanes_below[k] = lanes_at_lo[k] = lanes_at_hi[k] = _mm512_setzero_si512();
-    }
-    const __m512i one = _mm512_set1_epi64(1);
-    auto window = [&]<int k, bool interior>(__m512d x, __mmask8& inside) {
-      const __mmask8 lt_lo = _mm512_cmp_pd_mask(x, lo[k], _CMP_LT_OQ);
-      const __mmask8 eq_lo = _mm512_cmp_pd_mask(x, lo[k], _CMP_EQ_OQ);
-      lanes_below[k] = _mm512_mask_add_epi64(lanes_below[k], lt_lo, lanes_below[k], one);
-      lanes_at_lo[k] = _mm512_mask_add_epi64(lanes_at_lo[k], eq_lo, lanes_at_lo[k], one);
-      if constexpr (interior) {
-        const __mmask8 lt_hi = _mm512_cmp_pd_mask(x, hi[k], _CMP_LT_OQ);
-        const __mmask8 eq_hi = _mm512_cmp_pd_mask(x, hi[k], _CMP_EQ_OQ);
-        lanes_at_hi[k] = _mm512_mask_add_epi64(lanes_at_hi[k], eq_hi, lanes_at_hi[k], one);
-        inside = __mmask8(inside | (lt_hi & ~(lt_lo | eq_lo)));
-      }
-    };
-    double* out = candidates_.data() + kept_;
-    std::int64_t kept = 0;
-    std::int64_t i = 0;
-    for (; i + 8 <= count; i += 8) {
-      const __m512d x = _mm512_loadu_pd(values + i);
-      __mmask8 inside = 0;
-      window.template operator()<0, Interior0>(x, inside);
-      window.template operator()<1, Interior1>(x, inside);
-      if constexpr (Interior0 || Interior1) {
-        _mm512_storeu_pd(out + kept, _mm512_maskz_compress_pd(inside, x));
-        kept += std::popcount(unsigned(inside));
-      }
-    }
-    auto lane_total = [](__m512i lanes) {
-      alignas(64) std::int64_t lane[8];
-      _mm512_store_si512(lane, lanes);
-      return lane[0] + lane[1] + lane[2] + lane[3] + lane[4] + lane[5] + lane[6] + lane[7];
-    };
-    for (int k = 0; k < kWindows; ++k) {
-      below_[k] += lane_total(lanes_below[k]);
-      at_lo_[k] += lane_total(lanes_at_lo[k]);
-      at_hi_[k] += lane_total(lanes_at_hi[k]);
-    }
-    kept_ += kept;
-    return i;
-  }
-#endif
-
   Intervals intervals_;
   std::int64_t keep_limit_ = 0;
   std::int64_t below_[kWindows] = {}, at_lo_[kWindows] = {}, at_hi_[kWindows] = {};  // at_hi: 0 where lo == hi
   std::vector<double> candidates_;  // the first kept_ entries: values inside either window
   std::int64_t kept_ = 0;
+  std::vector<std::pair<std::vector<double>, std::int64_t>> merged_;  // other workers' candidates, and how many
+  std::int64_t merged_kept_ = 0;
   bool overflowed_ = false;
-  std::array<Inside, kWindows> inside_;
 };
 
 // Neumaier summation: a running sum and the rounding errors it dropped.
@@ -679,29 +834,6 @@ constexpr std::int64_t kChunk = std::int64_t(1) << 18;
 static_assert(kChunk % kBlock == 0);
 // Below this size one thread does all: starting threads would cost more than they save.
 constexpr std::int64_t kParallelFrom = std::int64_t(1) << 20;
-
-// Runs work(worker, chunk) for every chunk on `threads` workers (the caller is worker 0), each
-// chunk exactly once; rethrows the first exception.
-template <class Work>
-void for_each_chunk(std::int64_t chunks, int threads, Work&& work) {
-  std::atomic<std::int64_t> next{0};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  auto worker = [&](int w) {
-    try {
-      for (std::int64_t c = next++; c < chunks; c = next++) work(w, c);
-    } catch (...) {
-      std::lock_guard lock(failure_mutex);
-      if (!failure) failure = std::current_exception();
-      next = chunks;
-    }
-  };
-  std::vector<std::jthread> helpers;
-  for (int w = 1; w < threads; ++w) helpers.emplace_back(worker, w);
-  worker(0);
-  helpers.clear();  // joins
-  if (failure) std::rethrow_exception(failure);
-}
 
 template <class Y, class R>
 class ErrorStatsRun {
@@ -899,6 +1031,15 @@ class ErrorStatsRun {
     result.histogram.assign(std::size_t(options_.histogram_bins + 1), 0);
     for (std::int64_t begin = chunk_begin(c); begin < chunk_end(c); begin += kBlock) {
       const std::int64_t count = std::min(kBlock, n_ - begin);
+#if defined(__AVX512F__)
+      // (a selector that overflowed stops counting, which only the block-by-block path knows)
+      if (count == kBlock && intervals_ && kWidensInVectors &&
+          std::none_of(worker.windows.begin(), worker.windows.end(), [](const WindowSelector& w) { return w.overflowed(); })) {
+        count_fused_block(worker, begin, result);
+        count_distances(worker, begin, count, result);
+        continue;
+      }
+#endif
       block.compute(y_ + begin, ref_ + begin, count, stats_.rel_floor);
       result.compared += count - block.nonfinite;
       if (block.nonfinite != 0) count_nonfinite(block, begin, count, result);
@@ -906,8 +1047,7 @@ class ErrorStatsRun {
         const auto& values = block.metric[std::size_t(m)];
         // Eight independent partial sums in a fixed order: deterministic, and the dependency
         // chain of one running fp64 sum no longer limits the loop (it vectorises).
-        constexpr int kLanes = 8;
-        alignas(64) double lane_sum[kLanes] = {}, lane_max[kLanes] = {};
+        alignas(64) std::array<double, kLanes> lane_sum = {}, lane_max = {};
         std::int64_t i = 0;
 #if defined(__AVX512F__)
         // The same lanes as the loop below (GCC leaves that one scalar): one vector each.
@@ -917,47 +1057,122 @@ class ErrorStatsRun {
           vector_sum = _mm512_add_pd(vector_sum, v);
           vector_max = _mm512_max_pd(v, vector_max);  // v > max ? v : max, as below
         }
-        _mm512_store_pd(lane_sum, vector_sum);
-        _mm512_store_pd(lane_max, vector_max);
+        _mm512_store_pd(lane_sum.data(), vector_sum);
+        _mm512_store_pd(lane_max.data(), vector_max);
 #endif
         for (; i + kLanes <= count; i += kLanes) {
           for (int l = 0; l < kLanes; ++l) {
             const double v = values[std::size_t(i + l)];
-            lane_sum[l] += v;
-            lane_max[l] = lane_max[l] > v ? lane_max[l] : v;
+            lane_sum[std::size_t(l)] += v;
+            lane_max[std::size_t(l)] = lane_max[std::size_t(l)] > v ? lane_max[std::size_t(l)] : v;
           }
         }
         for (; i < count; ++i) {
           lane_sum[0] += values[std::size_t(i)];
           lane_max[0] = std::max(lane_max[0], values[std::size_t(i)]);
         }
-        double block_sum = 0, block_max = 0;
-        for (int l = 0; l < kLanes; ++l) {
-          block_sum += lane_sum[l];
-          block_max = std::max(block_max, lane_max[l]);
-        }
-        result.sums[std::size_t(m)].add(block_sum);
-        double& max = result.max[std::size_t(m)];
-        std::int64_t& max_index = result.max_index[std::size_t(m)];
-        if (block_max > max || (max_index < 0 && block.nonfinite < count)) {
-          for (std::int64_t k = 0; k < count; ++k) {
-            if (block.finite[std::size_t(k)] && values[std::size_t(k)] == block_max) {
-              max = block_max;
-              max_index = begin + k;
-              break;
-            }
-          }
-        }
-        const std::uint8_t* finite = block.nonfinite == 0 ? nullptr : block.finite.data();
+        add_block_lanes(block, m, lane_sum, lane_max, begin, count, result);
         if (intervals_) {
           worker.windows[std::size_t(m)].count_block(values.data(), count, block.nonfinite);
         } else {
+          const std::uint8_t* finite = block.nonfinite == 0 ? nullptr : block.finite.data();
           worker.ranks[std::size_t(m)].count_block(values.data(), finite, count);
         }
       }
       count_distances(worker, begin, count, result);
     }
   }
+
+  static constexpr int kLanes = 8;
+
+  // A block's sum and maximum of metric m, from its eight lanes; `block` holds the metrics of the
+  // block at `begin` when the maximum rises (the first index of the largest value is sought).
+  void add_block_lanes(const BlockMetrics<Y, R>& block, int m, const std::array<double, kLanes>& lane_sum,
+                       const std::array<double, kLanes>& lane_max, std::int64_t begin, std::int64_t count, ChunkResult& result) const {
+    double block_sum = 0, block_max = 0;
+    for (int l = 0; l < kLanes; ++l) {
+      block_sum += lane_sum[std::size_t(l)];
+      block_max = std::max(block_max, lane_max[std::size_t(l)]);
+    }
+    result.sums[std::size_t(m)].add(block_sum);
+    double& max = result.max[std::size_t(m)];
+    std::int64_t& max_index = result.max_index[std::size_t(m)];
+    if (max_rises(block_max, max_index, block.nonfinite, count, result, m)) {
+      const auto& values = block.metric[std::size_t(m)];
+      for (std::int64_t k = 0; k < count; ++k) {
+        if (block.finite[std::size_t(k)] && values[std::size_t(k)] == block_max) {
+          max = block_max;
+          max_index = begin + k;
+          break;
+        }
+      }
+    }
+  }
+
+  static bool max_rises(double block_max, std::int64_t max_index, std::int64_t nonfinite, std::int64_t count,
+                        const ChunkResult& result, int m) {
+    return block_max > result.max[std::size_t(m)] || (max_index < 0 && nonfinite < count);
+  }
+
+#if defined(__AVX512F__)
+  // ---- the fused block: the three metrics of eight pairs at a time are computed in registers,
+  // summed, maximised and counted into the windows, never stored (the separate sweeps over stored
+  // metrics were most of the pass). The metrics are BlockMetrics', and the lanes those of
+  // count_chunk's sums: the same bits. A block with non-finite pairs, or whose maximum rises, is
+  // recomputed by BlockMetrics for the rare work that needs each element.
+  static constexpr bool kWidensInVectors = true;
+
+  void count_fused_block(Worker& worker, std::int64_t begin, ChunkResult& result) {
+    using Counter = WindowSelector::VectorCounter;
+    std::vector<WindowSelector>& windows = worker.windows;
+    for (auto& w : windows) w.reserve(kBlock);
+    Counter abs_counter(windows[0]), rel_counter(windows[1]), ulp_counter(windows[2]);
+    const VectorMetrics<Y, R> metrics(stats_.rel_floor);
+    __m512d sum[kMetrics], max[kMetrics];
+    for (int m = 0; m < kMetrics; ++m) sum[m] = max[m] = _mm512_setzero_pd();
+    std::int64_t nonfinite = 0;
+    const Y* y = y_ + begin;
+    const R* ref = ref_ + begin;
+    for (std::int64_t i = 0; i < kBlock; i += kLanes) {
+      const auto p = metrics(y + i, ref + i);
+      nonfinite += std::popcount(unsigned(p.nonfinite));
+      const __m512d metric[kMetrics] = {p.abs, p.rel, p.ulp};
+      for (int m = 0; m < kMetrics; ++m) {
+        sum[m] = _mm512_add_pd(sum[m], metric[m]);
+        max[m] = _mm512_max_pd(metric[m], max[m]);
+      }
+      abs_counter.count(p.abs);
+      rel_counter.count(p.rel);
+      ulp_counter.count(p.ulp);
+    }
+    abs_counter.finish();
+    rel_counter.finish();
+    ulp_counter.finish();
+    result.compared += kBlock - nonfinite;
+    BlockMetrics<Y, R>& block = *worker.block;
+    bool computed = false;
+    auto ensure_block = [&] {
+      if (!computed) block.compute(y, ref, kBlock, stats_.rel_floor);
+      computed = true;
+    };
+    if (nonfinite != 0) {
+      ensure_block();
+      count_nonfinite(block, begin, kBlock, result);
+    }
+    for (int m = 0; m < kMetrics; ++m) {
+      alignas(64) std::array<double, kLanes> lane_sum, lane_max;
+      _mm512_store_pd(lane_sum.data(), sum[m]);
+      _mm512_store_pd(lane_max.data(), max[m]);
+      const double block_max = std::max({lane_max[0], lane_max[1], lane_max[2], lane_max[3], lane_max[4], lane_max[5], lane_max[6], lane_max[7]});
+      if (max_rises(block_max, result.max_index[std::size_t(m)], nonfinite, kBlock, result, m)) ensure_block();
+      block.nonfinite = nonfinite;  // what add_block_lanes reads of a block it does not rescan
+      add_block_lanes(block, m, lane_sum, lane_max, begin, kBlock, result);
+      windows[std::size_t(m)].finish_block(nonfinite);
+    }
+  }
+#else
+  static constexpr bool kWidensInVectors = false;
+#endif
 
   void count_nonfinite(const BlockMetrics<Y, R>& block, std::int64_t begin, std::int64_t count, ChunkResult& result) const {
     for (std::int64_t i = 0; i < count; ++i) {
@@ -985,7 +1200,7 @@ class ErrorStatsRun {
       ref_bits = reinterpret_cast<const Bits*>(ref_ + begin);
     } else {
       for (std::int64_t i = 0; i < count; ++i) {
-        worker.rounded_ref[std::size_t(i)] = to_format_bits<Y>(worker.block->ref_value[std::size_t(i)]);
+        worker.rounded_ref[std::size_t(i)] = to_format_bits<Y>(to_double(ref_[begin + i]));
       }
       ref_bits = worker.rounded_ref.data();
     }
@@ -1020,17 +1235,13 @@ class ErrorStatsRun {
     std::array<std::vector<double>, kMetrics> order;
     std::array<bool, kMetrics> radix = {true, true, true};
     if (intervals_) {
-      // One metric per worker: the selections among the kept values are independent.
-      for_each_chunk(kMetrics, std::min(threads_, kMetrics), [&](int, std::int64_t m) {
-        WindowSelector& windows = workers_[0].windows[std::size_t(m)];
-        for (auto rank : wanted) {
-          const std::optional<double> value = windows.value(rank);
-          if (!value) break;
-          order[std::size_t(m)].push_back(*value);
-        }
-        radix[std::size_t(m)] = order[std::size_t(m)].size() != wanted.size();
-        if (radix[std::size_t(m)]) order[std::size_t(m)].clear();
-      });
+      // Metric by metric, each one's sweeps over its kept values shared among the threads (one
+      // metric, the continuous rel, usually keeps almost all).
+      for (int m = 0; m < kMetrics; ++m) {
+        std::optional<std::vector<double>> values = workers_[0].windows[std::size_t(m)].values(wanted, threads_);
+        radix[std::size_t(m)] = !values;
+        if (values) order[std::size_t(m)] = std::move(*values);
+      }
     }
     if (std::find(radix.begin(), radix.end(), true) != radix.end()) {
       if (intervals_) radix_count_pass(radix);

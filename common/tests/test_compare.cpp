@@ -374,6 +374,32 @@ TEST(ErrorStats, SameResultsForAnyThreadCountAndSelection) {
   }
 }
 
+// Above 2^18 pairs the pass computes the metrics of eight pairs at a time in registers (where the
+// build has AVX-512), and the radix selection's replays compute them per block: for every pair of
+// formats, with specials, both agree with each other and with the plain computation, bit for bit.
+TEST(ErrorStats, EveryFormatPairAgreesInTheVectorPassAndTheBlockPass) {
+  const std::int64_t n = (std::int64_t(1) << 19) + 13;
+  const Tensor wide = inject_specials(random_normal(DType::f64, {n}, 0, 3, 41), 42);
+  auto check = [&]<class Y>(Y, DType y_dtype, DType ref_dtype) {
+    SCOPED_TRACE(std::string(dtype_name(y_dtype)) + " against " + std::string(dtype_name(ref_dtype)));
+    const Tensor ref = wide.to(ref_dtype);
+    const Tensor y = inject_specials(random_normal(DType::f64, {n}, 0, 3, 43), 44).to(y_dtype);
+    // y close to ref: most pairs a few units apart, as a fused kernel's results are
+    Tensor near = wide.to(y_dtype);
+    const auto from = y.span<Y>();
+    auto to = near.span<Y>();
+    for (std::size_t i = 0; i < to.size(); i += 3) to[i] = from[i];
+    const auto one_pass = check_against_plain<Y>(near, ref, {.threads = 2});
+    EXPECT_EQ(one_pass.passes, 1);
+    expect_same_stats(error_stats(near, ref, {.threads = 2, .rank_sample_size = 0}), one_pass);
+  };
+  check(Half{}, DType::f16, DType::f16);
+  check(BFloat16{}, DType::bf16, DType::f32);
+  check(BFloat16{}, DType::bf16, DType::f16);
+  check(float{}, DType::f32, DType::f64);
+  check(double{}, DType::f64, DType::f64);
+}
+
 // Almost every pair NaN: every block has NaN pairs, whose metric (0) the window counts must take
 // back; with one finite pair in 400 the sample still places windows (P99's open above), with one
 // in 2000 it has too few values and the radix selection runs.
