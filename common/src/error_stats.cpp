@@ -889,32 +889,51 @@ class ErrorStatsRun {
   void plan_windows() {
     if (options_.rank_sample_size <= 0 || n_ <= RankSelector::kStoreLimit) return;
     const std::int64_t samples = std::min(options_.rank_sample_size, n_);
-    std::vector<Y> y_sample(static_cast<std::size_t>(samples));
-    std::vector<R> ref_sample(static_cast<std::size_t>(samples));
-    // The hashed offsets defeat the hardware's stride prefetcher: prefetch a few samples ahead, so
-    // that the cache misses overlap instead of following one another.
-    constexpr std::int64_t kAhead = 32;
-    std::vector<std::int64_t> positions(static_cast<std::size_t>(samples));
-    for (std::int64_t i = 0; i < samples; ++i) positions[std::size_t(i)] = detail::rank_sample_position(i, n_, samples);
-    for (std::int64_t i = 0; i < samples; ++i) {
-      if (i + kAhead < samples) {
-        __builtin_prefetch(y_ + positions[std::size_t(i + kAhead)]);
-        __builtin_prefetch(ref_ + positions[std::size_t(i + kAhead)]);
-      }
-      y_sample[std::size_t(i)] = y_[positions[std::size_t(i)]];
-      ref_sample[std::size_t(i)] = ref_[positions[std::size_t(i)]];
-    }
+    // The sample, a block at a time, shared among the threads: each block's finite metrics land at
+    // its own offset, and are then closed up in block order (the same sample for any thread count).
     std::array<std::vector<double>, kMetrics> sampled;
-    auto block = std::make_unique<BlockMetrics<Y, R>>();
-    for (std::int64_t begin = 0; begin < samples; begin += kBlock) {
-      const std::int64_t count = std::min(kBlock, samples - begin);
-      block->compute(y_sample.data() + begin, ref_sample.data() + begin, count, stats_.rel_floor);
-      for (int m = 0; m < kMetrics; ++m) {
-        for (std::int64_t i = 0; i < count; ++i) {
-          if (block->finite[std::size_t(i)]) sampled[std::size_t(m)].push_back(block->metric[std::size_t(m)][std::size_t(i)]);
+    for (auto& values : sampled) values.resize(std::size_t(samples));
+    const std::int64_t blocks = (samples + kBlock - 1) / kBlock;
+    std::vector<std::int64_t> block_finite(static_cast<std::size_t>(blocks));
+    std::vector<std::unique_ptr<BlockMetrics<Y, R>>> scratch{std::size_t(threads_)};
+    for_each_chunk(blocks, threads_, [&](int w, std::int64_t b) {
+      auto& block = scratch[std::size_t(w)];
+      if (!block) block = std::make_unique<BlockMetrics<Y, R>>();
+      const std::int64_t begin = b * kBlock, count = std::min(kBlock, samples - begin);
+      std::array<std::int64_t, kBlock> positions;
+      for (std::int64_t i = 0; i < count; ++i) positions[std::size_t(i)] = detail::rank_sample_position(begin + i, n_, samples);
+      // The hashed offsets defeat the hardware's stride prefetcher: prefetch a few samples ahead,
+      // so that the cache misses overlap instead of following one another.
+      constexpr std::int64_t kAhead = 32;
+      std::array<Y, kBlock> y_sample;
+      std::array<R, kBlock> ref_sample;
+      for (std::int64_t i = 0; i < count; ++i) {
+        if (i + kAhead < count) {
+          __builtin_prefetch(y_ + positions[std::size_t(i + kAhead)]);
+          __builtin_prefetch(ref_ + positions[std::size_t(i + kAhead)]);
         }
+        y_sample[std::size_t(i)] = y_[positions[std::size_t(i)]];
+        ref_sample[std::size_t(i)] = ref_[positions[std::size_t(i)]];
       }
+      block->compute(y_sample.data(), ref_sample.data(), count, stats_.rel_floor);
+      for (int m = 0; m < kMetrics; ++m) {
+        double* out = sampled[std::size_t(m)].data() + begin;
+        std::int64_t kept = 0;
+        for (std::int64_t i = 0; i < count; ++i) {
+          out[kept] = block->metric[std::size_t(m)][std::size_t(i)];
+          kept += block->finite[std::size_t(i)];
+        }
+        block_finite[std::size_t(b)] = kept;
+      }
+    });
+    std::int64_t finite_count = 0;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      for (auto& values : sampled) {
+        std::copy_n(values.begin() + b * kBlock, block_finite[std::size_t(b)], values.begin() + finite_count);
+      }
+      finite_count += block_finite[std::size_t(b)];
     }
+    for (auto& values : sampled) values.resize(std::size_t(finite_count));
     const auto finite = std::int64_t(sampled[0].size());
     if (finite < 64) return;  // mostly non-finite: too few to say where the ranks lie
     // The sample ranks of each interval's ends: the same for every metric.
