@@ -504,6 +504,12 @@ class WindowSelector {
   struct Interval {
     double lo = 0, hi = 0;  // lo: a sampled value; hi = +inf: open above
     std::int64_t keep_limit = 0;
+    // Half-open [lo, hi): lo is kept with the values inside, and hi is neither kept nor counted
+    // (a rank there is not found). For values that the sample saw no ties of at either end (the
+    // continuous errors): two comparisons instead of four, and no counts at the ends. Otherwise
+    // both ends are counted, so that ties cost counts, not storage.
+    bool half_open = false;
+    bool holds(double x) const { return half_open ? (x >= lo && x < hi) : (x > lo && x < hi); }
   };
   static constexpr int kWindows = 2;  // P50's and P99's
   using Intervals = std::array<Interval, kWindows>;
@@ -573,6 +579,7 @@ class WindowSelector {
         lo_[k] = _mm512_set1_pd(interval.lo);
         hi_[k] = _mm512_set1_pd(interval.hi);
         interior_[k] = interval.lo != interval.hi;
+        half_open_[k] = interval.half_open;
         counts_[k] = _mm512_setzero_si512();
       }
       any_interior_ = interior_[0] || interior_[1];
@@ -583,8 +590,13 @@ class WindowSelector {
       __mmask8 inside = 0;
       for (int k = 0; k < kWindows; ++k) {
         const __mmask8 lt_lo = _mm512_cmp_pd_mask(x, lo_[k], _CMP_LT_OQ);
-        const __mmask8 eq_lo = _mm512_cmp_pd_mask(x, lo_[k], _CMP_EQ_OQ);
         counts_[k] = _mm512_mask_add_epi64(counts_[k], lt_lo, counts_[k], _mm512_set1_epi64(kBelow));
+        if (half_open_[k]) {
+          const __mmask8 lt_hi = _mm512_cmp_pd_mask(x, hi_[k], _CMP_LT_OQ);
+          inside = __mmask8(inside | (lt_hi & ~lt_lo));
+          continue;
+        }
+        const __mmask8 eq_lo = _mm512_cmp_pd_mask(x, lo_[k], _CMP_EQ_OQ);
         counts_[k] = _mm512_mask_add_epi64(counts_[k], eq_lo, counts_[k], _mm512_set1_epi64(kAtLo));
         if (interior_[k]) {
           const __mmask8 lt_hi = _mm512_cmp_pd_mask(x, hi_[k], _CMP_LT_OQ);
@@ -619,7 +631,7 @@ class WindowSelector {
     WindowSelector& selector_;
     __m512d lo_[kWindows], hi_[kWindows];
     __m512i counts_[kWindows];
-    bool interior_[kWindows];
+    bool interior_[kWindows], half_open_[kWindows];
     bool any_interior_;
     double* out_;
     std::int64_t kept_ = 0;
@@ -680,7 +692,6 @@ class WindowSelector {
       b.shift = std::max(0, int(std::bit_width(span)) - kBucketBits);
       b.counts.assign(std::size_t(span >> b.shift) + 1, 0);
     }
-    const double lo0 = intervals_[0].lo, hi0 = intervals_[0].hi, lo1 = intervals_[1].lo, hi1 = intervals_[1].hi;
     std::vector<std::array<std::vector<std::int64_t>, kWindows>> worker_counts{std::size_t(threads)};
     for (auto& counts : worker_counts) {
       for (int k = 0; k < kWindows; ++k) counts[std::size_t(k)].assign(buckets[std::size_t(k)].counts.size(), 0);
@@ -691,8 +702,8 @@ class WindowSelector {
       for (std::int64_t i = 0; i < count; ++i) {
         const double x = values[i];
         // Windows may overlap (each kept value is counted in every window that holds it).
-        if (x > lo0 && x < hi0) ++counts[0][buckets[0].of(x)];
-        if (x > lo1 && x < hi1) ++counts[1][buckets[1].of(x)];
+        if (intervals_[0].holds(x)) ++counts[0][buckets[0].of(x)];
+        if (intervals_[1].holds(x)) ++counts[1][buckets[1].of(x)];
       }
     });
     for (int k = 0; k < kWindows; ++k) {
@@ -758,8 +769,9 @@ class WindowSelector {
         for (std::int64_t i = 0; i < count; ++i) {
           const double x = values[i];
           for (std::size_t p = 0; p < picks.size(); ++p) {
-            const Interval& interval = intervals_[std::size_t(picks[p].window)];
-            if (x > interval.lo && x < interval.hi && buckets[std::size_t(picks[p].window)].of(x) == picks[p].bucket) picked[p].push_back(x);
+            if (intervals_[std::size_t(picks[p].window)].holds(x) && buckets[std::size_t(picks[p].window)].of(x) == picks[p].bucket) {
+              picked[p].push_back(x);
+            }
           }
         }
       });
@@ -781,11 +793,14 @@ class WindowSelector {
   bool count_one(double x) {
     bool inside = false;
     for (int k = 0; k < kWindows; ++k) {
-      const double lo = intervals_[std::size_t(k)].lo, hi = intervals_[std::size_t(k)].hi;
+      const Interval& interval = intervals_[std::size_t(k)];
+      const double lo = interval.lo, hi = interval.hi;
       below_[k] += x < lo;
-      at_lo_[k] += x == lo;
-      at_hi_[k] += (x == hi) & (hi != lo);  // a collapsed interval (lo == hi) counts its value once, as at_lo
-      inside = inside || (x > lo && x < hi);
+      if (!interval.half_open) {
+        at_lo_[k] += x == lo;
+        at_hi_[k] += (x == hi) & (hi != lo);  // a collapsed interval (lo == hi) counts its value once, as at_lo
+      }
+      inside = inside || interval.holds(x);
     }
     return inside;
   }
@@ -970,6 +985,9 @@ class ErrorStatsRun {
         WindowSelector::Interval interval;
         interval.lo = select(ends[q].lo_rank);
         interval.hi = ends[q].hi_rank < finite ? select(ends[q].hi_rank) : std::numeric_limits<double>::infinity();
+        // No tie seen at either end (and lo above the zeros that non-finite pairs count as): half-open.
+        auto untied = [&](double v) { return std::isinf(v) || std::count(values.begin(), values.end(), v) == 1; };
+        interval.half_open = interval.lo > 0 && interval.lo != interval.hi && untied(interval.lo) && untied(interval.hi);
         // Four times the expected share of kept values before the interval counts as misled.
         interval.keep_limit = std::int64_t(4 * ends[q].share * double(n_)) + kBlock;
         (*intervals_)[std::size_t(m)][q] = interval;
