@@ -9,6 +9,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -491,6 +492,82 @@ void for_each_chunk(std::int64_t chunks, int threads, Work&& work) {
   if (failure) std::rethrow_exception(failure);
 }
 
+// ---- storage for kept values, reused from call to call
+// A fresh allocation of megabytes is a fresh mapping, each of whose pages faults when first
+// written: about 2,400 faults, 1-2 ms, a call on 2^25 pairs. Buffers given up go to a small pool
+// (the largest few, at most kPoolBytes together) that the next call takes them from.
+class KeptBuffer {
+ public:
+  KeptBuffer() = default;
+  KeptBuffer(KeptBuffer&& other) noexcept : data_(std::move(other.data_)), capacity_(std::exchange(other.capacity_, 0)) {}
+  KeptBuffer& operator=(KeptBuffer&& other) noexcept {
+    release();
+    data_ = std::move(other.data_);
+    capacity_ = std::exchange(other.capacity_, 0);
+    return *this;
+  }
+  ~KeptBuffer() { release(); }
+
+  double* data() { return data_.get(); }
+  const double* data() const { return data_.get(); }
+
+  // Room for `needed` values, the first `used` kept.
+  void reserve(std::size_t needed, std::size_t used) {
+    if (needed <= capacity_) return;
+    KeptBuffer bigger = from_pool(std::max(needed, 2 * capacity_));
+    std::copy_n(data_.get(), used, bigger.data_.get());
+    *this = std::move(bigger);
+  }
+
+  void release() {
+    if (!data_) return;
+    std::lock_guard lock(pool_mutex());
+    auto& pool = this->pool();
+    pool.emplace_back(std::move(data_), std::exchange(capacity_, 0));
+    std::sort(pool.begin(), pool.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::size_t bytes = 0, keep = 0;
+    while (keep < pool.size() && keep < kPooled && bytes + pool[keep].second * sizeof(double) <= kPoolBytes) bytes += pool[keep++].second * sizeof(double);
+    pool.resize(keep);
+  }
+
+ private:
+  static constexpr std::size_t kPooled = 8;
+  static constexpr std::size_t kPoolBytes = std::size_t(256) << 20;
+  using Pool = std::vector<std::pair<std::unique_ptr<double[]>, std::size_t>>;
+  static Pool& pool() {
+    static Pool buffers;
+    return buffers;
+  }
+  static std::mutex& pool_mutex() {
+    static std::mutex mutex;
+    return mutex;
+  }
+  // The smallest pooled buffer that holds `capacity` values, else a new one.
+  static KeptBuffer from_pool(std::size_t capacity) {
+    KeptBuffer buffer;
+    {
+      std::lock_guard lock(pool_mutex());
+      auto& buffers = pool();
+      auto best = buffers.end();
+      for (auto it = buffers.begin(); it != buffers.end(); ++it) {
+        if (it->second >= capacity && (best == buffers.end() || it->second < best->second)) best = it;
+      }
+      if (best != buffers.end()) {
+        buffer.data_ = std::move(best->first);
+        buffer.capacity_ = best->second;
+        buffers.erase(best);
+        return buffer;
+      }
+    }
+    buffer.data_ = std::make_unique_for_overwrite<double[]>(capacity);
+    buffer.capacity_ = capacity;
+    return buffer;
+  }
+
+  std::unique_ptr<double[]> data_;
+  std::size_t capacity_ = 0;
+};
+
 // ---- one-pass selection inside sampled windows
 // A stratified sample predicts, per wanted percentile, an interval of values [lo, hi] that holds
 // its two ranks (floor(h) and floor(h) + 1). The pass counts the values below lo, equal to lo and
@@ -531,7 +608,7 @@ class WindowSelector {
     counter.finish();
 #endif
     for (; i < count; ++i) {
-      if (count_one(values[i])) candidates_[std::size_t(kept_++)] = values[i];
+      if (count_one(values[i])) candidates_.data()[kept_++] = values[i];
     }
     finish_block(nonfinite);
   }
@@ -541,7 +618,7 @@ class WindowSelector {
   // Room for one more block of `count` values (+ one vector: stores write whole vectors).
   void reserve(std::int64_t count) {
     const auto needed = std::size_t(kept_ + count + 8);
-    if (candidates_.size() < needed) candidates_.resize(std::max(needed, 2 * candidates_.size()));
+    candidates_.reserve(needed, std::size_t(kept_));
   }
 
   // After a block counted by count_block or by VectorCounters: takes back the `nonfinite` zeros
@@ -555,7 +632,7 @@ class WindowSelector {
     }
     if (kept_ > keep_limit_) {
       overflowed_ = true;
-      candidates_ = {};
+      candidates_.release();
       kept_ = 0;
     }
   }
@@ -648,13 +725,13 @@ class WindowSelector {
     merged_kept_ += other.kept_;
     overflowed_ = overflowed_ || other.overflowed_ || kept_ + merged_kept_ > keep_limit_;
     if (overflowed_) {
-      candidates_ = {};
-      merged_ = {};
+      candidates_.release();
+      merged_.clear();
       kept_ = 0;
     } else {
       merged_.emplace_back(std::move(other.candidates_), other.kept_);
     }
-    other.candidates_ = {};
+    other.candidates_.release();
   }
 
   // The values of `ranks` (0-based, among the compared values), if the windows hold them all.
@@ -667,7 +744,7 @@ class WindowSelector {
     // The kept values, in pieces that the sweeps share among `threads` workers.
     constexpr std::int64_t kPiece = std::int64_t(1) << 16;
     std::vector<std::pair<const double*, std::int64_t>> pieces;
-    auto add_pieces = [&](const std::vector<double>& values, std::int64_t count) {
+    auto add_pieces = [&](const KeptBuffer& values, std::int64_t count) {
       for (std::int64_t begin = 0; begin < count; begin += kPiece) pieces.emplace_back(values.data() + begin, std::min(kPiece, count - begin));
     };
     add_pieces(candidates_, kept_);
@@ -808,9 +885,9 @@ class WindowSelector {
   Intervals intervals_;
   std::int64_t keep_limit_ = 0;
   std::int64_t below_[kWindows] = {}, at_lo_[kWindows] = {}, at_hi_[kWindows] = {};  // at_hi: 0 where lo == hi
-  std::vector<double> candidates_;  // the first kept_ entries: values inside either window
+  KeptBuffer candidates_;  // the first kept_ entries: values inside either window
   std::int64_t kept_ = 0;
-  std::vector<std::pair<std::vector<double>, std::int64_t>> merged_;  // other workers' candidates, and how many
+  std::vector<std::pair<KeptBuffer, std::int64_t>> merged_;  // other workers' candidates, and how many
   std::int64_t merged_kept_ = 0;
   bool overflowed_ = false;
 };
