@@ -586,6 +586,10 @@ class WindowSelector {
     // continuous errors): two comparisons instead of four, and no counts at the ends. Otherwise
     // both ends are counted, so that ties cost counts, not storage.
     bool half_open = false;
+    // Whether the values strictly inside are kept. Not where the sample saw none there (discrete
+    // errors whose interval ends on two neighbouring values): they are only counted, and a rank
+    // among them is not found.
+    bool keeps = true;
     bool holds(double x) const { return half_open ? (x >= lo && x < hi) : (x > lo && x < hi); }
   };
   static constexpr int kWindows = 2;  // P50's and P99's
@@ -657,9 +661,10 @@ class WindowSelector {
         hi_[k] = _mm512_set1_pd(interval.hi);
         interior_[k] = interval.lo != interval.hi;
         half_open_[k] = interval.half_open;
+        keeps_[k] = interior_[k] && interval.keeps;
         counts_[k] = _mm512_setzero_si512();
       }
-      any_interior_ = interior_[0] || interior_[1];
+      any_keeps_ = keeps_[0] || keeps_[1];
       out_ = selector.candidates_.data() + selector.kept_;
     }
 
@@ -679,10 +684,15 @@ class WindowSelector {
           const __mmask8 lt_hi = _mm512_cmp_pd_mask(x, hi_[k], _CMP_LT_OQ);
           const __mmask8 eq_hi = _mm512_cmp_pd_mask(x, hi_[k], _CMP_EQ_OQ);
           counts_[k] = _mm512_mask_add_epi64(counts_[k], eq_hi, counts_[k], _mm512_set1_epi64(kAtHi));
-          inside = __mmask8(inside | (lt_hi & ~(lt_lo | eq_lo)));
+          const __mmask8 in = lt_hi & ~(lt_lo | eq_lo);
+          if (keeps_[k]) {
+            inside = __mmask8(inside | in);
+          } else {
+            counts_[k] = _mm512_mask_add_epi64(counts_[k], in, counts_[k], _mm512_set1_epi64(kInside));
+          }
         }
       }
-      if (any_interior_) {
+      if (any_keeps_) {
         _mm512_storeu_pd(out_ + kept_, _mm512_maskz_compress_pd(inside, x));
         kept_ += std::popcount(unsigned(inside));
       }
@@ -693,7 +703,8 @@ class WindowSelector {
       for (int k = 0; k < kWindows; ++k) {
         selector_.below_[k] += _mm512_reduce_add_epi64(_mm512_and_si512(counts_[k], field));
         selector_.at_lo_[k] += _mm512_reduce_add_epi64(_mm512_and_si512(_mm512_srli_epi64(counts_[k], kFieldBits), field));
-        selector_.at_hi_[k] += _mm512_reduce_add_epi64(_mm512_srli_epi64(counts_[k], 2 * kFieldBits));
+        selector_.at_hi_[k] += _mm512_reduce_add_epi64(_mm512_and_si512(_mm512_srli_epi64(counts_[k], 2 * kFieldBits), field));
+        selector_.inside_count_[k] += _mm512_reduce_add_epi64(_mm512_srli_epi64(counts_[k], 3 * kFieldBits));
         counts_[k] = _mm512_setzero_si512();
       }
       selector_.kept_ += kept_;
@@ -702,14 +713,15 @@ class WindowSelector {
     }
 
    private:
-    static constexpr int kFieldBits = 21;
+    static constexpr int kFieldBits = 16;
     static_assert(kBlock / 8 < (std::int64_t(1) << kFieldBits));
-    static constexpr std::int64_t kBelow = 1, kAtLo = std::int64_t(1) << kFieldBits, kAtHi = std::int64_t(1) << (2 * kFieldBits);
+    static constexpr std::int64_t kBelow = 1, kAtLo = std::int64_t(1) << kFieldBits, kAtHi = std::int64_t(1) << (2 * kFieldBits),
+                                  kInside = std::int64_t(1) << (3 * kFieldBits);
     WindowSelector& selector_;
     __m512d lo_[kWindows], hi_[kWindows];
     __m512i counts_[kWindows];
-    bool interior_[kWindows], half_open_[kWindows];
-    bool any_interior_;
+    bool interior_[kWindows], half_open_[kWindows], keeps_[kWindows];
+    bool any_keeps_;
     double* out_;
     std::int64_t kept_ = 0;
   };
@@ -721,6 +733,7 @@ class WindowSelector {
       below_[k] += other.below_[k];
       at_lo_[k] += other.at_lo_[k];
       at_hi_[k] += other.at_hi_[k];
+      inside_count_[k] += other.inside_count_[k];
     }
     merged_kept_ += other.kept_;
     overflowed_ = overflowed_ || other.overflowed_ || kept_ + merged_kept_ > keep_limit_;
@@ -779,8 +792,8 @@ class WindowSelector {
       for (std::int64_t i = 0; i < count; ++i) {
         const double x = values[i];
         // Windows may overlap (each kept value is counted in every window that holds it).
-        if (intervals_[0].holds(x)) ++counts[0][buckets[0].of(x)];
-        if (intervals_[1].holds(x)) ++counts[1][buckets[1].of(x)];
+        if (intervals_[0].keeps && intervals_[0].holds(x)) ++counts[0][buckets[0].of(x)];
+        if (intervals_[1].keeps && intervals_[1].holds(x)) ++counts[1][buckets[1].of(x)];
       }
     });
     for (int k = 0; k < kWindows; ++k) {
@@ -809,7 +822,9 @@ class WindowSelector {
           found[r] = interval.lo;
         } else if ((within -= at_lo_[k]) < buckets[std::size_t(k)].kept) {
           inside.push_back({r, k, within});
-        } else if (interval.hi != interval.lo && within - buckets[std::size_t(k)].kept < at_hi_[k]) {
+        } else if ((within -= buckets[std::size_t(k)].kept) < inside_count_[k]) {
+          return std::nullopt;  // among values counted but not kept
+        } else if (interval.hi != interval.lo && within - inside_count_[k] < at_hi_[k]) {
           found[r] = interval.hi;
         } else {
           held = false;
@@ -846,7 +861,7 @@ class WindowSelector {
         for (std::int64_t i = 0; i < count; ++i) {
           const double x = values[i];
           for (std::size_t p = 0; p < picks.size(); ++p) {
-            if (intervals_[std::size_t(picks[p].window)].holds(x) && buckets[std::size_t(picks[p].window)].of(x) == picks[p].bucket) {
+            if (intervals_[std::size_t(picks[p].window)].keeps && intervals_[std::size_t(picks[p].window)].holds(x) && buckets[std::size_t(picks[p].window)].of(x) == picks[p].bucket) {
               picked[p].push_back(x);
             }
           }
@@ -877,7 +892,11 @@ class WindowSelector {
         at_lo_[k] += x == lo;
         at_hi_[k] += (x == hi) & (hi != lo);  // a collapsed interval (lo == hi) counts its value once, as at_lo
       }
-      inside = inside || interval.holds(x);
+      if (interval.keeps) {
+        inside = inside || interval.holds(x);
+      } else {
+        inside_count_[k] += interval.holds(x);
+      }
     }
     return inside;
   }
@@ -885,6 +904,7 @@ class WindowSelector {
   Intervals intervals_;
   std::int64_t keep_limit_ = 0;
   std::int64_t below_[kWindows] = {}, at_lo_[kWindows] = {}, at_hi_[kWindows] = {};  // at_hi: 0 where lo == hi
+  std::int64_t inside_count_[kWindows] = {};  // of the windows that do not keep their values
   KeptBuffer candidates_;  // the first kept_ entries: values inside either window
   std::int64_t kept_ = 0;
   std::vector<std::pair<KeptBuffer, std::int64_t>> merged_;  // other workers' candidates, and how many
@@ -1065,6 +1085,7 @@ class ErrorStatsRun {
         // No tie seen at either end (and lo above the zeros that non-finite pairs count as): half-open.
         auto untied = [&](double v) { return std::isinf(v) || std::count(values.begin(), values.end(), v) == 1; };
         interval.half_open = interval.lo > 0 && interval.lo != interval.hi && untied(interval.lo) && untied(interval.hi);
+        interval.keeps = interval.half_open || std::any_of(values.begin(), values.end(), [&](double v) { return v > interval.lo && v < interval.hi; });
         // Four times the expected share of kept values before the interval counts as misled.
         interval.keep_limit = std::int64_t(4 * ends[q].share * double(n_)) + kBlock;
         (*intervals_)[std::size_t(m)][q] = interval;

@@ -445,6 +445,38 @@ TEST(ErrorStats, MisleadingSampleFallsBackToTheRadixSelection) {
 // The other way to mislead: the sample spreads the errors over [0, 2^-20), while every other
 // pair's error lies inside the sample's P50 window. The window then keeps far more values than
 // planned; it gives up keeping them (memory stays bounded) and the radix passes take over.
+// Discrete errors on two values, 1 and 2: the sample sees nothing strictly between
+// the ends of the median's interval, so the values there are counted, not kept. Where unsampled
+// values do lie there and hold the median, it is not found in one pass: the radix selection
+// finds it. Without them, one pass.
+TEST(ErrorStats, CountedButNotKeptValuesHoldingARankFallBack) {
+  const std::int64_t n = std::int64_t(1) << 20;
+  const std::int64_t samples = ErrorStatsOptions{}.rank_sample_size;
+  Tensor ref = Tensor::uninitialized(DType::f64, {n});
+  std::fill_n(ref.span<double>().begin(), n, 1.0);
+  Tensor y = Tensor::uninitialized(DType::f64, {n});
+  auto py = y.span<double>();
+  for (std::int64_t i = 0; i < n; ++i) py[std::size_t(i)] = i % 2 == 0 ? 2.0 : 3.0;  // errors 1 and 2
+  const auto two_valued = check_against_plain<double>(y, ref);
+  EXPECT_EQ(two_valued.passes, 1);
+  std::vector<bool> sampled(std::size_t(n), false);
+  for (std::int64_t i = 0; i < samples; ++i) sampled[std::size_t(detail::rank_sample_position(i, n, samples))] = true;
+  // An error of 1.5 in 2,000 unsampled places, half taken from the 1s and half from the 2s: the
+  // median's ranks (n/2 - 1, n/2) fall among them.
+  std::int64_t from_ones = 0, from_twos = 0;
+  for (std::int64_t i = 0; i < n && (from_ones < 1000 || from_twos < 1000); ++i) {
+    if (sampled[std::size_t(i)]) continue;
+    std::int64_t& taken = py[std::size_t(i)] == 2.0 ? from_ones : from_twos;
+    if (taken < 1000) {
+      py[std::size_t(i)] = 2.5;
+      ++taken;
+    }
+  }
+  const auto stats = check_against_plain<double>(y, ref);
+  EXPECT_GT(stats.passes, 1);
+  EXPECT_EQ(stats.abs.p50, 1.5);
+}
+
 TEST(ErrorStats, OvercrowdedWindowFallsBackToTheRadixSelection) {
   const std::int64_t n = std::int64_t(1) << 20;
   const std::int64_t samples = ErrorStatsOptions{}.rank_sample_size;
