@@ -22,6 +22,7 @@ constexpr std::int64_t kPrefetchAhead = 512;
 // Rows of C per task of the device's GEMM service (devices/cpu: gemm_f32's row tile): a GEMM of at
 // most this many rows is one task, run on the calling thread, so it may be called from a pool task.
 constexpr std::int64_t kGemmRowTile = 128;
+constexpr std::int64_t kStackRowBits = 16384;  // f16 gather rows up to this length live on the stack (32 KiB)
 constexpr std::int64_t kMatmulTaskElements = 8192;  // operand gathers and epilogues: elements per task     // elements ahead that pointwise kernels prefetch their staged inputs
 }  // namespace
 
@@ -246,7 +247,10 @@ class Emitter {
 
   std::string fresh() { return fmt::format("v{}", counter_++); }
   void line(std::string text) { scopes_.back().lines.push_back(std::move(text)); }
-  std::string memo_key(NodeId id, const Index& idx) const { return fmt::format("{}|{}", id, fmt::join(idx, ",")); }
+  // Storage bits (raw_copy_) and compute-type values of the same element are different variables.
+  std::string memo_key(NodeId id, const Index& idx) const {
+    return fmt::format("{}{}|{}", raw_copy_ ? "bits:" : "", id, fmt::join(idx, ","));
+  }
   const std::string* find_memo(const std::string& key) const {
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
       auto found = it->memo.find(key);
@@ -518,29 +522,56 @@ class Emitter {
     }
     return fmt::format("fbk::f32_to_f16_n({}, c.{} + {}, {});\n", src, buffers_.at(anchor.id), base, count);
   }
+  // True when every value of n is a load of an f16 kernel input read through views only (transposes,
+  // head permutations, broadcasts, slices, reshapes, concats of such): no arithmetic, no
+  // promotion, nothing computed in this kernel. Follows value()'s own order of cases.
+  bool f16_views_of_inputs(const Node& n) const {
+    if (bound_.count(n.id) || n.dtype != DType::f16) return false;
+    if (buffers_.count(n.id) && !members_.count(n.id)) return true;
+    if (!is_data_movement(n.kind)) return false;
+    return std::all_of(n.inputs.begin(), n.inputs.end(), [&](NodeId i) { return f16_views_of_inputs(g_.node(i)); });
+  }
   // Row r of a matmul operand gathered into dst (row length `length`) as the compute type. An
   // operand that concatenates along its last axis (attention's merged q, k, v gradients) gets one
   // loop per part: each element then reads its part directly, instead of choosing the part by a
   // branch per element.
+  // An f16 operand that is only views of kernel inputs is gathered as its storage bits (a 16-bit
+  // copy through the index arithmetic) into a row on the stack, which is then widened in one
+  // vector run (F16C): the per-element software widening does not vectorise in a gather that
+  // reads through a transpose or a permutation, and cost more than the GEMM's own row of work.
+  // The values are those of the per-element widening (both are exact).
   std::string gather_row(const Node& operand, DType compute, const std::string& dst, std::int64_t length,
                          const std::function<Index(const std::string&)>& index_of) {
     const std::string loop = "  for (std::int64_t j = 0; j < {}; ++j) {{\n{}  }}\n";
+    const bool bits = compute != DType::f64 && f16_views_of_inputs(operand);
+    auto element = [&](std::int64_t start, const std::string& v, DType v_dtype) {
+      const std::string at = start == 0 ? "j" : fmt::format("{} + j", start);
+      if (bits) return fmt::format("bits[{}] = {};", at, v);
+      return fmt::format("{}[r * {} + {}] = {};", dst, length, at, convert(v, v_dtype, compute));
+    };
+    raw_copy_ = bits;  // value() then yields storage bits, and views move them as they are
+    std::string code;
     const bool materialised = buffers_.count(operand.id) || bound_.count(operand.id) || members_.count(operand.id);
     if (operand.kind != OpKind::Concat || materialised || operand.axis != int(operand.shape.size()) - 1) {
-      line(fmt::format("{}[r * {} + j] = {};", dst, length, convert(value(operand.id, index_of("j")), operand.dtype, compute)));
-      return fmt::format(fmt::runtime(loop), length, take_lines("      "));
+      line(element(0, value(operand.id, index_of("j")), operand.dtype));
+      code = fmt::format(fmt::runtime(loop), length, take_lines("      "));
+    } else {
+      std::int64_t start = 0;
+      for (NodeId p : operand.inputs) {
+        const Node& part = g_.node(p);
+        std::string v = value(part.id, index_of("j"));
+        if (part.dtype != operand.dtype) v = round_to_dtype(operand.dtype, part.dtype, v);  // the concat's promotion
+        line(element(start, v, operand.dtype));
+        code += fmt::format(fmt::runtime(loop), part.shape.back(), take_lines("      "));
+        start += part.shape.back();
+      }
     }
-    std::string code;
-    std::int64_t start = 0;
-    for (NodeId p : operand.inputs) {
-      const Node& part = g_.node(p);
-      std::string v = value(part.id, index_of("j"));
-      if (part.dtype != operand.dtype) v = round_to_dtype(operand.dtype, part.dtype, v);  // the concat's promotion
-      line(fmt::format("{}[r * {} + {} + j] = {};", dst, length, start, convert(v, operand.dtype, compute)));
-      code += fmt::format(fmt::runtime(loop), part.shape.back(), take_lines("      "));
-      start += part.shape.back();
-    }
-    return code;
+    raw_copy_ = false;
+    if (!bits) return code;
+    out_.lowering.push_back(fmt::format("{}: gathered as f16 bits, widened a row at a time", operand.name));
+    const std::string row = length <= kStackRowBits ? fmt::format("  alignas(64) std::uint16_t bits[{}];\n", length)
+                                                    : scratch("std::uint16_t", "bits", std::to_string(length));
+    return row + code + fmt::format("  fbk::f16_to_f32_n(bits, {} + r * {}, {});\n", dst, length, length);
   }
   // A loop over var in [0, count) around `body`, or nothing when the body is empty.
   static std::string element_loop(const std::string& var, const std::string& count, const std::string& body) {
