@@ -18,12 +18,16 @@ namespace {
 constexpr std::int64_t kPointwiseChunk = 16384;  // elements per task (fixed: results do not depend on threads)
 constexpr std::int64_t kRowwiseChunk = 65536;   // elements per row-wise task (whole rows)
 constexpr std::int64_t kStageBlock = 128;        // elements per f16 staging run (measured: 128 beats 512 by 25 %)
-constexpr std::int64_t kPrefetchAhead = 512;
+constexpr std::int64_t kPrefetchAhead = 512;  // elements ahead that pointwise kernels prefetch their staged inputs
 // Rows of C per task of the device's GEMM service (devices/cpu: gemm_f32's row tile): a GEMM of at
 // most this many rows is one task, run on the calling thread, so it may be called from a pool task.
 constexpr std::int64_t kGemmRowTile = 128;
 constexpr std::int64_t kStackRowBits = 16384;  // f16 gather rows up to this length live on the stack (32 KiB)
-constexpr std::int64_t kMatmulTaskElements = 8192;  // operand gathers and epilogues: elements per task     // elements ahead that pointwise kernels prefetch their staged inputs
+// Shortest f16 gather that is copied as bits and widened as one run: below one 16-lane vector the
+// run converter's padded tail costs more than it saves (measured: task E's wpe gradient, a sum over
+// 8 rows, 0.18 -> 0.24 ms per step).
+constexpr std::int64_t kMinBitsRun = 16;
+constexpr std::int64_t kMatmulTaskElements = 8192;  // operand gathers and epilogues: elements per task
 }  // namespace
 
 // ---- text shared with the CUDA emitter (emit_shared.hpp)
@@ -543,7 +547,7 @@ class Emitter {
   std::string gather_row(const Node& operand, DType compute, const std::string& dst, std::int64_t length,
                          const std::function<Index(const std::string&)>& index_of) {
     const std::string loop = "  for (std::int64_t j = 0; j < {}; ++j) {{\n{}  }}\n";
-    const bool bits = compute != DType::f64 && f16_views_of_inputs(operand);
+    const bool bits = compute != DType::f64 && length >= kMinBitsRun && f16_views_of_inputs(operand);
     auto element = [&](std::int64_t start, const std::string& v, DType v_dtype) {
       const std::string at = start == 0 ? "j" : fmt::format("{} + j", start);
       if (bits) return fmt::format("bits[{}] = {};", at, v);
@@ -637,14 +641,24 @@ class Emitter {
       identity_[fmt::format("{}|{}", shape_string(x.shape), fmt::join(xi, ","))] = row_flat;
       staging_ = Staging{row_flat, fmt::format("p * {}", extent), "k", {}, {}};
     }
-    std::string widen;
+    std::string widen, bits_row, widen_bits;
     if (auto run = inner == 1 ? widen_input(x, r.dtype, fmt::format("p * {}", extent), "row", "K") : std::nullopt) {
       widen = "    " + *run;
+    } else if (r.dtype != DType::f64 && extent >= kMinBitsRun && f16_views_of_inputs(x)) {
+      // A strided f16 gather (a column sum: bias and layer-norm gradients) copies storage bits and
+      // widens the row in one run, as gather_row does for matmul operands.
+      raw_copy_ = true;
+      line(fmt::format("bits[k] = {};", value(x.id, xi)));
+      raw_copy_ = false;
+      bits_row = scratch("std::uint16_t", "bits", "K");
+      widen_bits = "    fbk::f16_to_f32_n(bits, row, K);\n";
+      out_.lowering.push_back(fmt::format("{}: gathered as f16 bits, widened a row at a time", x.name));
     } else {
       line(fmt::format("row[k] = {};", convert(value(x.id, xi), x.dtype, r.dtype)));
     }
     const std::string gather = take_lines("      ");
-    const StagedCode staged = staging_ ? staged_code(extent, false, "K", "    ") : StagedCode{};
+    StagedCode staged = staging_ ? staged_code(extent, false, "K", "    ") : StagedCode{};
+    staged.declare += bits_row;
     // the reduction and its epilogue at output position p
     std::string reduce;
     const std::string round = accumulator_rounding(o_, r.dtype);
@@ -668,7 +682,7 @@ class Emitter {
         "  for (std::int64_t p = begin; p < end; ++p) {{\n    const std::int64_t a = p / {4}, b = p % {4};\n"
         "    (void)a; (void)b;\n{9}{10}{5}"
         "    const {1} reduced = {6};\n{7}  }}\n",
-        extent, ctype(r.dtype), per_task, positions, inner, element_loop("k", "K", gather), reduce, after,
+        extent, ctype(r.dtype), per_task, positions, inner, element_loop("k", "K", gather) + widen_bits, reduce, after,
         staged.declare, staged.before, widen, scratch(ctype(r.dtype), "row", "K"));
     return task_wrapper("reduction_task", body) +
            fmt::format("void run(Ctx& c) {{ c.services->parallel_for(c.services->pool, {}, reduction_task, &c); }}\n", tasks);
@@ -799,10 +813,17 @@ class Emitter {
                                  fmt::format("c.batch * {} + r * {}", m * n, n), std::to_string(n))) {
       epilogue = "  " + *run;
     } else {
+      // The epilogue's f16 loads and stores at the result's own position are staged a row at a time
+      // (F16C runs, as in pointwise kernels) instead of converted per element in software.
       const Index ci = batch_index(mm.shape, "r", "j");
+      const std::string flat = fmt::format("(c.batch * {} + r * {} + j)", m * n, n);
+      identity_[fmt::format("{}|{}", shape_string(mm.shape), fmt::join(ci, ","))] = flat;
+      staging_ = Staging{flat, fmt::format("c.batch * {} + r * {}", m * n, n), "j", {}, {}};
       bound_[mm.id] = anchor_value(mm, fmt::format("c.c_buf[r * {} + j]", n));
-      store_members(k_.members, ci, fmt::format("(c.batch * {} + r * {} + j)", m * n, n));
-      epilogue = fmt::format(fmt::runtime(loop), n, take_lines("      "));
+      store_members(k_.members, ci, flat);
+      const std::string body = take_lines("      ");
+      const StagedCode staged = staged_code(n, n <= kStackRowBits / 4, std::to_string(n), "  ");
+      epilogue = staged.declare + staged.before + fmt::format(fmt::runtime(loop), n, body) + staged.after;
     }
     out_.lowering.push_back(fmt::format("{}: extern GEMM ({} accumulation), epilogue on the {} result", mm.name, ct, ct));
     std::string code;
