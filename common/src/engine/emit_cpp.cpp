@@ -822,6 +822,9 @@ class Emitter {
       bound_[mm.id] = anchor_value(mm, fmt::format("c.c_buf[r * {} + j]", n));
       store_members(k_.members, ci, flat);
       const std::string body = take_lines("      ");
+      if (!staging_->loads.empty() || !staging_->stores.empty()) {
+        out_.lowering.push_back(fmt::format("{}: epilogue's f16 loads and stores staged a row at a time", mm.name));
+      }
       const StagedCode staged = staged_code(n, n <= kStackRowBits / 4, std::to_string(n), "  ");
       epilogue = staged.declare + staged.before + fmt::format(fmt::runtime(loop), n, body) + staged.after;
     }
