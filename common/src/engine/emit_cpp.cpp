@@ -813,19 +813,25 @@ class Emitter {
                                  fmt::format("c.batch * {} + r * {}", m * n, n), std::to_string(n))) {
       epilogue = "  " + *run;
     } else {
-      // The epilogue's f16 loads and stores at the result's own position are staged a row at a time
-      // (F16C runs, as in pointwise kernels) instead of converted per element in software.
+      // An f16 epilogue's loads and stores at the result's own position are staged a row at a time
+      // (F16C runs, as in pointwise kernels) instead of converted per element in software. (Other
+      // dtypes keep their kernels' text as it was.)
       const Index ci = batch_index(mm.shape, "r", "j");
       const std::string flat = fmt::format("(c.batch * {} + r * {} + j)", m * n, n);
-      identity_[fmt::format("{}|{}", shape_string(mm.shape), fmt::join(ci, ","))] = flat;
-      staging_ = Staging{flat, fmt::format("c.batch * {} + r * {}", m * n, n), "j", {}, {}};
+      if (mm.dtype == DType::f16) {
+        identity_[fmt::format("{}|{}", shape_string(mm.shape), fmt::join(ci, ","))] = flat;
+        staging_ = Staging{flat, fmt::format("c.batch * {} + r * {}", m * n, n), "j", {}, {}};
+      }
       bound_[mm.id] = anchor_value(mm, fmt::format("c.c_buf[r * {} + j]", n));
       store_members(k_.members, ci, flat);
       const std::string body = take_lines("      ");
-      if (!staging_->loads.empty() || !staging_->stores.empty()) {
-        out_.lowering.push_back(fmt::format("{}: epilogue's f16 loads and stores staged a row at a time", mm.name));
+      StagedCode staged;
+      if (staging_) {
+        if (!staging_->loads.empty() || !staging_->stores.empty()) {
+          out_.lowering.push_back(fmt::format("{}: epilogue's f16 loads and stores staged a row at a time", mm.name));
+        }
+        staged = staged_code(n, n <= kStackRowBits / 4, std::to_string(n), "  ");
       }
-      const StagedCode staged = staged_code(n, n <= kStackRowBits / 4, std::to_string(n), "  ");
       epilogue = staged.declare + staged.before + fmt::format(fmt::runtime(loop), n, body) + staged.after;
     }
     out_.lowering.push_back(fmt::format("{}: extern GEMM ({} accumulation), epilogue on the {} result", mm.name, ct, ct));
