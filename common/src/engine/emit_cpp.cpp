@@ -18,11 +18,16 @@ namespace {
 constexpr std::int64_t kPointwiseChunk = 16384;  // elements per task (fixed: results do not depend on threads)
 constexpr std::int64_t kRowwiseChunk = 65536;   // elements per row-wise task (whole rows)
 constexpr std::int64_t kStageBlock = 128;        // elements per f16 staging run (measured: 128 beats 512 by 25 %)
-constexpr std::int64_t kPrefetchAhead = 512;
+constexpr std::int64_t kPrefetchAhead = 512;  // elements ahead that pointwise kernels prefetch their staged inputs
 // Rows of C per task of the device's GEMM service (devices/cpu: gemm_f32's row tile): a GEMM of at
 // most this many rows is one task, run on the calling thread, so it may be called from a pool task.
 constexpr std::int64_t kGemmRowTile = 128;
-constexpr std::int64_t kMatmulTaskElements = 8192;  // operand gathers and epilogues: elements per task     // elements ahead that pointwise kernels prefetch their staged inputs
+constexpr std::int64_t kStackRowBits = 16384;  // f16 gather rows up to this length live on the stack (32 KiB)
+// Shortest f16 gather that is copied as bits and widened as one run: below one 16-lane vector the
+// run converter's padded tail costs more than it saves (measured: task E's wpe gradient, a sum over
+// 8 rows, 0.18 -> 0.24 ms per step).
+constexpr std::int64_t kMinBitsRun = 16;
+constexpr std::int64_t kMatmulTaskElements = 8192;  // operand gathers and epilogues: elements per task
 }  // namespace
 
 // ---- text shared with the CUDA emitter (emit_shared.hpp)
@@ -246,7 +251,10 @@ class Emitter {
 
   std::string fresh() { return fmt::format("v{}", counter_++); }
   void line(std::string text) { scopes_.back().lines.push_back(std::move(text)); }
-  std::string memo_key(NodeId id, const Index& idx) const { return fmt::format("{}|{}", id, fmt::join(idx, ",")); }
+  // Storage bits (raw_copy_) and compute-type values of the same element are different variables.
+  std::string memo_key(NodeId id, const Index& idx) const {
+    return fmt::format("{}{}|{}", raw_copy_ ? "bits:" : "", id, fmt::join(idx, ","));
+  }
   const std::string* find_memo(const std::string& key) const {
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
       auto found = it->memo.find(key);
@@ -518,29 +526,56 @@ class Emitter {
     }
     return fmt::format("fbk::f32_to_f16_n({}, c.{} + {}, {});\n", src, buffers_.at(anchor.id), base, count);
   }
+  // True when every value of n is a load of an f16 kernel input read through views only (transposes,
+  // head permutations, broadcasts, slices, reshapes, concats of such): no arithmetic, no
+  // promotion, nothing computed in this kernel. Follows value()'s own order of cases.
+  bool f16_views_of_inputs(const Node& n) const {
+    if (bound_.count(n.id) || n.dtype != DType::f16) return false;
+    if (buffers_.count(n.id) && !members_.count(n.id)) return true;
+    if (!is_data_movement(n.kind)) return false;
+    return std::all_of(n.inputs.begin(), n.inputs.end(), [&](NodeId i) { return f16_views_of_inputs(g_.node(i)); });
+  }
   // Row r of a matmul operand gathered into dst (row length `length`) as the compute type. An
   // operand that concatenates along its last axis (attention's merged q, k, v gradients) gets one
   // loop per part: each element then reads its part directly, instead of choosing the part by a
   // branch per element.
+  // An f16 operand that is only views of kernel inputs is gathered as its storage bits (a 16-bit
+  // copy through the index arithmetic) into a row on the stack, which is then widened in one
+  // vector run (F16C): the per-element software widening does not vectorise in a gather that
+  // reads through a transpose or a permutation, and cost more than the GEMM's own row of work.
+  // The values are those of the per-element widening (both are exact).
   std::string gather_row(const Node& operand, DType compute, const std::string& dst, std::int64_t length,
                          const std::function<Index(const std::string&)>& index_of) {
     const std::string loop = "  for (std::int64_t j = 0; j < {}; ++j) {{\n{}  }}\n";
+    const bool bits = compute != DType::f64 && length >= kMinBitsRun && f16_views_of_inputs(operand);
+    auto element = [&](std::int64_t start, const std::string& v, DType v_dtype) {
+      const std::string at = start == 0 ? "j" : fmt::format("{} + j", start);
+      if (bits) return fmt::format("bits[{}] = {};", at, v);
+      return fmt::format("{}[r * {} + {}] = {};", dst, length, at, convert(v, v_dtype, compute));
+    };
+    raw_copy_ = bits;  // value() then yields storage bits, and views move them as they are
+    std::string code;
     const bool materialised = buffers_.count(operand.id) || bound_.count(operand.id) || members_.count(operand.id);
     if (operand.kind != OpKind::Concat || materialised || operand.axis != int(operand.shape.size()) - 1) {
-      line(fmt::format("{}[r * {} + j] = {};", dst, length, convert(value(operand.id, index_of("j")), operand.dtype, compute)));
-      return fmt::format(fmt::runtime(loop), length, take_lines("      "));
+      line(element(0, value(operand.id, index_of("j")), operand.dtype));
+      code = fmt::format(fmt::runtime(loop), length, take_lines("      "));
+    } else {
+      std::int64_t start = 0;
+      for (NodeId p : operand.inputs) {
+        const Node& part = g_.node(p);
+        std::string v = value(part.id, index_of("j"));
+        if (part.dtype != operand.dtype) v = round_to_dtype(operand.dtype, part.dtype, v);  // the concat's promotion
+        line(element(start, v, operand.dtype));
+        code += fmt::format(fmt::runtime(loop), part.shape.back(), take_lines("      "));
+        start += part.shape.back();
+      }
     }
-    std::string code;
-    std::int64_t start = 0;
-    for (NodeId p : operand.inputs) {
-      const Node& part = g_.node(p);
-      std::string v = value(part.id, index_of("j"));
-      if (part.dtype != operand.dtype) v = round_to_dtype(operand.dtype, part.dtype, v);  // the concat's promotion
-      line(fmt::format("{}[r * {} + {} + j] = {};", dst, length, start, convert(v, operand.dtype, compute)));
-      code += fmt::format(fmt::runtime(loop), part.shape.back(), take_lines("      "));
-      start += part.shape.back();
-    }
-    return code;
+    raw_copy_ = false;
+    if (!bits) return code;
+    out_.lowering.push_back(fmt::format("{}: gathered as f16 bits, widened a row at a time", operand.name));
+    const std::string row = length <= kStackRowBits ? fmt::format("  alignas(64) std::uint16_t bits[{}];\n", length)
+                                                    : scratch("std::uint16_t", "bits", std::to_string(length));
+    return row + code + fmt::format("  fbk::f16_to_f32_n(bits, {} + r * {}, {});\n", dst, length, length);
   }
   // A loop over var in [0, count) around `body`, or nothing when the body is empty.
   static std::string element_loop(const std::string& var, const std::string& count, const std::string& body) {
@@ -606,14 +641,24 @@ class Emitter {
       identity_[fmt::format("{}|{}", shape_string(x.shape), fmt::join(xi, ","))] = row_flat;
       staging_ = Staging{row_flat, fmt::format("p * {}", extent), "k", {}, {}};
     }
-    std::string widen;
+    std::string widen, bits_row, widen_bits;
     if (auto run = inner == 1 ? widen_input(x, r.dtype, fmt::format("p * {}", extent), "row", "K") : std::nullopt) {
       widen = "    " + *run;
+    } else if (r.dtype != DType::f64 && extent >= kMinBitsRun && f16_views_of_inputs(x)) {
+      // A strided f16 gather (a column sum: bias and layer-norm gradients) copies storage bits and
+      // widens the row in one run, as gather_row does for matmul operands.
+      raw_copy_ = true;
+      line(fmt::format("bits[k] = {};", value(x.id, xi)));
+      raw_copy_ = false;
+      bits_row = scratch("std::uint16_t", "bits", "K");
+      widen_bits = "    fbk::f16_to_f32_n(bits, row, K);\n";
+      out_.lowering.push_back(fmt::format("{}: gathered as f16 bits, widened a row at a time", x.name));
     } else {
       line(fmt::format("row[k] = {};", convert(value(x.id, xi), x.dtype, r.dtype)));
     }
     const std::string gather = take_lines("      ");
-    const StagedCode staged = staging_ ? staged_code(extent, false, "K", "    ") : StagedCode{};
+    StagedCode staged = staging_ ? staged_code(extent, false, "K", "    ") : StagedCode{};
+    staged.declare += bits_row;
     // the reduction and its epilogue at output position p
     std::string reduce;
     const std::string round = accumulator_rounding(o_, r.dtype);
@@ -637,7 +682,7 @@ class Emitter {
         "  for (std::int64_t p = begin; p < end; ++p) {{\n    const std::int64_t a = p / {4}, b = p % {4};\n"
         "    (void)a; (void)b;\n{9}{10}{5}"
         "    const {1} reduced = {6};\n{7}  }}\n",
-        extent, ctype(r.dtype), per_task, positions, inner, element_loop("k", "K", gather), reduce, after,
+        extent, ctype(r.dtype), per_task, positions, inner, element_loop("k", "K", gather) + widen_bits, reduce, after,
         staged.declare, staged.before, widen, scratch(ctype(r.dtype), "row", "K"));
     return task_wrapper("reduction_task", body) +
            fmt::format("void run(Ctx& c) {{ c.services->parallel_for(c.services->pool, {}, reduction_task, &c); }}\n", tasks);
@@ -768,10 +813,26 @@ class Emitter {
                                  fmt::format("c.batch * {} + r * {}", m * n, n), std::to_string(n))) {
       epilogue = "  " + *run;
     } else {
+      // An f16 epilogue's loads and stores at the result's own position are staged a row at a time
+      // (F16C runs, as in pointwise kernels) instead of converted per element in software. (Other
+      // dtypes keep their kernels' text as it was.)
       const Index ci = batch_index(mm.shape, "r", "j");
+      const std::string flat = fmt::format("(c.batch * {} + r * {} + j)", m * n, n);
+      if (mm.dtype == DType::f16) {
+        identity_[fmt::format("{}|{}", shape_string(mm.shape), fmt::join(ci, ","))] = flat;
+        staging_ = Staging{flat, fmt::format("c.batch * {} + r * {}", m * n, n), "j", {}, {}};
+      }
       bound_[mm.id] = anchor_value(mm, fmt::format("c.c_buf[r * {} + j]", n));
-      store_members(k_.members, ci, fmt::format("(c.batch * {} + r * {} + j)", m * n, n));
-      epilogue = fmt::format(fmt::runtime(loop), n, take_lines("      "));
+      store_members(k_.members, ci, flat);
+      const std::string body = take_lines("      ");
+      StagedCode staged;
+      if (staging_) {
+        if (!staging_->loads.empty() || !staging_->stores.empty()) {
+          out_.lowering.push_back(fmt::format("{}: epilogue's f16 loads and stores staged a row at a time", mm.name));
+        }
+        staged = staged_code(n, n <= kStackRowBits / 4, std::to_string(n), "  ");
+      }
+      epilogue = staged.declare + staged.before + fmt::format(fmt::runtime(loop), n, body) + staged.after;
     }
     out_.lowering.push_back(fmt::format("{}: extern GEMM ({} accumulation), epilogue on the {} result", mm.name, ct, ct));
     std::string code;

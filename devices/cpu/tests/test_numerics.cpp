@@ -139,6 +139,96 @@ TEST(Fused, F16StagingEqualsPerElementConversionOverEveryPattern) {
   EXPECT_THAT(testsupport::run_eager(rows, row_in).outputs[0], BitEqual(max_expected, any_nan)) << "eager reduction";
 }
 
+// f16 values read through views (matmul operands behind a transpose, column sums) are gathered
+// as storage bits and widened a row at a time; matmul epilogues stage their f16 loads and stores
+// a row at a time. Each output element here depends on one f16 input element (the other terms
+// are exact zeros), so over every f16 pattern the result must equal the per-element software
+// model: widen exactly, compute in fp32, round once to f16.
+TEST(Fused, F16BitGathersAndStagedEpiloguesEqualPerElementConversion) {
+  constexpr std::int64_t kPatterns = 65536, kSide = 256;
+  auto widen = [](std::uint16_t bits) { return fp16_bits_to_fp32(bits); };
+  auto lowered = [](const engine::RunResult& r, const std::string& note) {
+    for (const auto& k : r.trace) {
+      for (const auto& line : k.lowering) {
+        if (line.find(note) != std::string::npos) return true;
+      }
+    }
+    return false;
+  };
+  // Matmul operands: x^T @ I and I @ x^T are x^T. Non-finite patterns would turn whole rows into
+  // NaN (inf * 0), and a zero's sign depends on the order of the zero terms, so those patterns are
+  // replaced by subnormals of the same sign.
+  std::vector<Half> finite(kPatterns, Half{}), identity(kSide * kSide, Half{});
+  for (std::int64_t p = 0; p < kPatterns; ++p) {
+    std::uint16_t bits = std::uint16_t(p);
+    if ((bits & 0x7c00u) == 0x7c00u) bits = std::uint16_t(bits & 0x83ffu);
+    if ((bits & 0x7fffu) == 0) bits = std::uint16_t(bits | 1u);
+    finite[std::size_t(p)] = Half{bits};
+  }
+  for (std::int64_t i = 0; i < kSide; ++i) identity[std::size_t(i * kSide + i)] = Half{fp32_to_fp16_bits(1.0f)};
+  std::vector<Half> transposed(kPatterns, Half{});
+  for (std::int64_t i = 0; i < kSide; ++i) {
+    for (std::int64_t j = 0; j < kSide; ++j) transposed[std::size_t(i * kSide + j)] = finite[std::size_t(j * kSide + i)];
+  }
+  {
+    Graph g;
+    const NodeId x = g.input("x", {kSide, kSide}, DType::f16), eye = g.input("eye", {kSide, kSide}, DType::f16);
+    g.mark_output(g.matmul(g.transpose(x, 0, 1), eye));
+    g.mark_output(g.matmul(eye, g.transpose(x, 0, 1)));
+    const engine::Inputs in = {{"x", Tensor::from_values<Half>({kSide, kSide}, finite)},
+                               {"eye", Tensor::from_values<Half>({kSide, kSide}, identity)}};
+    const auto fused = testsupport::run_fused(g, in);
+    ASSERT_TRUE(lowered(fused, "gathered as f16 bits")) << "the matmul operands no longer take the bit gather";
+    const Tensor expected = Tensor::from_values<Half>({kSide, kSide}, transposed);
+    EXPECT_THAT(fused.outputs[0], BitEqual(expected)) << "x^T @ I (A gathered)";
+    EXPECT_THAT(fused.outputs[1], BitEqual(expected)) << "I @ x^T (B gathered)";
+  }
+  // A column sum over 16 rows, one of which holds the pattern (the others +0): every pattern,
+  // infinities and NaNs included.
+  {
+    constexpr std::int64_t kRows = 16;
+    std::vector<Half> rows(std::size_t(kRows * kPatterns), Half{});
+    std::vector<Half> model(kPatterns, Half{});
+    for (std::int64_t p = 0; p < kPatterns; ++p) {
+      rows[std::size_t((p % kRows) * kPatterns + p)] = Half{std::uint16_t(p)};
+      model[std::size_t(p)] = Half{fp32_to_fp16_bits(0.0f + widen(std::uint16_t(p)))};
+    }
+    Graph g;
+    const NodeId y = g.input("y", {kRows, kPatterns}, DType::f16);
+    g.mark_output(g.sum(y, 0));
+    const auto fused = testsupport::run_fused(g, {{"y", Tensor::from_values<Half>({kRows, kPatterns}, rows)}});
+    ASSERT_TRUE(lowered(fused, "gathered as f16 bits")) << "the column sum no longer takes the bit gather";
+    EXPECT_THAT(fused.outputs[0], BitEqual(Tensor::from_values<Half>({kPatterns}, model))) << "column sum";
+  }
+  // An epilogue that loads an f16 input at the product's position and stores two f16 results:
+  // (0 @ 1) + x and ((0 @ 1) + x) * 3 over every pattern.
+  {
+    const Shape shape = {kSide, kSide};
+    std::vector<Half> all(kPatterns, Half{}), sums(kPatterns, Half{}), triples(kPatterns, Half{});
+    for (std::int64_t p = 0; p < kPatterns; ++p) {
+      all[std::size_t(p)] = Half{std::uint16_t(p)};
+      const float sum = 0.0f + widen(std::uint16_t(p));
+      sums[std::size_t(p)] = Half{fp32_to_fp16_bits(sum)};
+      triples[std::size_t(p)] = Half{fp32_to_fp16_bits(sum * 3.0f)};
+    }
+    Graph g;
+    const NodeId zeros = g.input("zeros", {kSide, 16}, DType::f16), ones = g.input("ones", {16, kSide}, DType::f16);
+    const NodeId x = g.input("x", shape, DType::f16);
+    const NodeId sum = g.add(g.matmul(zeros, ones), x);
+    g.mark_output(sum);
+    g.mark_output(g.mul_scalar(sum, 3.0));
+    const engine::Inputs in = {
+        {"zeros", Tensor::from_values<Half>({kSide, 16}, std::vector<Half>(kSide * 16, Half{}))},
+        {"ones", Tensor::from_values<Half>({16, kSide}, std::vector<Half>(16 * kSide, Half{fp32_to_fp16_bits(1.0f)}))},
+        {"x", Tensor::from_values<Half>(shape, all)}};
+    const auto fused = testsupport::run_fused(g, in);
+    ASSERT_EQ(fused.trace.size(), 1u) << "the add and the scale are the matmul's epilogue";
+    ASSERT_TRUE(lowered(fused, "epilogue's f16 loads and stores staged")) << "the epilogue is no longer staged";
+    EXPECT_THAT(fused.outputs[0], BitEqual(Tensor::from_values<Half>(shape, sums))) << "staged epilogue: sum";
+    EXPECT_THAT(fused.outputs[1], BitEqual(Tensor::from_values<Half>(shape, triples))) << "staged epilogue: sum * 3";
+  }
+}
+
 // Documented accuracy of one op against fp64, in ULPs of the result format (max over 2^14 inputs
 // in the stated range): fp16/bf16 results are correctly rounded up to the fp32 compute error
 // (bound 0.51). fp32 results carry that error: add/mul/sqrt 0.5 (IEEE); rsqrt 1.5 (1/sqrt, two
