@@ -112,7 +112,12 @@ def render(s, run, result):
                       num(b['max_gap_over_band']), int(b["excursions"]),
                       "—" if b["first_excursion_step"] < 0 else
                       f"step {int(b['first_excursion_step'])}, {b['first_excursion_size']:.2e} beyond"])
-        speed.append([dtype, num(round(b['eager_tokens_per_s'])), num(round(b['fused_tokens_per_s'])), f"{num(b['fused_speedup'])}×",
+        # Runs from before the median step times had only the ratio of the means.
+        mean_ratio = b.get("fused_speedup_mean", b["fused_speedup"])
+        medians = (f"{num(b['eager_median_step_ms'])} / {num(b['fused_median_step_ms'])}"
+                   if "fused_median_step_ms" in b else "—")
+        speed.append([dtype, num(round(b['eager_tokens_per_s'])), num(round(b['fused_tokens_per_s'])), medians,
+                      f"{num(b['fused_speedup'])}×" if "fused_median_step_ms" in b else "—", f"{num(mean_ratio)}×",
                       f"{num(b['fused_first_step_s'])} s"])
         for mode in ("eager", "fused"):
             parts = {k.removeprefix(f"{mode}_ms_"): v for k, v in b.items() if k.startswith(f"{mode}_ms_")}
@@ -134,9 +139,13 @@ def render(s, run, result):
     if table:
         doc.table(["dtype", "steps", "eager final eval loss", "fused final eval loss", "fused − eager", "seed band (final)",
                    "max gap", "max gap / band", "rows outside band", "first excursion"], table)
-        doc.paragraph("Tokens per second (steps after the first, evaluations excluded; eager is the mean of its seeds) "
-                      "and the first fused step, which compiles the kernels (zero on a warm kernel cache).")
-        doc.table(["dtype", "eager tokens/s", "fused tokens/s", "fused speed-up", "fused first step"], speed)
+        doc.paragraph("Tokens per second (steps after the first, evaluations excluded; eager is the mean of its seeds); "
+                      "the median step time of each mode (eager: every step of its seeds) and their ratio, the speed-up, "
+                      "which a burst of other work on a shared machine during one mode's run moves less than it moves "
+                      "the ratio of the means (beside it); and the first fused step, which compiles the kernels (zero on "
+                      "a warm kernel cache).")
+        doc.table(["dtype", "eager tokens/s", "fused tokens/s", "median step ms (eager / fused)", "fused speed-up (medians)",
+                   "ratio of means", "fused first step"], speed)
         doc.paragraph("Executor time per training step (ms) by kernel kind (eager ops binned by the kind of kernel they "
                       "would be in; 'indexed' is the token embedding's gather_rows and its scatter_add_rows backward; "
                       "'copy' is eager's materialised views, which fused kernels fold into their index arithmetic (the "

@@ -423,6 +423,7 @@ RunOutcome train_run(const TrainConfig& config, const Dataset& data, const RunSp
     } else {
       timed_s += dt;
       timed_tokens += trainer.tokens_per_step();
+      out.step_s.push_back(dt);
     }
     out.losses.push_back(rec.train_loss);
     if (rec.skipped) {

@@ -131,6 +131,7 @@ struct RunOutcome {
   std::vector<double> losses;       // every step's train loss
   std::vector<std::pair<int, std::string>> skipped;  // every overflow-skipped step, with its first non-finite node
   double tokens_per_s = 0;          // steps after the first (which compiles), evals excluded
+  std::vector<double> step_s;       // the time of each of those steps
   double first_step_s = 0;
   double train_s = 0;
   std::map<std::string, double> kind_ms;  // per step, steps after the first
