@@ -23,7 +23,8 @@ class EagerExecutor final : public engine::Executor {
 };
 
 // Matrix product of row-major fp32 matrices, C = A B, split into fixed tiles of rows across the
-// pool (the result does not depend on the thread count). Shared with the JIT kernels.
+// pool, or of columns when A is one row tile (the result does not depend on the thread count, nor
+// on the tiling). Shared with the JIT kernels; called from inside a pool task it is one call.
 void gemm_f32(ThreadPool& pool, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b,
               float* c);
 

@@ -2,6 +2,12 @@
 
 namespace fusebench::cpu {
 
+namespace {
+thread_local bool running_task = false;
+}  // namespace
+
+bool ThreadPool::inside_task() { return running_task; }
+
 ThreadPool::ThreadPool(int threads) {
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
@@ -22,8 +28,11 @@ void ThreadPool::drain() {
     const auto* job = job_;
     lock.unlock();
     try {
+      running_task = true;
       (*job)(task);
+      running_task = false;
     } catch (...) {
+      running_task = false;
       std::lock_guard error_lock(mutex_);
       if (!error_) error_ = std::current_exception();
     }
@@ -47,7 +56,7 @@ void ThreadPool::worker_loop() {
 
 void ThreadPool::parallel_for(std::int64_t tasks, const std::function<void(std::int64_t)>& fn) {
   if (tasks <= 0) return;
-  if (workers_.empty() || tasks == 1) {
+  if (workers_.empty() || tasks == 1 || running_task) {
     for (std::int64_t t = 0; t < tasks; ++t) fn(t);
     return;
   }

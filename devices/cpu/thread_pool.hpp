@@ -19,8 +19,12 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   // Runs fn(task) for task in [0, tasks) and returns when all are done. The calling thread works
-  // too. Exceptions from a task are rethrown here (the first one).
+  // too. Exceptions from a task are rethrown here (the first one). Called from inside a task (a
+  // fused kernel's tile task calling the GEMM service), it runs the tasks inline: the pool holds
+  // one job at a time.
   void parallel_for(std::int64_t tasks, const std::function<void(std::int64_t)>& fn);
+  // True on a thread that is running one of a pool's tasks.
+  static bool inside_task();
   int threads() const { return int(workers_.size()) + 1; }
 
  private:

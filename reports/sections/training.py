@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import pathlib
 
 import sys
@@ -18,6 +19,32 @@ from runs import dump_dir as result_dump_dir  # noqa: E402
 
 SUITE = "training_alignment"
 DUMPS = "bench_training_alignment"
+
+
+def _sign_test(wins: int, rounds: int) -> float:
+    """One-sided sign test: the chance of at least `wins` of `rounds` paired rounds going one way
+    if neither mode were faster (each round a fair coin)."""
+    return sum(math.comb(rounds, k) for k in range(wins, rounds + 1)) / 2 ** rounds
+
+
+def _speed_verdict(doc, dtype: str, b: dict):
+    """Fused faster than eager: the interleaved ratio of medians, beyond the A/A control's spread (two
+    identical eager trainers measured the same way), and a sign test over the rounds."""
+    rounds = int(b["timing_rounds"])
+    wins = round(b["fused_faster_rounds"] * rounds)
+    p_faster, p_slower = _sign_test(wins, rounds), _sign_test(rounds - wins, rounds)
+    speedup = b["fused_speedup"]
+    control = b.get("control_ratio", 1.0) or 1.0
+    noise = max(control, 1 / control)
+    verdict = ("supported" if speedup > noise and p_faster < 0.05 else
+               "contradicted" if speedup < 1 / noise and p_slower < 0.05 else "inconclusive")
+    doc.verdict(f"{dtype}: fused training steps are faster than eager", verdict, f"{num(speedup)}×",
+                f"median step {num(b['eager_median_step_ms'])} ms eager vs {num(b['fused_median_step_ms'])} ms fused, "
+                f"interleaved ({rounds} rounds of {int(b['timing_steps_per_turn'])} timed steps per mode): "
+                f"{num(speedup)}×; the fused turn was faster in {wins} of {rounds} rounds (sign test p = "
+                f"{(p_faster if speedup >= 1 else p_slower):.2g}). A/A control (eager against a second eager trainer, "
+                f"measured the same way): {num(control)}×, so a difference within {100 * (noise - 1):.1f} % either way "
+                "is not told apart from noise.")
 
 
 def _read_csv(path: pathlib.Path) -> dict[str, list]:
@@ -112,18 +139,23 @@ def render(s, run, result):
                       num(b['max_gap_over_band']), int(b["excursions"]),
                       "—" if b["first_excursion_step"] < 0 else
                       f"step {int(b['first_excursion_step'])}, {b['first_excursion_size']:.2e} beyond"])
-        # Runs from before the median step times had only the ratio of the means.
-        mean_ratio = b.get("fused_speedup_mean", b["fused_speedup"])
-        medians = (f"{num(b['eager_median_step_ms'])} / {num(b['fused_median_step_ms'])}"
-                   if "fused_median_step_ms" in b else "—")
-        speed.append([dtype, num(round(b['eager_tokens_per_s'])), num(round(b['fused_tokens_per_s'])), medians,
-                      f"{num(b['fused_speedup'])}×" if "fused_median_step_ms" in b else "—", f"{num(mean_ratio)}×",
+        # Older runs had no interleaved timing: their speed-up was the alignment runs' own ratio.
+        interleaved = "fused_faster_rounds" in b
+        runs_ratio = b.get("fused_speedup_runs", b["fused_speedup"] if "fused_median_step_ms" in b else None)
+        speed.append([dtype, num(round(b['eager_tokens_per_s'])), num(round(b['fused_tokens_per_s'])),
+                      f"{num(b['eager_median_step_ms'])} / {num(b['fused_median_step_ms'])}" if interleaved else "—",
+                      f"{num(b['fused_speedup'])}×" if interleaved else "—",
+                      f"{round(100 * b['fused_faster_rounds'])} % of {int(b['timing_rounds'])}" if interleaved else "—",
+                      f"{num(runs_ratio)}×" if runs_ratio is not None else "—",
+                      f"{num(b.get('fused_speedup_mean', b['fused_speedup']))}×",
                       f"{num(b['fused_first_step_s'])} s"])
         for mode in ("eager", "fused"):
             parts = {k.removeprefix(f"{mode}_ms_"): v for k, v in b.items() if k.startswith(f"{mode}_ms_")}
             total = sum(parts.values())
             kinds.append([dtype, mode] + [num(parts.get(k, 0)) for k in ("matmul", "rowwise", "reduction", "pointwise", "indexed", "copy", "executor_overhead")]
                          + [num(total)])
+        if interleaved:
+            _speed_verdict(doc, dtype, b)
         ok = b["excursions"] == 0
         where = ("" if ok else f" First excursion at step {int(b['first_excursion_step'])}, "
                  f"{b['first_excursion_size']:.2e} beyond the band; {int(b['excursions'])} of {int(b['rows'])} rows outside.")
@@ -139,14 +171,19 @@ def render(s, run, result):
     if table:
         doc.table(["dtype", "steps", "eager final eval loss", "fused final eval loss", "fused − eager", "seed band (final)",
                    "max gap", "max gap / band", "rows outside band", "first excursion"], table)
-        doc.paragraph("Tokens per second (steps after the first, evaluations excluded; eager is the mean of its seeds); "
-                      "the median step time of each mode (eager: every step of its seeds) and their ratio, the speed-up, "
-                      "which a burst of other work on a shared machine during one mode's run moves less than it moves "
-                      "the ratio of the means (beside it); and the first fused step, which compiles the kernels (zero on "
-                      "a warm kernel cache).")
-        doc.table(["dtype", "eager tokens/s", "fused tokens/s", "median step ms (eager / fused)", "fused speed-up (medians)",
-                   "ratio of means", "fused first step"], speed)
-        doc.paragraph("Executor time per training step (ms) by kernel kind (eager ops binned by the kind of kernel they "
+        doc.paragraph("Speed. The speed-up is measured with the two modes interleaved: rounds of one turn each of eager "
+                      "and fused training steps (one untimed step, which refills the caches the other mode's turn "
+                      "evicted, then the timed steps), the order alternating from round to round, so that a burst of "
+                      "other work on this shared machine falls on both modes alike. It is the ratio of the two modes' "
+                      "median step times over those turns; beside it, the share of rounds whose fused turn (its median "
+                      "step) beat the eager turn of the same round. The alignment runs (each mode's run after the "
+                      "other's) give tokens per second (steps after the first, evaluations excluded; eager is the mean "
+                      "of its seeds) and their own ratios, of the median step times (eager: every step of its seeds) and "
+                      "of the means; the first fused step compiles the kernels (near zero on a warm kernel cache).")
+        doc.table(["dtype", "eager tokens/s", "fused tokens/s", "interleaved median step ms (eager / fused)",
+                   "fused speed-up", "rounds fused faster", "runs: ratio of medians",
+                   "runs: ratio of means", "fused first step"], speed)
+        doc.paragraph("Executor time per training step (ms) by kernel kind, over the interleaved timed steps (eager ops binned by the kind of kernel they "
                       "would be in; 'indexed' is the token embedding's gather_rows and its scatter_add_rows backward; "
                       "'copy' is eager's materialised views, which fused kernels fold into their index arithmetic (the "
                       "matmul kernels' operand gathers); 'executor overhead' is the executors' own time around their "

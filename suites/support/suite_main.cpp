@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <malloc.h>
 
 #include <algorithm>
 
@@ -93,7 +94,15 @@ void register_memory_copy(std::int64_t bytes, int threads) {
   })->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
+void keep_freed_heap_memory() {
+#ifdef __GLIBC__
+  ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+#endif
+}
+
 int run_suite(int argc, char** argv, const char* suite_name) {
+  keep_freed_heap_memory();
   SuiteConfig config;
   std::vector<char*> remaining;
   for (int i = 0; i < argc; ++i) {

@@ -58,7 +58,12 @@ std::map<std::string, double>& fused_rates() {
   return rates;
 }
 
-// ---- the alignment case: three eager seeds (the band), fused with the first seed
+// Interleaved turns of eager and fused steps for the speed-up: a round is two turns of 1 + 4 steps
+// (about 0.2 s here).
+constexpr int kQuickTimingRounds = 16, kFullTimingRounds = 60, kTimedStepsPerTurn = 4;
+
+// ---- the alignment case: three eager seeds (the band), fused with the first seed, then the
+// speed comparison: eager and fused steps interleaved
 void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtype) {
   const TrainConfig config = TrainConfig::load(config_path("default"));
   const Dataset data = Dataset::load(config);
@@ -66,6 +71,7 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
   const int csv_every = suite.quick() ? 1 : config.log_every;
   std::vector<RunOutcome> eager;
   RunOutcome fused;
+  training::InterleavedTiming timing, control;  // control: eager against a second eager trainer
   double measured_s = 0;
   for (auto _ : state) {
     for (std::size_t s = 0; s < std::min<std::size_t>(3, config.seeds.size()); ++s) {
@@ -81,6 +87,14 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
     fused_rates()[std::string(dtype_name(dtype))] = fused.tokens_per_s;
     measured_s = fused.train_s;
     for (const auto& e : eager) measured_s += e.train_s;
+    // The speed comparison: eager and fused steps interleaved (the runs above ran one after the other)
+    spec.label = fmt::format("E {} timing {}", config.name, dtype_name(dtype));
+    const auto start = std::chrono::steady_clock::now();
+    const int rounds = suite.quick() ? kQuickTimingRounds : kFullTimingRounds;
+    timing = training::interleaved_timing(config, data, spec, rounds, kTimedStepsPerTurn);
+    spec.label = fmt::format("E {} timing control {}", config.name, dtype_name(dtype));
+    control = training::interleaved_timing(config, data, spec, rounds, kTimedStepsPerTurn, true);
+    measured_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     state.SetIterationTime(measured_s);
   }
   // Band and gap at every logged row, for eval and train loss.
@@ -132,19 +146,49 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
   c["first_excursion_size"] = first_excursion_size;
   c["eager_tokens_per_s"] = eager_tps;
   c["fused_tokens_per_s"] = fused.tokens_per_s;
-  // The speedup is the ratio of the median step times: on a shared machine a burst of other work
-  // during one mode's run moves its mean, not its median. The ratio of the means is beside it.
-  std::vector<double> fused_steps = fused.step_s;
-  const double eager_median_s = percentile(eager_steps, 0.5), fused_median_s = percentile(fused_steps, 0.5);
+  // The speed-up is the ratio of the median step times of the interleaved turns: a burst of other
+  // work on a shared machine falls on both modes alike there, and moves a median less than a mean.
+  // fused_faster_rounds is the share of rounds whose fused turn (its median step) beat the eager
+  // turn beside it. The alignment runs' own ratios (one mode's run after the other's) are kept too.
+  // The A/A control, measured the same way: two identical eager trainers' ratio of medians and the
+  // share of rounds the second one won. A speed-up within its spread is not told apart from noise.
+  auto medians = [](const training::InterleavedTiming& t) {
+    std::vector<double> first = t.eager.step_s, second = t.fused.step_s;
+    const double a = percentile(first, 0.5), b = percentile(second, 0.5);
+    return std::pair{a, b};
+  };
+  auto second_faster_rounds = [](const training::InterleavedTiming& t) {
+    int faster = 0;
+    for (int r = 0; r < t.rounds; ++r) faster += t.fused.turn_median_s[std::size_t(r)] < t.eager.turn_median_s[std::size_t(r)] ? 1 : 0;
+    return double(faster) / double(t.rounds);
+  };
+  const auto [eager_median_s, fused_median_s] = medians(timing);
+  const auto [control_first_s, control_second_s] = medians(control);
+  c["timing_rounds"] = timing.rounds;
+  c["timing_steps_per_turn"] = timing.timed_steps;
   c["eager_median_step_ms"] = 1e3 * eager_median_s;
   c["fused_median_step_ms"] = 1e3 * fused_median_s;
   c["fused_speedup"] = fused_median_s > 0 ? eager_median_s / fused_median_s : 0;
+  c["fused_faster_rounds"] = second_faster_rounds(timing);
+  c["control_ratio"] = control_second_s > 0 ? control_first_s / control_second_s : 0;
+  c["control_median_step_ms"] = 1e3 * control_first_s;
+  c["control_second_faster_rounds"] = second_faster_rounds(control);
+  // the untimed first step of a turn, after the other mode's turn: the cost of cold caches
+  std::vector<double> eager_first = timing.eager.turn_first_step_s, fused_first = timing.fused.turn_first_step_s;
+  c["eager_turn_first_step_ms"] = 1e3 * percentile(eager_first, 0.5);
+  c["fused_turn_first_step_ms"] = 1e3 * percentile(fused_first, 0.5);
+  std::vector<double> fused_steps = fused.step_s;
+  const double runs_eager_median_s = percentile(eager_steps, 0.5), runs_fused_median_s = percentile(fused_steps, 0.5);
+  c["eager_runs_median_step_ms"] = 1e3 * runs_eager_median_s;
+  c["fused_runs_median_step_ms"] = 1e3 * runs_fused_median_s;
+  c["fused_speedup_runs"] = runs_fused_median_s > 0 ? runs_eager_median_s / runs_fused_median_s : 0;
   c["fused_speedup_mean"] = fused.tokens_per_s / eager_tps;
   c["fused_first_step_s"] = fused.first_step_s;
   c["eager_skipped_steps"] = double(eager[0].skipped.size());  // fp16 overflows, every step counted
   c["fused_skipped_steps"] = double(fused.skipped.size());
-  for (const auto& [kind, ms] : eager[0].kind_ms) c["eager_ms_" + kind] = ms;
-  for (const auto& [kind, ms] : fused.kind_ms) c["fused_ms_" + kind] = ms;
+  // Where the time goes: the interleaved steps', the same steps as the speed-up
+  for (const auto& [kind, ms] : timing.eager.kind_ms) c["eager_ms_" + kind] = ms;
+  for (const auto& [kind, ms] : timing.fused.kind_ms) c["fused_ms_" + kind] = ms;
   nlohmann::json evidence = {{"config", config.to_json()}, {"data", data.describe()}, {"dtype", dtype_name(dtype)},
                              {"steps", steps}, {"csv_every", csv_every}};
   for (std::size_t s = 0; s < eager.size(); ++s) evidence["eager_seeds"].push_back(config.seeds[s]);
@@ -156,8 +200,17 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
   };
   for (std::size_t s = 0; s < eager.size(); ++s) evidence["eager_skipped"][std::to_string(config.seeds[s])] = skipped_json(eager[s]);
   evidence["fused_skipped"][std::to_string(config.seeds[0])] = skipped_json(fused);
-  evidence["eager_kind_ms"] = eager[0].kind_ms;
-  evidence["fused_kind_ms"] = fused.kind_ms;
+  evidence["eager_kind_ms"] = timing.eager.kind_ms;
+  evidence["fused_kind_ms"] = timing.fused.kind_ms;
+  evidence["timing"] = {{"rounds", timing.rounds},
+                        {"timed_steps_per_turn", timing.timed_steps},
+                        {"order", "round r: eager's turn then fused's for even r, fused's then eager's for odd r"},
+                        {"eager_step_s", timing.eager.step_s}, {"fused_step_s", timing.fused.step_s},
+                        {"eager_turn_first_step_s", timing.eager.turn_first_step_s},
+                        {"fused_turn_first_step_s", timing.fused.turn_first_step_s},
+                        {"skipped_steps", {{"eager", timing.eager.skipped}, {"fused", timing.fused.skipped}}},
+                        {"control_first_eager_step_s", control.eager.step_s},
+                        {"control_second_eager_step_s", control.fused.step_s}};
   write_evidence(suite, fmt::format("E_alignment_{}", dtype_name(dtype)), evidence);
 }
 
@@ -384,6 +437,7 @@ int train_cli(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  fusebench::suite::keep_freed_heap_memory();
   fusebench::suite::register_all_devices();  // cpu and the framework devices: the trainer runs on any
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) == "--train") return train_cli(argc, argv);

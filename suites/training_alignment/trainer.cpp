@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "fusebench/error.hpp"
+#include "fusebench/error_stats.hpp"
 #include "fusebench/npy.hpp"
 #include "fusebench/rng.hpp"
 
@@ -456,6 +457,64 @@ RunOutcome train_run(const TrainConfig& config, const Dataset& data, const RunSp
   if (!spec.csv.empty()) {
     if (spec.csv.has_parent_path()) std::filesystem::create_directories(spec.csv.parent_path());
     write_file_atomically(spec.csv, std::string_view(csv));
+  }
+  return out;
+}
+
+InterleavedTiming interleaved_timing(const TrainConfig& config, const Dataset& data, const RunSpec& spec, int rounds,
+                                     int timed_steps, bool control) {
+  if (rounds < 1 || timed_steps < 1) {
+    throw_input_error("interleaved timing: rounds and timed steps must be positive, got {} and {}", rounds, timed_steps);
+  }
+  const auto device = engine::make_device(spec.device);
+  if (const std::string why = device->unavailable_reason(); !why.empty()) {
+    throw_input_error("device {} cannot run here: {}", spec.device, why);
+  }
+  engine::EngineOptions options;
+  options.threads = spec.threads;
+  Trainer eager(config, data, *device, false, spec.activations, spec.seed, options);
+  Trainer fused(config, data, *device, !control, spec.activations, spec.seed, options);
+  eager.step();
+  fused.step();
+  InterleavedTiming out;
+  out.rounds = rounds;
+  out.timed_steps = timed_steps;
+  fmt::print(stderr, "  {}: {} rounds of a turn each of eager and {} ({} timed steps after one untimed), interleaved\n",
+             spec.label, rounds, control ? "a second eager trainer" : "fused", timed_steps);
+  auto turn = [&](Trainer& trainer, InterleavedTiming::Mode& mode) {
+    auto timed_step = [&](bool& skipped) {
+      const auto t0 = std::chrono::steady_clock::now();
+      skipped = trainer.step().skipped;
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    bool skipped = false;
+    mode.turn_first_step_s.push_back(timed_step(skipped));
+    trainer.reset_timing();
+    std::vector<double> steps;
+    for (int s = 0; s < timed_steps; ++s) {
+      const double dt = timed_step(skipped);
+      if (skipped) {
+        ++mode.skipped;
+      } else {
+        steps.push_back(dt);
+      }
+    }
+    mode.step_s.insert(mode.step_s.end(), steps.begin(), steps.end());
+    mode.turn_median_s.push_back(steps.empty() ? NAN : percentile(steps, 0.5));
+    for (const auto& [kind, ms] : trainer.kind_ms()) mode.kind_ms[kind] += ms;
+    trainer.reset_timing();
+  };
+  for (int r = 0; r < rounds; ++r) {
+    if (r % 2 == 0) {
+      turn(eager, out.eager);
+      turn(fused, out.fused);
+    } else {
+      turn(fused, out.fused);
+      turn(eager, out.eager);
+    }
+  }
+  for (InterleavedTiming::Mode* mode : {&out.eager, &out.fused}) {
+    for (auto& [kind, ms] : mode->kind_ms) ms /= double(rounds) * timed_steps;
   }
   return out;
 }

@@ -139,4 +139,28 @@ struct RunOutcome {
 };
 RunOutcome train_run(const TrainConfig& config, const Dataset& data, const RunSpec& spec);
 
+// Step times of an eager and a fused trainer of one seed, interleaved: every round, each mode takes
+// a turn of one untimed step and then `timed_steps` timed ones, the order of the modes alternating
+// from round to round; one untimed step of each comes first (fused compiles or loads its kernels
+// there). Two runs one after the other each meet their own share of other work on a shared
+// machine; in turns of a few steps a burst of load falls on both modes alike. The untimed first
+// step of a turn refills the caches that the other mode's turn evicted (eager's working set is
+// the larger, so timing it would count that against eager); its time is kept apart. A step skipped
+// for an fp16 overflow (no optimizer update) is left out.
+// control: a second eager trainer takes fused's place (an A/A check: how far two identical
+// trainers' step times differ when measured this way, the floor below which a speed-up is noise).
+struct InterleavedTiming {
+  struct Mode {
+    std::vector<double> step_s;                // timed steps, in order
+    std::vector<double> turn_median_s;         // per round: the median of its timed steps
+    std::vector<double> turn_first_step_s;     // per round: the untimed first step
+    std::map<std::string, double> kind_ms;     // per timed step, by kernel kind
+    int skipped = 0;
+  };
+  Mode eager, fused;
+  int rounds = 0, timed_steps = 0;
+};
+InterleavedTiming interleaved_timing(const TrainConfig& config, const Dataset& data, const RunSpec& spec, int rounds,
+                                     int timed_steps, bool control = false);
+
 }  // namespace fusebench::training

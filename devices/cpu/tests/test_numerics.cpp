@@ -1,7 +1,10 @@
 // Numerics of the engine: eager against a scalar model of per-op rounding, eager and fused
 // against the fp64 reference within documented bounds, data movement bit-equal, and every knob
 // changing what it should.
+#include <Eigen/Dense>
 #include <fmt/format.h>
+
+#include <cstring>
 
 #include "engine_test_support.hpp"
 #include "fusebench/compare.hpp"
@@ -407,6 +410,39 @@ TEST(Determinism, BitIdenticalAcrossRunsAndThreadCounts) {
     EXPECT_THAT(fused2[o], BitEqual(fused1[o]));
     EXPECT_THAT(fused2_again[o], BitEqual(fused1[o]));
     EXPECT_THAT(eager2[o], BitEqual(eager1[o]));
+  }
+}
+
+// A GEMM of one row tile is cut into column tiles across the pool (the weight gradients' GEMMs);
+// each element must keep the sum order, and so the bits, of one Eigen call over the whole product,
+// for every thread count, and a call from inside a pool task (a fused tile task) must run inline.
+TEST(GemmService, ColumnTilesGiveTheBitsOfOneCall) {
+  using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  cpu::ThreadPool one(1), two(2);
+  const CounterRng rng(77);
+  std::uint64_t draw = 0;
+  for (std::int64_t m : {1, 2, 37, 128}) {
+    for (std::int64_t k : {3, 32, 128, 512, 1000}) {
+      for (std::int64_t n : {97, 128, 143, 384, 512, 1000}) {
+        std::vector<float> a(std::size_t(m * k)), b(std::size_t(k * n)), whole(std::size_t(m * n));
+        for (float& v : a) v = float(rng.uniform(draw++) * 2 - 1);
+        for (float& v : b) v = float(rng.uniform(draw++) * 2 - 1);
+        Eigen::Map<Matrix>(whole.data(), m, n).noalias() =
+            Eigen::Map<const Matrix>(a.data(), m, k) * Eigen::Map<const Matrix>(b.data(), k, n);
+        const std::string where = fmt::format("m {} k {} n {}", m, k, n);
+        for (cpu::ThreadPool* pool : {&one, &two}) {
+          std::vector<float> tiled(whole.size(), -1.0f);
+          cpu::gemm_f32(*pool, m, n, k, a.data(), b.data(), tiled.data());
+          EXPECT_EQ(std::memcmp(tiled.data(), whole.data(), whole.size() * sizeof(float)), 0)
+              << where << ", " << pool->threads() << " threads";
+        }
+        std::vector<float> nested(whole.size(), -1.0f);
+        two.parallel_for(2, [&](std::int64_t task) {
+          if (task == 0) cpu::gemm_f32(two, m, n, k, a.data(), b.data(), nested.data());
+        });
+        EXPECT_EQ(std::memcmp(nested.data(), whole.data(), whole.size() * sizeof(float)), 0) << where << ", inside a task";
+      }
+    }
   }
 }
 
