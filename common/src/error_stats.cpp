@@ -1168,7 +1168,7 @@ class ErrorStatsRun {
       const std::int64_t count = std::min(kBlock, n_ - begin);
 #if defined(__AVX512F__)
       // (a selector that overflowed stops counting, which only the block-by-block path knows)
-      if (count == kBlock && intervals_ && kWidensInVectors &&
+      if (count == kBlock && intervals_ &&
           std::none_of(worker.windows.begin(), worker.windows.end(), [](const WindowSelector& w) { return w.overflowed(); })) {
         count_fused_block(worker, begin, result);
         count_distances(worker, begin, count, result);
@@ -1206,7 +1206,7 @@ class ErrorStatsRun {
           lane_sum[0] += values[std::size_t(i)];
           lane_max[0] = std::max(lane_max[0], values[std::size_t(i)]);
         }
-        add_block_lanes(block, m, lane_sum, lane_max, begin, count, result);
+        add_block_lanes(block, m, lane_sum, lane_max, begin, count, block.nonfinite, result);
         if (intervals_) {
           worker.windows[std::size_t(m)].count_block(values.data(), count, block.nonfinite);
         } else {
@@ -1222,8 +1222,11 @@ class ErrorStatsRun {
 
   // A block's sum and maximum of metric m, from its eight lanes; `block` holds the metrics of the
   // block at `begin` when the maximum rises (the first index of the largest value is sought).
+  // `nonfinite` is the block's count of non-finite pairs (the fused pass counts them itself and
+  // leaves `block` unfilled unless the maximum rises).
   void add_block_lanes(const BlockMetrics<Y, R>& block, int m, const std::array<double, kLanes>& lane_sum,
-                       const std::array<double, kLanes>& lane_max, std::int64_t begin, std::int64_t count, ChunkResult& result) const {
+                       const std::array<double, kLanes>& lane_max, std::int64_t begin, std::int64_t count,
+                       std::int64_t nonfinite, ChunkResult& result) const {
     double block_sum = 0, block_max = 0;
     for (int l = 0; l < kLanes; ++l) {
       block_sum += lane_sum[std::size_t(l)];
@@ -1232,7 +1235,7 @@ class ErrorStatsRun {
     result.sums[std::size_t(m)].add(block_sum);
     double& max = result.max[std::size_t(m)];
     std::int64_t& max_index = result.max_index[std::size_t(m)];
-    if (max_rises(block_max, max_index, block.nonfinite, count, result, m)) {
+    if (max_rises(block_max, nonfinite, count, result, m)) {
       const auto& values = block.metric[std::size_t(m)];
       for (std::int64_t k = 0; k < count; ++k) {
         if (block.finite[std::size_t(k)] && values[std::size_t(k)] == block_max) {
@@ -1244,9 +1247,9 @@ class ErrorStatsRun {
     }
   }
 
-  static bool max_rises(double block_max, std::int64_t max_index, std::int64_t nonfinite, std::int64_t count,
-                        const ChunkResult& result, int m) {
-    return block_max > result.max[std::size_t(m)] || (max_index < 0 && nonfinite < count);
+  // True when the block's maximum beats the chunk's so far, or is the chunk's first finite value.
+  static bool max_rises(double block_max, std::int64_t nonfinite, std::int64_t count, const ChunkResult& result, int m) {
+    return block_max > result.max[std::size_t(m)] || (result.max_index[std::size_t(m)] < 0 && nonfinite < count);
   }
 
 #if defined(__AVX512F__)
@@ -1255,7 +1258,6 @@ class ErrorStatsRun {
   // metrics were most of the pass). The metrics are BlockMetrics', and the lanes those of
   // count_chunk's sums: the same bits. A block with non-finite pairs, or whose maximum rises, is
   // recomputed by BlockMetrics for the rare work that needs each element.
-  static constexpr bool kWidensInVectors = true;
 
   void count_fused_block(Worker& worker, std::int64_t begin, ChunkResult& result) {
     using Counter = WindowSelector::VectorCounter;
@@ -1299,14 +1301,11 @@ class ErrorStatsRun {
       _mm512_store_pd(lane_sum.data(), sum[m]);
       _mm512_store_pd(lane_max.data(), max[m]);
       const double block_max = std::max({lane_max[0], lane_max[1], lane_max[2], lane_max[3], lane_max[4], lane_max[5], lane_max[6], lane_max[7]});
-      if (max_rises(block_max, result.max_index[std::size_t(m)], nonfinite, kBlock, result, m)) ensure_block();
-      block.nonfinite = nonfinite;  // what add_block_lanes reads of a block it does not rescan
-      add_block_lanes(block, m, lane_sum, lane_max, begin, kBlock, result);
+      if (max_rises(block_max, nonfinite, kBlock, result, m)) ensure_block();
+      add_block_lanes(block, m, lane_sum, lane_max, begin, kBlock, nonfinite, result);
       windows[std::size_t(m)].finish_block(nonfinite);
     }
   }
-#else
-  static constexpr bool kWidensInVectors = false;
 #endif
 
   void count_nonfinite(const BlockMetrics<Y, R>& block, std::int64_t begin, std::int64_t count, ChunkResult& result) const {
