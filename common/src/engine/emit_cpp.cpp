@@ -18,6 +18,10 @@ namespace {
 constexpr std::int64_t kPointwiseChunk = 16384;  // elements per task (fixed: results do not depend on threads)
 constexpr std::int64_t kRowwiseChunk = 65536;   // elements per row-wise task (whole rows)
 constexpr std::int64_t kStageBlock = 128;        // elements per f16 staging run (measured: 128 beats 512 by 25 %)
+// A pointwise task is whole blocks, so that a block of rows whose length is a multiple or a divisor
+// of kStageBlock holds whole row segments.
+static_assert(kPointwiseChunk % kStageBlock == 0);
+constexpr std::int64_t kMinRowRun = 16;  // shortest row a pointwise loop runs segment by segment
 constexpr std::int64_t kPrefetchAhead = 512;  // elements ahead that pointwise kernels prefetch their staged inputs
 // Rows of C per task of the device's GEMM service (devices/cpu: gemm_f32's row tile): a GEMM of at
 // most this many rows is one task, run on the calling thread, so it may be called from a pool task.
@@ -109,18 +113,23 @@ std::string flat_offset(const Shape& shape, const Index& idx) {
   }
   return terms.empty() ? "0" : fmt::format("({})", fmt::join(terms, " + "));
 }
-// Index variables of `shape` unravelled from a flat expression.
+// Index variables of `shape` unravelled from a flat expression. The division and remainder are
+// unsigned (a flat index is never negative): signed ones by a constant cost a rounding fix-up
+// each, and a power of two that is a shift or a mask unsigned took four or five instructions
+// signed. In a copy through a head permutation (attention's merged q/k/v gradients), index
+// arithmetic was most of the kernel's time. The casts are plain C++, valid in CUDA sources too.
 Index unravel(const Shape& shape, const std::string& flat) {
   const Shape strides = strides_of(shape);
+  const std::string u = fmt::format("(unsigned long long)({})", flat);
   Index idx;
   for (std::size_t j = 0; j < shape.size(); ++j) {
     if (shape[j] == 1) {
       idx.push_back("0");
     } else if (j == 0) {
-      idx.push_back(strides[j] == 1 ? flat : fmt::format("({} / {})", flat, strides[j]));
+      idx.push_back(strides[j] == 1 ? flat : fmt::format("((long long)({} / {}ULL))", u, strides[j]));
     } else {
-      idx.push_back(strides[j] == 1 ? fmt::format("({} % {})", flat, shape[j])
-                                    : fmt::format("(({} / {}) % {})", flat, strides[j], shape[j]));
+      idx.push_back(strides[j] == 1 ? fmt::format("((long long)({} % {}ULL))", u, shape[j])
+                                    : fmt::format("((long long)({} / {}ULL % {}ULL))", u, strides[j], shape[j]));
     }
   }
   return idx;
@@ -328,7 +337,12 @@ class Emitter {
       case OpKind::Reshape: {
         const std::string flat = fresh();
         line(fmt::format("const std::int64_t {} = {};", flat, flat_offset(n.shape, idx)));
-        return value(input.id, unravel(input.shape, flat));
+        // A load of the input at these indices is at `flat` itself: the indices unravelled and
+        // ravelled again (x / W * W + x % W) were left to the compiler, which kept them, and the
+        // load, scalar.
+        const Index in = unravel(input.shape, flat);
+        identity_[fmt::format("{}|{}", shape_string(input.shape), fmt::join(in, ","))] = flat;
+        return value(input.id, in);
       }
       case OpKind::Concat: {
         // Only the selected operand may be read: each branch gets its own scope inside a lambda.
@@ -603,17 +617,52 @@ class Emitter {
     } else {
       staging_ = Staging{"i", "block", "(i - block)", {}, {}};
     }
-    const Index idx = loop_index(anchor.shape, "i", "i");
+    // `ivdep` on the element loop: no iteration depends on another's stores. A kernel's stores are
+    // fresh tensors that alias none of its loads (FusedExecutor::run allocates them), and staging
+    // buffers are its own; GCC, which cannot know that, compared every store with every load at
+    // run time and gave up past ten pairs, leaving a kernel of four loads and three stores scalar.
+    // The loop runs a row segment at a time where the last axis allows (a multiple of
+    // kStageBlock, or a divisor of it of at least kMinRowRun: a segment then lies inside one row),
+    // with the indices of all but the last axis computed once per segment. A value broadcast along
+    // the row (a per-row scale, a softmax's row sum) is then loop-invariant, where read per element
+    // through i / W it was a 16-bit gather that kept GCC from vectorising the whole loop.
+    const std::int64_t width = anchor.shape.back();
+    const bool by_rows = anchor.shape.size() > 1 && (width % kStageBlock == 0 || (kStageBlock % width == 0 && width >= kMinRowRun));
+    const std::int64_t run = by_rows ? std::min(width, kStageBlock) : 0;
+    std::string row_indices;
+    Index idx;
+    if (by_rows) {
+      const Index lead = unravel(anchor.shape, "row");
+      for (std::size_t j = 0; j + 1 < anchor.shape.size(); ++j) {
+        if (lead[j] == "0") {
+          idx.push_back("0");
+          continue;
+        }
+        row_indices += fmt::format("      const std::int64_t i{} = {};\n", j, lead[j]);
+        idx.push_back(fmt::format("i{}", j));
+      }
+      const std::string last = fmt::format("i{}", anchor.shape.size() - 1);
+      line(fmt::format("const std::int64_t {} = {};", last, unravel(anchor.shape, "i").back()));
+      idx.push_back(last);
+      identity_[fmt::format("{}|{}", shape_string(anchor.shape), fmt::join(idx, ","))] = "i";
+    } else {
+      idx = loop_index(anchor.shape, "i", "i");
+    }
     std::vector<NodeId> all = k_.members;
     store_members(all, idx, "i");
-    std::string inner = take_lines("      ");
+    const std::string inner = take_lines(by_rows ? "        " : "      ");
     const StagedCode staged = raw_copy_ ? StagedCode{} : staged_code(kStageBlock, true, "(block_end - block)", "    ", n);
+    const std::string elements =
+        by_rows ? fmt::format("    for (std::int64_t row = block; row < block_end; row += {0}) {{\n{1}"
+                              "#pragma GCC ivdep\n"
+                              "      for (std::int64_t i = row; i < row + {0}; ++i) {{\n{2}      }}\n    }}\n",
+                              run, row_indices, inner)
+                : fmt::format("#pragma GCC ivdep\n    for (std::int64_t i = block; i < block_end; ++i) {{\n{}    }}\n", inner);
     std::string body = fmt::format(
         "  const std::int64_t begin = task * {0}, end = begin + {0} < {1} ? begin + {0} : {1};\n{2}"
         "  for (std::int64_t block = begin; block < end; block += {3}) {{\n"
-        "    const std::int64_t block_end = block + {3} < end ? block + {3} : end;\n{4}"
-        "    for (std::int64_t i = block; i < block_end; ++i) {{\n{5}    }}\n{6}  }}\n",
-        kPointwiseChunk, n, staged.declare, kStageBlock, staged.before, inner, staged.after);
+        "    const std::int64_t block_end = block + {3} < end ? block + {3} : end;\n{4}{5}{6}  }}\n",
+        kPointwiseChunk, n, staged.declare, kStageBlock, staged.before, elements, staged.after);
     return task_wrapper("pointwise_task", body) +
            fmt::format("void run(Ctx& c) {{ c.services->parallel_for(c.services->pool, {}, pointwise_task, &c); }}\n", tasks);
   }

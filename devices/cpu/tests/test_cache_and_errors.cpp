@@ -8,6 +8,7 @@
 #include "engine_test_support.hpp"
 #include "fusebench/hash.hpp"
 #include "fusebench/npy.hpp"
+#include "fusebench/testing/matchers.hpp"
 #include "jit_compiler.hpp"
 
 namespace fusebench {
@@ -199,6 +200,45 @@ TEST(Evidence, KernelsKeepTheirPrefetches) {
       << "chain: staged inputs ahead of the block";
 #else
   GTEST_SKIP() << "the prefetch instructions checked are x86-64 with PREFETCHW";
+#endif
+}
+
+// A pointwise kernel of four loads and three stores, one load a per-row value broadcast along the
+// row (a layer-norm backward's shape), compiled scalar: GCC gave up on run-time alias checks past
+// ten load/store pairs, and read the row value through i / W as a 16-bit gather. The emitter now
+// states that stores alias no load (ivdep) and computes row indices once per row segment; the
+// artifact must hold packed float multiplies, for rows that are a multiple of the block (128) and
+// rows that divide it (64, attention's), and the values must be eager's.
+TEST(Evidence, PointwiseKernelsWithRowBroadcastsAreVectorised) {
+#if defined(__x86_64__) && defined(__AVX__)
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (std::int64_t width : {128, 64}) {
+      Graph g;
+      const Shape shape{64, width};
+      const auto x = g.input("x", shape, dtype), y = g.input("y", shape, dtype), z = g.input("z", shape, dtype);
+      const auto scale = g.input("scale", {64, 1}, dtype);
+      const auto scaled = g.mul(x, g.expand(scale, shape));
+      g.mark_output(scaled);
+      g.mark_output(g.mul(y, scaled));
+      g.mark_output(g.mul(z, scaled));
+      const engine::Inputs in = {{"x", random_uniform(dtype, shape, -1, 1, 5)},
+                                 {"y", random_uniform(dtype, shape, -1, 1, 6)},
+                                 {"z", random_uniform(dtype, shape, -1, 1, 7)},
+                                 {"scale", random_uniform(dtype, {64, 1}, 0.5, 2, 8)}};
+      const auto fused = cpu::FusedExecutor({}, testsupport::test_cache_dir()).run(g, in);
+      ASSERT_EQ(fused.trace.size(), 1u);
+      const auto histogram = cpu::instruction_histogram(fused.trace[0].artifact_path);
+      EXPECT_GT(histogram.count("vmulps") ? histogram.at("vmulps") : 0, 0)
+          << dtype_name(dtype) << " rows of " << width << ": no packed multiply in the kernel";
+      // (in bf16 the later products use the first one's fp32 value where eager reloads it rounded)
+      const auto eager = testsupport::run_eager(g, in).outputs;
+      for (std::size_t o = 0; o < (dtype == DType::f32 ? eager.size() : 1); ++o) {
+        EXPECT_THAT(fused.outputs[o], testing::BitEqual(eager[o])) << dtype_name(dtype) << " output " << o;
+      }
+    }
+  }
+#else
+  GTEST_SKIP() << "the instructions checked are x86-64 AVX";
 #endif
 }
 
