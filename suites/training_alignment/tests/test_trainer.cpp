@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "cpu_device.hpp"
+#include "fusebench/error.hpp"
 #include "trainer.hpp"
 
 namespace fusebench::training {
@@ -52,6 +53,34 @@ TEST(Trainer, EagerAndFusedAgreeInFp32) {
   const auto fused = tiny.losses(true, DType::f32, 4);
   for (std::size_t i = 0; i < eager.size(); ++i) {
     EXPECT_NEAR(fused[i], eager[i], 1e-6 * std::abs(eager[i])) << "step " << i + 1;
+  }
+}
+
+// The speed comparison's interleaved turns (here the A/A control: two eager trainers, nothing to
+// compile): every round gives each mode one untimed and `timed` timed steps, every timed step is
+// kept (or counted as skipped), and zero rounds is refused by name.
+TEST(Trainer, InterleavedTimingTakesTurnsAndKeepsEveryTimedStep) {
+  Tiny tiny;
+  RunSpec spec;
+  spec.activations = DType::bf16;
+  spec.seed = tiny.config.seeds[0];
+  spec.label = "test";
+  const int rounds = 3, timed = 2;
+  const InterleavedTiming t = interleaved_timing(tiny.config, tiny.data, spec, rounds, timed, true);
+  EXPECT_EQ(t.rounds, rounds);
+  EXPECT_EQ(t.timed_steps, timed);
+  for (const InterleavedTiming::Mode* mode : {&t.eager, &t.fused}) {
+    EXPECT_EQ(int(mode->step_s.size()) + mode->skipped, rounds * timed);
+    EXPECT_EQ(mode->turn_median_s.size(), std::size_t(rounds));
+    EXPECT_EQ(mode->turn_first_step_s.size(), std::size_t(rounds));
+    for (double s : mode->step_s) EXPECT_GT(s, 0);
+    EXPECT_GT(mode->kind_ms.count("matmul"), 0u);
+  }
+  try {
+    interleaved_timing(tiny.config, tiny.data, spec, 0, timed, true);
+    ADD_FAILURE() << "zero rounds accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("rounds"), std::string::npos) << e.what();
   }
 }
 
