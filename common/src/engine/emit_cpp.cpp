@@ -277,9 +277,13 @@ class Emitter {
     return fmt::format("({}){}", ctype(to), v);
   }
 
+  // Loads and stores of a tensor of `shape` at `idx` are at `flat` (offset_for), not at idx ravelled.
+  static std::string identity_key(const Shape& shape, const Index& idx) {
+    return fmt::format("{}|{}", shape_string(shape), fmt::join(idx, ","));
+  }
+  void mark_identity(const Shape& shape, const Index& idx, const std::string& flat) { identity_[identity_key(shape, idx)] = flat; }
   std::string offset_for(NodeId id, const Index& idx) const {
-    const std::string key = fmt::format("{}|{}", shape_string(g_.node(id).shape), fmt::join(idx, ","));
-    auto it = identity_.find(key);
+    auto it = identity_.find(identity_key(g_.node(id).shape, idx));
     if (it != identity_.end()) return it->second;
     return flat_offset(g_.node(id).shape, idx);
   }
@@ -341,7 +345,7 @@ class Emitter {
         // ravelled again (x / W * W + x % W) were left to the compiler, which kept them, and the
         // load, scalar.
         const Index in = unravel(input.shape, flat);
-        identity_[fmt::format("{}|{}", shape_string(input.shape), fmt::join(in, ","))] = flat;
+        mark_identity(input.shape, in, flat);
         return value(input.id, in);
       }
       case OpKind::Concat: {
@@ -448,7 +452,7 @@ class Emitter {
       line(fmt::format("const std::int64_t {} = {};", var, expr[j]));
       idx.push_back(var);
     }
-    identity_[fmt::format("{}|{}", shape_string(shape), fmt::join(idx, ","))] = flat;
+    mark_identity(shape, idx, flat);
     return idx;
   }
 
@@ -644,7 +648,7 @@ class Emitter {
       const std::string last = fmt::format("i{}", anchor.shape.size() - 1);
       line(fmt::format("const std::int64_t {} = {};", last, unravel(anchor.shape, "i").back()));
       idx.push_back(last);
-      identity_[fmt::format("{}|{}", shape_string(anchor.shape), fmt::join(idx, ","))] = "i";
+      mark_identity(anchor.shape, idx, "i");
     } else {
       idx = loop_index(anchor.shape, "i", "i");
     }
@@ -687,7 +691,7 @@ class Emitter {
     for (const auto& e : unravel(inner_shape, "b")) xi.push_back(e);
     if (inner == 1) {
       const std::string row_flat = fmt::format("(p * {} + k)", extent);
-      identity_[fmt::format("{}|{}", shape_string(x.shape), fmt::join(xi, ","))] = row_flat;
+      mark_identity(x.shape, xi, row_flat);
       staging_ = Staging{row_flat, fmt::format("p * {}", extent), "k", {}, {}};
     }
     std::string widen, bits_row, widen_bits;
@@ -720,7 +724,7 @@ class Emitter {
     out_.lowering.push_back(fmt::format("{}: tiled sum, tile {}, {} lanes, accumulator {}", r.name, o_.reduce_tile, 32,
                                         round == "fbk::NoRounding{}" ? ctype(r.dtype) : dtype_name(r.dtype)));
     Index ri = unravel(r.shape, "p");
-    identity_[fmt::format("{}|{}", shape_string(r.shape), fmt::join(ri, ","))] = "p";
+    mark_identity(r.shape, ri, "p");
     bound_[r.id] = anchor_value(r, "reduced");
     const std::vector<NodeId> epilogue = epilogue_members();
     store_members(epilogue, ri, "p");
@@ -750,7 +754,7 @@ class Emitter {
     Index xi = unravel(row_shape, "q");
     xi.push_back("k");
     const std::string row_flat = fmt::format("(q * {} + k)", extent);
-    identity_[fmt::format("{}|{}", shape_string(x.shape), fmt::join(xi, ","))] = row_flat;
+    mark_identity(x.shape, xi, row_flat);
     const std::string row_base = fmt::format("q * {}", extent);
     staging_ = Staging{row_flat, row_base, "k", {}, {}};
     // An f16 kernel input is widened straight into the row; anything else is gathered per element.
@@ -868,7 +872,7 @@ class Emitter {
       const Index ci = batch_index(mm.shape, "r", "j");
       const std::string flat = fmt::format("(c.batch * {} + r * {} + j)", m * n, n);
       if (mm.dtype == DType::f16) {
-        identity_[fmt::format("{}|{}", shape_string(mm.shape), fmt::join(ci, ","))] = flat;
+        mark_identity(mm.shape, ci, flat);
         staging_ = Staging{flat, fmt::format("c.batch * {} + r * {}", m * n, n), "j", {}, {}};
       }
       bound_[mm.id] = anchor_value(mm, fmt::format("c.c_buf[r * {} + j]", n));
