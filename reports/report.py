@@ -6,8 +6,9 @@ linked to its section; then the contents and one line about the run. Each sectio
 verdicts, then its figures, then its tables (long ones collapsed). Results are found by their context
 (suite, device), so a device that appears in the results appears as a column with no change here.
 
-Usage: python reports/report.py RESULTS_DIR
+Usage: python -m reports.report RESULTS_DIR   (from the repository root, or with it on PYTHONPATH)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,16 +17,15 @@ import html
 import io
 import os
 import pathlib
+import re
 import sys
 import tempfile
 from dataclasses import dataclass, field
 
-HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tools"))
-from runs import KNOWN_SUITES, InputError, Results, load_results  # noqa: E402
-from sections import engine, plan_tasks, toolkit, training  # noqa: E402
-from sections.common import num  # noqa: E402
+from reports import claims
+from reports.sections import engine, plan_tasks, toolkit, training
+from reports.sections.common import num
+from tools.runs import InputError, Results, load_results
 
 # (task id, title, suite, render function(section, result, results_dir)); the plan's order.
 TASKS = [
@@ -39,9 +39,19 @@ TASKS = [
     ("S", "S — precision toolkit throughput", "precision_toolkit", toolkit.render),
     ("Engine", "Engine — eager vs fused speed", "engine_throughput", engine.render),
 ]
-FIGURE_DPI = 100          # CSS pixels per figure inch: a figure W inches wide shows W*100 px wide, unscaled
-PNG_SCALE = 2             # PNGs carry twice that, for sharp text on high-density screens
-PAGE_WIDTH_PX = 1100      # max-width of the page body: figures must stay within it
+FIGURE_DPI = 100  # CSS pixels per figure inch: a figure W inches wide shows W*100 px wide, unscaled
+PNG_SCALE = 2  # PNGs carry twice that, for sharp text on high-density screens
+PAGE_WIDTH_PX = 1100  # max-width of the page body: figures must stay within it
+
+
+def matrix_reason(reason: str) -> str:
+    """A skip reason short enough for a matrix cell: the filter's regex is printed once, in the
+    run line under the matrix, not in every cell it skipped."""
+    return (
+        "no benchmark matches the run's --filter (shown under the matrix)"
+        if reason.startswith("no benchmark matches --filter")
+        else reason
+    )
 
 
 class ResultsError(Exception):
@@ -75,6 +85,7 @@ def _is_number(cell: str) -> bool:
 def _table_html(header: list[str], rows: list[list]) -> str:
     numeric = [all(_is_number(r[i]) for r in rows if i < len(r)) for i in range(len(header))]
     head = "".join(f'<th class="{"num" if numeric[i] else "txt"}">{html.escape(h)}</th>' for i, h in enumerate(header))
+
     def cell(i, c):
         text = str(c)
         if numeric[i]:
@@ -82,6 +93,7 @@ def _table_html(header: list[str], rows: list[list]) -> str:
         if len(text) > 32:  # long text (benchmark names, notes) may wrap, after a '/' where it has one
             return f'<td class="txt long">{html.escape(text).replace("/", "/&#8203;")}</td>'
         return f'<td class="txt">{html.escape(text)}</td>'
+
     body = "".join("<tr>" + "".join(cell(i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -109,12 +121,12 @@ def _units_to_header(header: list[str], rows: list[list[str]]) -> tuple[list[str
 
 
 @dataclass
-class Verdict:
+class Cell:
+    """One claims × devices cell: the claim (device-independent: one row of the table) and its verdict."""
+
     task: str
-    claim: str           # the claim, device-independent: one row of the verdict table
-    verdict: str         # supported / contradicted / inconclusive / not measured
-    key_figure: str      # a few words: the figure that decided
-    evidence: str        # the full sentence shown in the section
+    claim: str
+    verdict: claims.Verdict
     device: str
 
 
@@ -122,9 +134,10 @@ class Verdict:
 class Section:
     """One task's section; parts are kept apart so that the verdicts come first, then the figures,
     then the tables and notes, whatever order the section's code produced them in."""
+
     task: str
     title: str
-    doc: "Document"
+    doc: Document
     verdicts: list[tuple[list[str], list[str]]] = field(default_factory=list)
     figures: list[tuple[list[str], list[str]]] = field(default_factory=list)
     body: list[tuple[list[str], list[str]]] = field(default_factory=list)
@@ -134,13 +147,20 @@ class Section:
     def _device_tag(self) -> str:
         return f" [{self.device}]" if self.show_device else ""
 
-    def verdict(self, claim: str, verdict: str, key_figure: str, evidence: str):
-        v = Verdict(self.task, claim, verdict, key_figure, evidence, self.device)
-        self.doc.verdicts.append(v)
-        label = f"{claim}{self._device_tag()}: {verdict.upper()}."
-        self.verdicts.append(([f"**Verdict — {label}** {evidence}\n"],
-                              [f'<p class="verdict {verdict.replace(" ", "-")}"><b>Verdict — {html.escape(label)}</b> '
-                               f"{html.escape(evidence)}</p>"]))
+    def verdict(self, claim: str, verdict: claims.Verdict):
+        """Renders a verdict decided in reports.claims: its outcome, then what decided it."""
+        self.doc.verdicts.append(Cell(self.task, claim, verdict, self.device))
+        label = f"{claim}{self._device_tag()}: {verdict.label}."
+        text = verdict.sentence()
+        self.verdicts.append(
+            (
+                [f"**Verdict — {label}** {text}\n"],
+                [
+                    f'<p class="verdict {verdict.outcome.css}"><b>Verdict — {html.escape(label)}</b> '
+                    f"{html.escape(text)}</p>"
+                ],
+            )
+        )
 
     def paragraph(self, text: str):
         self.body.append(([text + "\n"], [f"<p>{html.escape(text)}</p>"]))
@@ -178,19 +198,25 @@ class Section:
         buffer = io.BytesIO()
         fig.savefig(buffer, format="png", dpi=FIGURE_DPI * PNG_SCALE)
         png = buffer.getvalue()
-        suffix = "" if self.device == "cpu" else "_" + self.device.replace(":", "-")
+        suffix = "" if self.device == "cpu" else "_" + self.device.replace(":", "-").replace("/", "-")
         atomic_write(self.doc.out_dir / f"{name}{suffix}.png", png)
         encoded = base64.b64encode(png).decode()
-        self.figures.append(([f"![{caption}]({name}{suffix}.png)\n", f"*{caption}*\n"],
-                             [f'<figure><img src="data:image/png;base64,{encoded}" width="{width_px}" '
-                              f'height="{height_px}" alt="{html.escape(caption)}">'
-                              f"<figcaption>{html.escape(caption)}</figcaption></figure>"]))
+        self.figures.append(
+            (
+                [f"![{caption}]({name}{suffix}.png)\n", f"*{caption}*\n"],
+                [
+                    f'<figure><img src="data:image/png;base64,{encoded}" width="{width_px}" '
+                    f'height="{height_px}" alt="{html.escape(caption)}">'
+                    f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+                ],
+            )
+        )
 
 
 class Document:
     def __init__(self, out_dir: pathlib.Path):
         self.out_dir = out_dir
-        self.verdicts: list[Verdict] = []
+        self.verdicts: list[Cell] = []
         self.sections: list[Section] = []
 
     def section(self, task: str, title: str) -> Section:
@@ -203,53 +229,161 @@ def anchor(task: str) -> str:
     return "task-" + task.lower()
 
 
-VERDICT_ORDER = {"contradicted": 0, "inconclusive": 1, "supported": 2, "not measured": 3, "not run": 4}
+# Worst first: a claim judged more than once on one device shows its worst outcome in the matrix.
+VERDICT_ORDER = {
+    claims.Outcome.CONTRADICTED: 0,
+    claims.Outcome.INCONCLUSIVE: 1,
+    claims.Outcome.SUPPORTED: 2,
+    claims.Outcome.ABSENT: 3,
+    claims.Outcome.NA: 4,
+}
+
+
+# A run on several devices groups the claims that differ only in their subject (a chain, a dtype,
+# a kernel) into one row, so that the matrix stays on the first screen: (pattern, the row's claim).
+# Each cell then combines its members' verdicts and names the members that differ.
+CLAIM_GROUPS = [
+    (
+        re.compile(r"^fused (?P<member>\w+) reaches .+ of the copy bandwidth$"),
+        "fused kernels reach their share of the copy bandwidth",
+    ),
+    (re.compile(r"^fused (?P<member>\w+) is faster than eager$"), "fused is faster than eager"),
+    (re.compile(r"^(?P<member>\w+) keeps up with memory \(.*\)$"), "the toolkit keeps up with memory"),
+    (re.compile(r"^(?P<member>[\w+-]+): (?P<claim>.+)$"), None),  # "<chain or dtype>: <claim>"
+]
+
+
+GROUP_NOUN = {"B": "chains", "E": "dtypes", "S": "measures", "Engine": "kernels"}
+
+
+def claim_group(claim: str) -> tuple[str, str | None]:
+    """(the row's claim, the member) for a claim of a group; (claim, None) for a claim of its own."""
+    for pattern, row in CLAIM_GROUPS:
+        m = pattern.match(claim)
+        if m:
+            return (row or m.group("claim")), m.group("member")
+    return claim, None
+
+
+def grouped_verdict(members: list[tuple[str, claims.Verdict]]) -> claims.Verdict:
+    """One cell for a group: CONTRADICTED if a judged member is, SUPPORTED if all judged members are,
+    else INCONCLUSIVE; ABSENT or N/A when no member was judged. Its figure names the members of the
+    cell's outcome (counts them where SUPPORTED), then the others by outcome."""
+    judged = [v for _, v in members if v.outcome in claims.JUDGED]
+    if judged:
+        outcome = claims.combine(judged)
+    elif all(v.outcome is claims.Outcome.ABSENT for _, v in members):
+        outcome = claims.Outcome.ABSENT
+    else:
+        outcome = claims.Outcome.NA
+    if len({(v.outcome, v.key_figure) for _, v in members}) == 1:
+        figure = members[0][1].key_figure  # all alike: their own figure
+    elif outcome not in claims.JUDGED and all(v.outcome is outcome for _, v in members):
+        # nothing judged: each distinct reason, shortened (the section has them whole)
+        figure = "; ".join(dict.fromkeys(" ".join(v.key_figure.split(";")[0].split()[:6]) for _, v in members))
+    else:
+        parts = []
+        for o in sorted({v.outcome for _, v in members}, key=lambda o: (o is not outcome, VERDICT_ORDER[o])):
+            named = [m for m, v in members if v.outcome is o]
+            if o is claims.Outcome.SUPPORTED:
+                parts.append(f"{len(named)}/{len(members)}" if o is outcome else f"{len(named)} SUPPORTED")
+            else:
+                parts.append(", ".join(named) if o is outcome else f"{o.value.upper()}: {', '.join(named)}")
+        figure = "; ".join(parts)
+    if outcome in claims.JUDGED:
+        return claims.Verdict(
+            outcome,
+            figure,
+            "each member's own condition (the task's section)",
+            cases=sum(v.cases for v in judged),
+            interval="; ".join(v.interval for v in judged if v.interval) or "a member is undecided",
+        )
+    return claims.Verdict(outcome, figure, reason="; ".join(v.reason for _, v in members if v.reason) or "—")
 
 
 def verdict_table(doc: Document, results: Results) -> tuple[list[str], list[str]]:
     """Claims × devices: each cell the verdict, its key figure, a link to the section."""
     devices = results.devices
-    claims: list[tuple[str, str]] = []
-    cells: dict[tuple[str, str, str], Verdict] = {}
+    rows_of: list[tuple[str, str]] = []
+    cells: dict[tuple[str, str, str], Cell] = {}
     for v in doc.verdicts:
-        if (v.task, v.claim) not in claims:
-            claims.append((v.task, v.claim))
-        cells[(v.task, v.claim, v.device)] = v
+        if (v.task, v.claim) not in rows_of:
+            rows_of.append((v.task, v.claim))
+        held = cells.get((v.task, v.claim, v.device))
+        if held is None or VERDICT_ORDER[v.verdict.outcome] < VERDICT_ORDER[held.verdict.outcome]:
+            cells[(v.task, v.claim, v.device)] = v  # one claim judged twice on a device: the cell shows the worse
     order = [t[0] for t in TASKS]
     # A task with no verdict on any device still gets its row: not run, or ran without a verdict.
-    claims += [(t[0], t[1].split(" — ", 1)[1]) for t in TASKS if not any(c[0] == t[0] for c in claims)]
-    claims.sort(key=lambda c: order.index(c[0]))
+    rows_of += [(t[0], t[1].split(" — ", 1)[1]) for t in TASKS if not any(c[0] == t[0] for c in rows_of)]
+    rows_of.sort(key=lambda c: order.index(c[0]))
     suite_of = {t[0]: t[2] for t in TASKS}
+
+    def cell_verdict(task: str, claim: str, device: str) -> claims.Verdict:
+        c = cells.get((task, claim, device))
+        if c is not None:
+            return c.verdict
+        # the claim was judged on another device only: this one gives no figure for it
+        ran = results.get(suite_of[task], device) is not None
+        reason = next((r for su, d, r in results.not_run() if (su, d) == (suite_of[task], device)), "no result file")
+        return claims.not_applicable(
+            "the suite ran, but gave no case of this claim on this device"
+            if ran
+            else f"not run: {matrix_reason(reason)}"
+        )
+
+    # rows: (task, the row's claim, [(member, claim), ...]); one member per row on a single device
+    rows: list[tuple[str, str, list[tuple[str | None, str]]]] = []
+    for task, claim in rows_of:
+        row_claim, member = claim_group(claim) if len(devices) > 1 else (claim, None)
+        held = next((r for r in rows if r[0] == task and r[1] == row_claim and member is not None), None)
+        if held is not None and all(m is not None for m, _ in held[2]):
+            held[2].append((member, claim))
+        else:
+            rows.append((task, row_claim if member is not None else claim, [(member, claim)]))
     md = ["| task | claim | " + " | ".join(devices) + " |", "|---|---|" + "---|" * len(devices)]
     head = "".join(f"<th class='txt'>{html.escape(d)}</th>" for d in devices)
     rows_html = []
-    for task, claim in claims:
+    for task, claim, members in rows:
         md_cells, html_cells = [], []
+        if len(members) == 1:
+            claim = members[0][1]  # a group of one keeps its own claim, subject included
+        else:
+            names = ", ".join(m for m, _ in members)
+            if len(names) > 32:
+                names = f"{len(members)} {GROUP_NOUN.get(task, 'cases')}"
+            claim = f"{claim} ({names})"
         for device in devices:
-            v = cells.get((task, claim, device))
-            if v is None:
-                ran = results.get(suite_of[task], device) is not None
-                text, cls, fig = ("no verdict" if ran else "not run"), "not-run", ""
+            if len(members) == 1:
+                v = cell_verdict(task, members[0][1], device)
             else:
-                text, cls, fig = v.verdict.upper(), v.verdict.replace(" ", "-"), v.key_figure
-            md_cells.append(f"**{text}** {fig}".strip())
-            html_cells.append(f"<td class='cell {cls}'><a href='#{anchor(task)}'><b>{html.escape(text)}</b></a>"
-                              f"{' · ' + html.escape(fig) if fig else ''}</td>")
+                v = grouped_verdict([(m, cell_verdict(task, c, device)) for m, c in members])
+            text, cls, fig = v.label, v.outcome.css, v.key_figure
+            md_cells.append(f"**{text}** {fig}".strip().replace("|", "\\|"))
+            html_cells.append(
+                f"<td class='cell {cls}'><a href='#{anchor(task)}'><b>{html.escape(text)}</b></a>"
+                f"{' · ' + html.escape(fig) if fig else ''}</td>"
+            )
         md.append(f"| [{task}](#{anchor(task)}) | {claim} | " + " | ".join(md_cells) + " |")
-        rows_html.append(f"<tr><td class='txt'><a href='#{anchor(task)}'>{html.escape(task)}</a></td>"
-                         f"<td class='txt claim'>{html.escape(claim)}</td>{''.join(html_cells)}</tr>")
+        rows_html.append(
+            f"<tr><td class='txt'><a href='#{anchor(task)}'>{html.escape(task)}</a></td>"
+            f"<td class='txt claim'>{html.escape(claim)}</td>{''.join(html_cells)}</tr>"
+        )
     narrow = " class='many'" if len(devices) >= 3 else ""
-    h = (f"<table id='verdicts'{narrow}><thead><tr><th class='txt'>task</th><th class='txt'>claim</th>{head}</tr></thead>"
-         f"<tbody>{''.join(rows_html)}</tbody></table>")
+    h = (
+        f"<table id='verdicts'{narrow}><thead><tr><th class='txt'>task</th><th class='txt'>claim</th>{head}</tr></thead>"
+        f"<tbody>{''.join(rows_html)}</tbody></table>"
+    )
     return md + [""], [h]
 
 
 def run_line(results: Results) -> str:
     """Machine, compiler, commit, profile, total time and per-suite times, once."""
     contexts = [r.context for r in results.by_key.values()]
+
     def one(key: str) -> str:
         values = sorted({str(c.get(key, "?")) for c in contexts})
         return " / ".join(values) if values else "?"
+
     manifest = results.manifest or {}
     times = {(e["suite"], e["device"]): e.get("seconds") for e in manifest.get("ran", [])}
     if times:
@@ -258,9 +392,36 @@ def run_line(results: Results) -> str:
     else:
         total = "suite times not recorded (a run made before tools/run wrote run.json)"
     filt = f", filter {manifest['filter']!r}" if manifest.get("filter") else ""
-    return (f"Run: {one('cpu_model')} ({one('hardware_threads')} hardware threads; {one('cpu_isa')}), "
-            f"{one('compiler')}, commit {one('git_revision')}, profile {one('fusebench_profile')}{filt}, "
-            f"devices {', '.join(results.devices)}; {total}.")
+    return (
+        f"Run: {one('cpu_model')} ({one('hardware_threads')} hardware threads; {one('cpu_isa')}), "
+        f"{one('compiler')}, commit {one('git_revision')}, profile {one('fusebench_profile')}{filt}, "
+        f"devices {', '.join(results.devices)}; {total}.{compile_counts(manifest)}{not_available(manifest)}"
+    )
+
+
+def not_available(manifest: dict) -> str:
+    """The devices a run on every available device left out, with the reason each gave."""
+    missing = manifest.get("unavailable", {})
+    return (" Not available here: " + "; ".join(f"{d} ({why})" for d, why in missing.items()) + ".") if missing else ""
+
+
+def compile_counts(manifest: dict) -> str:
+    """Per framework device: the graphs its workers compiled, their time, and how many of those its
+    persistent cache (Inductor's FX graph cache, JAX's compilation cache) served."""
+    by_device: dict[str, dict[str, float]] = {}
+    for e in manifest.get("ran", []):
+        for k, v in e.get("framework_compiles", {}).items():
+            by_device.setdefault(e["device"], {}).setdefault(k, 0)
+            by_device[e["device"]][k] += v
+    parts = []
+    for device, c in by_device.items():
+        looked_up = c.get("cache_hits", 0) + c.get("cache_misses", 0)
+        cache = f", {num(c['cache_hits'])} of {num(looked_up)} cache lookups hit" if looked_up else ""
+        n = c.get("compiles", 0)
+        parts.append(
+            f"{device}: {num(n)} graph{'' if n == 1 else 's'} compiled in {num(c.get('compile_s', 0))} s{cache}"
+        )
+    return (" Compiles: " + "; ".join(parts) + ".") if parts else ""
 
 
 STYLE = """<style>
@@ -270,12 +431,12 @@ table{border-collapse:collapse;margin:.6em 0;font-size:14px}td,th{border:1px sol
 th{background:#eee;font-weight:600;vertical-align:bottom}td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 th.num{text-align:right}.txt{text-align:left}td.txt{white-space:nowrap}td.long{white-space:normal;min-width:12em}
 .verdict.supported{color:#060}.verdict.contradicted{color:#a00}.verdict.inconclusive{color:#a60}
-.verdict.not-measured{color:#555}
+.verdict.absent{color:#245}.verdict.not-applicable{color:#555}
 #verdicts{font-size:13px;line-height:1.25}#verdicts td,#verdicts th{padding:2px 6px;vertical-align:top}
-#verdicts a{color:inherit;text-decoration:none}#verdicts td.claim{white-space:normal}#verdicts.many td.claim{max-width:24em}
+#verdicts a{color:inherit;text-decoration:none}#verdicts td.claim{white-space:normal}#verdicts.many td.claim{max-width:24em;min-width:17em}
 td.cell{text-align:left}td.cell b{white-space:nowrap}td.supported{background:#dff0d8;color:#060}
 td.contradicted{background:#f6d5d5;color:#a00}td.inconclusive{background:#fcebcc;color:#8a5a00}
-td.not-measured,td.not-run{background:#eee;color:#555}
+td.absent{background:#dde8f3;color:#245}td.not-applicable{background:#eee;color:#555}
 figure{margin:.8em 0}figcaption{font-size:13px;color:#444}img{max-width:100%;height:auto}
 details{margin:.5em 0}summary{cursor:pointer;color:#225}.caption{margin-bottom:0;font-size:14px}
 .runline,.contents{font-size:13px;color:#333}
@@ -297,8 +458,13 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
             reason = next((r for su, d, r in results.not_run() if su == suite), "no result file")
             for device in results.devices:
                 s.device = device
-                s.verdict("training metrics of eager and fused align", "not measured", "training suite not run",
-                          f"the training suite did not run ({reason}). No curves, no table.")
+                s.verdict(
+                    "training metrics of eager and fused align",
+                    claims.not_applicable(
+                        f"the training suite did not run ({reason}); no curves, no table",
+                        key_figure=f"not run: {matrix_reason(reason)}",
+                    ),
+                )
             continue
         s = doc.section(task, title)
         if not ran:
@@ -314,27 +480,40 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
     by_reason: dict[str, list[str]] = {}
     for su, d, r in not_run:
         by_reason.setdefault(r, []).append(su + ("" if len(results.devices) == 1 else f" on {d}"))
-    not_run_text = ("Not run: " + "; ".join(f"{', '.join(names)} ({r})" for r, names in by_reason.items()) + ".") \
-        if not_run else ""
+    not_run_text = (
+        ("Not run: " + "; ".join(f"{', '.join(names)} ({r})" for r, names in by_reason.items()) + ".")
+        if not_run
+        else ""
+    )
     line = run_line(results)
     contents = " · ".join(f"[{s.title.split(' — ')[0]}](#{anchor(s.task)})" for s in doc.sections)
     contents_html = " · ".join(f"<a href='#{anchor(s.task)}'>{html.escape(s.title)}</a>" for s in doc.sections)
     md = ["# fusebench report\n", *verdict_md, f"Contents: {contents}\n", line + "\n"]
-    body = ["<h1>fusebench report</h1>", *verdict_html, f"<p class='contents'><b>Contents:</b> {contents_html}</p>",
-            f"<p class='runline'>{html.escape(line)}</p>"]
+    body = [
+        "<h1>fusebench report</h1>",
+        *verdict_html,
+        f"<p class='contents'><b>Contents:</b> {contents_html}</p>",
+        f"<p class='runline'>{html.escape(line)}</p>",
+    ]
     if not_run_text:
         md.append(not_run_text + "\n")
         body.append(f"<p class='runline'>{html.escape(not_run_text)}</p>")
     for s in doc.sections:
-        md.append(f"<a id=\"{anchor(s.task)}\"></a>\n\n## {s.title}\n")
+        md.append(f'<a id="{anchor(s.task)}"></a>\n\n## {s.title}\n')
         body.append(f"<h2 id='{anchor(s.task)}'>{html.escape(s.title)}</h2>")
         for part_md, part_html in s.verdicts + s.figures + s.body:
             md += part_md
             body += part_html
     md_path, html_path = results_dir / "report.md", results_dir / "report.html"
     atomic_write(md_path, "\n".join(md) + "\n")
-    atomic_write(html_path, "<!doctype html><html><head><meta charset='utf-8'><title>fusebench report</title>"
-                 + STYLE + "</head><body>" + "\n".join(body) + "</body></html>\n")
+    atomic_write(
+        html_path,
+        "<!doctype html><html><head><meta charset='utf-8'><title>fusebench report</title>"
+        + STYLE
+        + "</head><body>"
+        + "\n".join(body)
+        + "</body></html>\n",
+    )
     return md_path, html_path
 
 

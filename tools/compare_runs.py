@@ -15,6 +15,7 @@ Timings are noisy, so a plain percentage of two single measurements decides noth
   - a suite with neither is shown, not gated.
 Suites or benchmarks present on one side only are listed, never silently dropped.
 Exit 1 on a regression, 2 on bad input."""
+
 from __future__ import annotations
 
 import argparse
@@ -24,20 +25,23 @@ import re
 import statistics
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from runs import InputError, load_results, plain, seconds  # noqa: E402
+from tools.runs import InputError, load_results, plain, seconds
 
 GBENCH_DIR = pathlib.Path("/usr/share/benchmark")
 THRESHOLDS = pathlib.Path(__file__).resolve().parent / "thresholds.json"
 
 # ---- which counters are precision figures, and which way is worse
 # Speed, sizes and bookkeeping: not precision (timings are compared through their own rules).
-NOT_PRECISION = re.compile(r"(bytes_per_second|items_per_second|gflops|_ms$|bytes_moved|bytes_copied|^threads$|"
-                           r"^kernels$|^runs$|^sets$|^promoted$|^iterations$)")
+NOT_PRECISION = re.compile(
+    r"(bytes_per_second|items_per_second|gflops|_ms$|bytes_moved|bytes_copied|^threads$|"
+    r"^kernels$|^runs$|^sets$|^promoted$|^iterations$)"
+)
 # Larger is better for these (verdicts and shares of exact results); for every other precision
 # counter with an error-like name, larger is worse.
-LOWER_IS_WORSE = re.compile(r"(bit_equal|hash_stable|self_deterministic|frac_ulp0|frac_correctly_rounded|"
-                            r"negative_control_detected|inputs_reload_exact|fused_le_eager)")
+LOWER_IS_WORSE = re.compile(
+    r"(bit_equal|hash_stable|self_deterministic|frac_ulp0|frac_correctly_rounded|"
+    r"negative_control_detected|inputs_reload_exact|fused_le_eager)"
+)
 HIGHER_IS_WORSE = re.compile(r"(ulp|err|mismatch|distinct_hashes|counterexamples|differ)")
 
 
@@ -71,7 +75,10 @@ def utest_pvalues(base: dict, contender: dict) -> dict[str, float]:
         from gbench import report  # Google Benchmark's compare.py machinery
     except ImportError as e:
         raise InputError(f"Google Benchmark's tools (compare.py, gbench) not found in {GBENCH_DIR}: {e}") from e
-    keep = lambda run: {**run, "benchmarks": [b for b in run["benchmarks"] if b.get("run_type", "iteration") == "iteration"]}
+    keep = lambda run: {
+        **run,
+        "benchmarks": [b for b in run["benchmarks"] if b.get("run_type", "iteration") == "iteration"],
+    }
     out = {}
     for entry in report.get_difference_report(keep(base), keep(contender), utest=True):
         u = entry.get("utest") or {}
@@ -104,23 +111,32 @@ def timing_report(base: dict, contender: dict, suite: str, settings: dict, args)
     pattern = settings.get("yardsticks", {}).get(suite)
     median_drift = None
     if pattern == "median":
-        ratios = [statistics.median(seconds(b) for b in b_rows[n]) / statistics.median(seconds(b) for b in a_rows[n])
-                  for n in names if all(seconds(b) > 0 for b in a_rows[n] + b_rows[n])]
+        ratios = [
+            statistics.median(seconds(b) for b in b_rows[n]) / statistics.median(seconds(b) for b in a_rows[n])
+            for n in names
+            if all(seconds(b) > 0 for b in a_rows[n] + b_rows[n])
+        ]
         median_drift = statistics.median(ratios) if ratios else None
         pattern = None
     a_yards = yardsticks(a_rows, pattern) if pattern else {}
     b_yards = yardsticks(b_rows, pattern) if pattern else {}
     tolerance = float(settings.get("yardstick_tolerance", 0.5))
     if repeated:
-        rule = (f"U-test over repetitions: regression when p < {args.alpha} and the median is more than "
-                f"{args.min_effect:.0%} slower")
+        rule = (
+            f"U-test over repetitions: regression when p < {args.alpha} and the median is more than "
+            f"{args.min_effect:.0%} slower"
+        )
         pvalues = utest_pvalues(base, contender)
     elif median_drift is not None:
-        rule = (f"single measurements, each as a ratio to the run's yardstick (the suite's median change, "
-                f"{median_drift - 1:+.1%}): regression when that ratio grows by more than {tolerance:.0%}")
+        rule = (
+            f"single measurements, each as a ratio to the run's yardstick (the suite's median change, "
+            f"{median_drift - 1:+.1%}): regression when that ratio grows by more than {tolerance:.0%}"
+        )
     elif a_yards and b_yards:
-        rule = (f"single measurements, each as a ratio to the run's yardstick ({pattern} on as many threads): "
-                f"regression when that ratio grows by more than {tolerance:.0%}")
+        rule = (
+            f"single measurements, each as a ratio to the run's yardstick ({pattern} on as many threads): "
+            f"regression when that ratio grows by more than {tolerance:.0%}"
+        )
     else:
         rule = "single measurements and no yardstick for this suite: shown, not gated"
     ungated = [re.compile(u) for u in settings.get("ungated", [])]
@@ -153,8 +169,9 @@ def timing_report(base: dict, contender: dict, suite: str, settings: dict, args)
         else:
             note = "not gated"
         regressions += regressed
-        lines.append(f"  {name:<72} {t_a:10.4g} s -> {t_b:10.4g} s  {raw:+7.1%}  {note}"
-                     + ("  REGRESSION" if regressed else ""))
+        lines.append(
+            f"  {name:<72} {t_a:10.4g} s -> {t_b:10.4g} s  {raw:+7.1%}  {note}" + ("  REGRESSION" if regressed else "")
+        )
     for name in a_rows:
         if name not in b_rows:
             lines.append(f"  {name:<72} only in the base run")
@@ -176,8 +193,16 @@ def precision_report(base: dict, contender: dict) -> tuple[list[str], int]:
             d = direction(counter)
             if d is None or counter not in a or not isinstance(new, (int, float)) or isinstance(new, bool):
                 continue
-            if counter in ("real_time", "cpu_time", "iterations", "repetitions", "repetition_index", "threads",
-                           "family_index", "per_family_instance_index"):
+            if counter in (
+                "real_time",
+                "cpu_time",
+                "iterations",
+                "repetitions",
+                "repetition_index",
+                "threads",
+                "family_index",
+                "per_family_instance_index",
+            ):
                 continue
             old = a[counter]
             if not isinstance(old, (int, float)) or old == new:
@@ -201,10 +226,18 @@ def main(argv=None) -> int:
     parser.add_argument("base")
     parser.add_argument("contender")
     parser.add_argument("--alpha", type=float, default=0.05, help="U-test significance level (with repetitions)")
-    parser.add_argument("--min-effect", type=float, default=0.10,
-                        help="smallest median slow-down that counts with repetitions (0.10 = 10%%)")
-    parser.add_argument("--thresholds", type=pathlib.Path, default=THRESHOLDS,
-                        help="its 'compare' section names each suite's yardstick and the tolerance")
+    parser.add_argument(
+        "--min-effect",
+        type=float,
+        default=0.10,
+        help="smallest median slow-down that counts with repetitions (0.10 = 10%%)",
+    )
+    parser.add_argument(
+        "--thresholds",
+        type=pathlib.Path,
+        default=THRESHOLDS,
+        help="its 'compare' section names each suite's yardstick and the tolerance",
+    )
     args = parser.parse_args(argv)
     try:
         settings = load_settings(args.thresholds)

@@ -4,6 +4,7 @@ Benchmark JSON files, keyed by (suite, device) from each file's context (`fusebe
 since devices) and the older `<run>/bench_<suite>.json`. `<run>/run.json` is tools/run's manifest
 (profile, devices, filter, suites run or skipped, per-suite times); it is optional. Errors name the
 file and the problem (exit status 2 in the tools)."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,17 @@ from dataclasses import dataclass, field
 
 MANIFEST = "run.json"
 # Every suite tools/run knows about, in the plan's order (the report lists the ones not run).
-KNOWN_SUITES = ["precision_toolkit", "fusion_determinism", "accumulated_error", "scalar_lowering", "reduction_order",
-                "approximations", "data_movement", "training_alignment", "engine_throughput"]
+KNOWN_SUITES = [
+    "precision_toolkit",
+    "fusion_determinism",
+    "accumulated_error",
+    "scalar_lowering",
+    "reduction_order",
+    "approximations",
+    "data_movement",
+    "training_alignment",
+    "engine_throughput",
+]
 
 
 class InputError(Exception):
@@ -37,8 +47,8 @@ def load_json(path: pathlib.Path) -> dict:
 
 
 def file_device_name(device: str) -> str:
-    """A device name as it appears in file and directory names (':' is not portable)."""
-    return device.replace(":", "-")
+    """A device name as it appears in file and directory names (':' is not portable, '/' a directory)."""
+    return device.replace(":", "-").replace("/", "-")
 
 
 @dataclass
@@ -56,6 +66,7 @@ class SuiteResult:
 @dataclass
 class Results:
     """One run: results keyed by (suite, device), plus the manifest when tools/run wrote one."""
+
     root: pathlib.Path
     by_key: dict[tuple[str, str], SuiteResult]
     manifest: dict | None = None
@@ -111,8 +122,10 @@ def load_results(target: str | pathlib.Path) -> Results:
         suite = context.get("fusebench_suite") or f.stem.split("@")[0].removeprefix("bench_")
         device = context.get("fusebench_device", "cpu")
         if (suite, device) in by_key:
-            raise InputError(f"{f}: a second result for suite {suite} on device {device} "
-                             f"(the first is {by_key[(suite, device)].path.name})")
+            raise InputError(
+                f"{f}: a second result for suite {suite} on device {device} "
+                f"(the first is {by_key[(suite, device)].path.name})"
+            )
         by_key[(suite, device)] = SuiteResult(suite, device, f, data)
     devices = list(dict.fromkeys((manifest or {}).get("devices", []) + sorted({d for _, d in by_key})))
     return Results(root, by_key, manifest, devices or ["cpu"], path.is_dir())
@@ -126,8 +139,10 @@ def dump_dir(result: SuiteResult) -> pathlib.Path:
     if "/dumps/" in recorded:
         candidates.append(result.path.parent / "dumps" / recorded.rsplit("/dumps/", 1)[1])
     binary = f"bench_{result.suite}"
-    candidates += [result.path.parent / "dumps" / file_device_name(result.device) / binary,
-                   result.path.parent / "dumps" / binary]
+    candidates += [
+        result.path.parent / "dumps" / file_device_name(result.device) / binary,
+        result.path.parent / "dumps" / binary,
+    ]
     return next((c for c in candidates if c.is_dir()), candidates[0])
 
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 namespace fusebench {
 
@@ -25,7 +26,8 @@ void push_index(std::vector<std::int64_t>& indices, std::size_t limit, std::int6
 // ---- bit_equal
 namespace {
 template <class T>
-BitEqualResult bit_equal_floating(const Tensor& a, const Tensor& b, const BitEqualOptions& options) {
+BitEqualResult bit_equal_floating(const Tensor& a, const Tensor& b,
+                                  const BitEqualOptions& options) {
   using F = FormatTraits<T>;
   using Bits = typename F::Bits;
   const Bits* pa = bits_pointer<Bits>(a);
@@ -77,9 +79,8 @@ BitEqualResult bit_equal(const Tensor& a_in, const Tensor& b_in, const BitEqualO
     if (std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0) return {true, a.numel(), 0, {}};
     return bit_equal_raw(a, b, options);
   }
-  return visit_floating(a.dtype(), "bit_equal", [&](auto tag) {
-    return bit_equal_floating<decltype(tag)>(a, b, options);
-  });
+  return visit_floating(a.dtype(), "bit_equal",
+                        [&](auto tag) { return bit_equal_floating<decltype(tag)>(a, b, options); });
 }
 
 // ---- histograms
@@ -119,14 +120,18 @@ UlpDiffResult ulp_diff_typed(const Tensor& a, const Tensor& b, const UlpDiffOpti
     const auto block = detail::block_distances<T>(pa + begin, pb + begin, distance + begin, count);
     if (block.nan_pairs != 0) {
       result.nan_pairs += block.nan_pairs;
-      for (std::int64_t i = begin; i < begin + count && result.first_nan_indices.size() < options.max_reported_indices; ++i) {
+      for (std::int64_t i = begin;
+           i < begin + count && result.first_nan_indices.size() < options.max_reported_indices;
+           ++i) {
         if (is_nan_bits<T>(pa[i]) || is_nan_bits<T>(pb[i])) result.first_nan_indices.push_back(i);
       }
     }
     // Rescan only a block that raises the maximum (or holds the first comparable pair).
-    if (std::int64_t(block.nan_pairs) < count && (block.max_distance > max_distance || max_index < 0)) {
+    if (std::int64_t(block.nan_pairs) < count &&
+        (block.max_distance > max_distance || max_index < 0)) {
       for (std::int64_t i = begin; i < begin + count; ++i) {
-        if (!is_nan_bits<T>(pa[i]) && !is_nan_bits<T>(pb[i]) && (distance[i] == block.max_distance)) {
+        if (!is_nan_bits<T>(pa[i]) && !is_nan_bits<T>(pb[i]) &&
+            (distance[i] == block.max_distance)) {
           max_distance = block.max_distance;
           max_index = i;
           break;
@@ -151,9 +156,8 @@ UlpDiffResult ulp_diff(const Tensor& a_in, const Tensor& b_in, const UlpDiffOpti
   }
   const Tensor a = a_in.contiguous();
   const Tensor b = b_in.contiguous();
-  return visit_floating(a.dtype(), "ulp_diff", [&](auto tag) {
-    return ulp_diff_typed<decltype(tag)>(a, b, options);
-  });
+  return visit_floating(a.dtype(), "ulp_diff",
+                        [&](auto tag) { return ulp_diff_typed<decltype(tag)>(a, b, options); });
 }
 
 // ---- summary of integer distances
@@ -205,20 +209,44 @@ UlpDiffSummary summarize_typed(const UlpDiffResult& result) {
     summary.mean = summary.p50 = summary.p99 = std::numeric_limits<double>::quiet_NaN();
     return summary;
   }
+  // The histogram counts every compared pair, distances 0 .. bins-1 exactly. A rank that falls
+  // there is read from it, and when no distance exceeds the exact bins (small distances, the
+  // usual case) so is the sum: no pass over the distances at all.
+  const auto& counts = result.histogram.counts;
+  const std::uint64_t exact_bins = counts.empty() ? 0 : counts.size() - 1;
+  const bool histogram_complete = !counts.empty() && result.histogram.total() == summary.compared;
+  auto rank_in_histogram = [&](std::uint64_t rank) -> std::optional<double> {
+    if (!histogram_complete) return std::nullopt;
+    std::uint64_t before = 0;
+    for (std::uint64_t d = 0; d < exact_bins; ++d) {
+      before += counts[d];
+      if (rank < before) return double(d);
+    }
+    return std::nullopt;  // beyond the exact bins
+  };
   // A NaN pair's entry holds the type's maximum. No real distance reaches it: the largest, -inf
   // against +inf, is twice the infinity's magnitude bits, below the maximum.
   constexpr Bits kNoDistance = std::numeric_limits<Bits>::max();
   // The exact mean: the sum of integer distances is exact in 128 bits for any tensor size.
   unsigned __int128 sum = 0;
-  for (const Bits d : distances) sum += d == kNoDistance ? 0 : d;
+  if (histogram_complete && result.max_distance < exact_bins) {
+    for (std::uint64_t d = 1; d < exact_bins; ++d) sum += (unsigned __int128)(d)*counts[d];
+  } else {
+    for (const Bits d : distances) sum += d == kNoDistance ? 0 : d;
+  }
   summary.mean = double(sum) / double(summary.compared);
-  DistanceRanks<Bits> ranks(distances, kNoDistance);
+  std::optional<DistanceRanks<Bits>> ranks;  // built only for a rank beyond the histogram
+  auto value_at = [&](std::uint64_t rank) {
+    if (const auto binned = rank_in_histogram(rank)) return *binned;
+    if (!ranks) ranks.emplace(distances, kNoDistance);
+    return ranks->at(rank);
+  };
   auto percentile_of = [&](double p) {  // numpy's "linear" rule
     const double h = double(summary.compared - 1) * p;
     const auto low = std::uint64_t(std::floor(h));
-    const double low_value = ranks.at(low);
+    const double low_value = value_at(low);
     if (low + 1 >= summary.compared) return low_value;
-    return low_value + (h - double(low)) * (ranks.at(low + 1) - low_value);
+    return low_value + (h - double(low)) * (value_at(low + 1) - low_value);
   };
   summary.p50 = percentile_of(0.5);
   summary.p99 = percentile_of(0.99);
@@ -228,10 +256,15 @@ UlpDiffSummary summarize_typed(const UlpDiffResult& result) {
 
 UlpDiffSummary summarize(const UlpDiffResult& result) {
   switch (result.distance.dtype()) {
-    case DType::u16: return summarize_typed<std::uint16_t>(result);
-    case DType::u32: return summarize_typed<std::uint32_t>(result);
-    case DType::u64: return summarize_typed<std::uint64_t>(result);
-    default: throw_input_error("summarize: a ulp_diff distance tensor is u16, u32 or u64, got {}", result.distance.describe());
+    case DType::u16:
+      return summarize_typed<std::uint16_t>(result);
+    case DType::u32:
+      return summarize_typed<std::uint32_t>(result);
+    case DType::u64:
+      return summarize_typed<std::uint64_t>(result);
+    default:
+      throw_input_error("summarize: a ulp_diff distance tensor is u16, u32 or u64, got {}",
+                        result.distance.describe());
   }
 }
 

@@ -7,16 +7,19 @@
 
 namespace fusebench {
 
-nlohmann::json diff_json(const Tensor& a, const Tensor& b, const Tensor* ref, const DiffOptions& options) {
+nlohmann::json diff_json(const Tensor& a, const Tensor& b, const Tensor* ref,
+                         const DiffOptions& options) {
   check_same_shape(a, b, fmt::format("diff {} vs {}", options.a_name, options.b_name));
   if (!is_floating(a.dtype()) || !is_floating(b.dtype())) {
-    throw_input_error("diff: {} is {} and {} is {}; both must be floating (f16, bf16, f32, f64)", options.a_name,
-                      a.describe(), options.b_name, b.describe());
+    throw_input_error("diff: {} is {} and {} is {}; both must be floating (f16, bf16, f32, f64)",
+                      options.a_name, a.describe(), options.b_name, b.describe());
   }
   if (ref != nullptr) {
-    check_same_shape(a, *ref, fmt::format("diff {} vs reference {}", options.a_name, options.ref_name));
+    check_same_shape(a, *ref,
+                     fmt::format("diff {} vs reference {}", options.a_name, options.ref_name));
     if (!is_floating(ref->dtype())) {
-      throw_input_error("diff: reference {} is {}; it must be floating", options.ref_name, ref->describe());
+      throw_input_error("diff: reference {} is {}; it must be floating", options.ref_name,
+                        ref->describe());
     }
   }
   const bool same_dtype = a.dtype() == b.dtype();

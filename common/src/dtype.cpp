@@ -12,10 +12,18 @@ struct DTypeInfo {
   std::size_t size;
 };
 constexpr std::array<DTypeInfo, 13> kDTypes = {{
-    {DType::f16, "f16", 2},  {DType::bf16, "bf16", 2}, {DType::f32, "f32", 4},
-    {DType::f64, "f64", 8},  {DType::i8, "i8", 1},     {DType::i16, "i16", 2},
-    {DType::i32, "i32", 4},  {DType::i64, "i64", 8},   {DType::u8, "u8", 1},
-    {DType::u16, "u16", 2},  {DType::u32, "u32", 4},   {DType::u64, "u64", 8},
+    {DType::f16, "f16", 2},
+    {DType::bf16, "bf16", 2},
+    {DType::f32, "f32", 4},
+    {DType::f64, "f64", 8},
+    {DType::i8, "i8", 1},
+    {DType::i16, "i16", 2},
+    {DType::i32, "i32", 4},
+    {DType::i64, "i64", 8},
+    {DType::u8, "u8", 1},
+    {DType::u16, "u16", 2},
+    {DType::u32, "u32", 4},
+    {DType::u64, "u64", 8},
     {DType::boolean, "bool", 1},
 }};
 }  // namespace
@@ -39,9 +47,10 @@ DType parse_dtype(std::string_view name) {
   for (const auto& alias : kAliases) {
     if (alias.alias == name) return alias.dtype;
   }
-  throw_input_error("unknown dtype '{}' (expected one of f16, bf16, f32, f64, i8, i16, i32, i64, "
-                    "u8, u16, u32, u64, bool)",
-                    name);
+  throw_input_error(
+      "unknown dtype '{}' (expected one of f16, bf16, f32, f64, i8, i16, i32, i64, "
+      "u8, u16, u32, u64, bool)",
+      name);
 }
 
 }  // namespace fusebench

@@ -17,7 +17,8 @@ class Digest {
     }
   }
   void update(const void* data, std::size_t size) {
-    if (EVP_DigestUpdate(context_.get(), data, size) != 1) throw std::runtime_error("OpenSSL: digest update failed");
+    if (EVP_DigestUpdate(context_.get(), data, size) != 1)
+      throw std::runtime_error("OpenSSL: digest update failed");
   }
   std::string hex() {
     unsigned char digest[EVP_MAX_MD_SIZE];
@@ -48,7 +49,9 @@ std::string sha256_hex(std::span<const std::byte> bytes) {
   return digest.hex();
 }
 
-std::string sha256_hex(std::string_view text) { return sha256_hex(std::as_bytes(std::span(text.data(), text.size()))); }
+std::string sha256_hex(std::string_view text) {
+  return sha256_hex(std::as_bytes(std::span(text.data(), text.size())));
+}
 
 std::string sha256_file_hex(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);

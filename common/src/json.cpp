@@ -6,12 +6,15 @@ namespace fusebench {
 
 namespace {
 // JSON has no NaN: an undefined statistic (nothing compared) is null.
-nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+nlohmann::json number(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
 }  // namespace
 
 nlohmann::json to_json(const UlpHistogram& histogram) {
   nlohmann::json bins = nlohmann::json::array();
-  for (int k = 0; k < histogram.exact_bins(); ++k) bins.push_back({{"ulp", k}, {"count", histogram.counts[std::size_t(k)]}});
+  for (int k = 0; k < histogram.exact_bins(); ++k)
+    bins.push_back({{"ulp", k}, {"count", histogram.counts[std::size_t(k)]}});
   return {{"bins", bins},
           {"at_least", {{"ulp", histogram.exact_bins()}, {"count", histogram.counts.back()}}},
           {"nan_pairs", histogram.nan_pairs}};

@@ -29,7 +29,8 @@ constexpr DescrEntry kDescrs[] = {{"f2", DType::f16}, {"f4", DType::f32}, {"f8",
 std::string descr_for(DType dtype) {
   if (dtype == DType::bf16) return std::string(kBf16Descr);
   for (const auto& entry : kDescrs) {
-    if (entry.dtype == dtype) return fmt::format("'{}{}'", dtype_size(dtype) == 1 ? '|' : '<', entry.descr);
+    if (entry.dtype == dtype)
+      return fmt::format("'{}{}'", dtype_size(dtype) == 1 ? '|' : '<', entry.descr);
   }
   throw_input_error("write_npy: dtype {} has no .npy descr", dtype_name(dtype));
 }
@@ -47,12 +48,12 @@ struct Header {
 // kMaxDepth deep.
 struct Literal {
   enum class Kind { String, Integer, Boolean, Sequence, Dict } kind = Kind::String;
-  std::string text;                                   // String
-  std::int64_t integer = 0;                           // Integer
-  bool boolean = false;                               // Boolean
-  bool is_list = false;                               // Sequence: list or tuple
-  std::vector<Literal> items;                         // Sequence, or a Dict's values
-  std::vector<std::string> keys;                      // Dict: keys[i] names items[i]
+  std::string text;               // String
+  std::int64_t integer = 0;       // Integer
+  bool boolean = false;           // Boolean
+  bool is_list = false;           // Sequence: list or tuple
+  std::vector<Literal> items;     // Sequence, or a Dict's values
+  std::vector<std::string> keys;  // Dict: keys[i] names items[i]
 
   static Literal of(Kind kind) {
     Literal out;
@@ -80,7 +81,9 @@ class HeaderParser {
                       text_.substr(0, std::min<std::size_t>(text_.size(), 200)));
   }
   void skip_space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r')) ++pos_;
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
+                                   text_[pos_] == '\n' || text_[pos_] == '\r'))
+      ++pos_;
   }
   bool take(char c) {
     skip_space();
@@ -103,7 +106,8 @@ class HeaderParser {
       return out;
     }
     if (c >= '0' && c <= '9') return parse_integer();
-    for (auto [word, value] : {std::pair{std::string_view("True"), true}, std::pair{std::string_view("False"), false}}) {
+    for (auto [word, value] :
+         {std::pair{std::string_view("True"), true}, std::pair{std::string_view("False"), false}}) {
       if (text_.substr(pos_, word.size()) == word) {
         pos_ += word.size();
         Literal out = Literal::of(Literal::Kind::Boolean);
@@ -125,7 +129,8 @@ class HeaderParser {
     std::int64_t value = 0;
     while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
       const int digit = text_[pos_++] - '0';
-      if (value > (std::numeric_limits<std::int64_t>::max() - digit) / 10) fail("integer out of range");
+      if (value > (std::numeric_limits<std::int64_t>::max() - digit) / 10)
+        fail("integer out of range");
       value = value * 10 + digit;
     }
     if (pos_ < text_.size() && text_[pos_] == 'L') ++pos_;  // Python 2's long suffix
@@ -151,7 +156,8 @@ class HeaderParser {
     while (true) {
       if (take('}')) return out;
       skip_space();
-      if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"')) fail("expected a quoted key");
+      if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"'))
+        fail("expected a quoted key");
       std::string key = parse_string();
       if (!take(':')) fail("expected ':' after a key");
       out.keys.push_back(std::move(key));
@@ -168,7 +174,8 @@ class HeaderParser {
 
 Header parse_header(std::string_view text, const std::string& source) {
   auto fail = [&](std::string_view why) -> Header {
-    throw_input_error("{}: malformed .npy header ({}): {}", source, why, text.substr(0, std::min<std::size_t>(text.size(), 200)));
+    throw_input_error("{}: malformed .npy header ({}): {}", source, why,
+                      text.substr(0, std::min<std::size_t>(text.size(), 200)));
   };
   const Literal document = HeaderParser(text, source).parse_document();
   if (document.kind != Literal::Kind::Dict) return fail("not a dict");
@@ -184,8 +191,10 @@ Header parse_header(std::string_view text, const std::string& source) {
   if (descr->kind == Literal::Kind::String) {
     const std::string& d = descr->text;
     if (d.size() < 2 || (d[0] != '<' && d[0] != '>' && d[0] != '|' && d[0] != '=')) {
-      throw_input_error("{}: unsupported .npy dtype '{}' (supported: f2, f4, f8, i1-i8, u1-u8, b1, and bf16 as {})",
-                        source, d, kBf16Descr);
+      throw_input_error(
+          "{}: unsupported .npy dtype '{}' (supported: f2, f4, f8, i1-i8, u1-u8, b1, and bf16 as "
+          "{})",
+          source, d, kBf16Descr);
     }
     header.big_endian = d[0] == '>';
     const std::string_view kind = std::string_view(d).substr(1);
@@ -197,28 +206,34 @@ Header parse_header(std::string_view text, const std::string& source) {
       }
     }
     if (!known) {
-      throw_input_error("{}: unsupported .npy dtype '{}' (supported: f2, f4, f8, i1-i8, u1-u8, b1, and bf16 as {})",
-                        source, d, kBf16Descr);
+      throw_input_error(
+          "{}: unsupported .npy dtype '{}' (supported: f2, f4, f8, i1-i8, u1-u8, b1, and bf16 as "
+          "{})",
+          source, d, kBf16Descr);
     }
   } else {
     // The one record dtype read: [('bf16', '<u2')].
-    const bool is_bf16 = descr->kind == Literal::Kind::Sequence && descr->is_list && descr->items.size() == 1 &&
-                         descr->items[0].kind == Literal::Kind::Sequence && descr->items[0].items.size() == 2 &&
-                         descr->items[0].items[0].kind == Literal::Kind::String &&
-                         descr->items[0].items[0].text == "bf16" &&
-                         descr->items[0].items[1].kind == Literal::Kind::String &&
-                         descr->items[0].items[1].text == "<u2";
+    const bool is_bf16 =
+        descr->kind == Literal::Kind::Sequence && descr->is_list && descr->items.size() == 1 &&
+        descr->items[0].kind == Literal::Kind::Sequence && descr->items[0].items.size() == 2 &&
+        descr->items[0].items[0].kind == Literal::Kind::String &&
+        descr->items[0].items[0].text == "bf16" &&
+        descr->items[0].items[1].kind == Literal::Kind::String &&
+        descr->items[0].items[1].text == "<u2";
     if (!is_bf16) {
-      throw_input_error("{}: unsupported structured .npy dtype (the only record dtype read is bf16, {})", source,
-                        kBf16Descr);
+      throw_input_error(
+          "{}: unsupported structured .npy dtype (the only record dtype read is bf16, {})", source,
+          kBf16Descr);
     }
     header.dtype = DType::bf16;
   }
   const Literal* fortran = find("fortran_order");
-  if (fortran == nullptr || fortran->kind != Literal::Kind::Boolean) return fail("no boolean 'fortran_order'");
+  if (fortran == nullptr || fortran->kind != Literal::Kind::Boolean)
+    return fail("no boolean 'fortran_order'");
   header.fortran_order = fortran->boolean;
   const Literal* shape = find("shape");
-  if (shape == nullptr || shape->kind != Literal::Kind::Sequence || shape->is_list) return fail("no 'shape' tuple");
+  if (shape == nullptr || shape->kind != Literal::Kind::Sequence || shape->is_list)
+    return fail("no 'shape' tuple");
   for (const auto& dim : shape->items) {
     if (dim.kind != Literal::Kind::Integer) return fail("a shape entry is not an integer");
     header.shape.push_back(dim.integer);
@@ -230,7 +245,8 @@ Header parse_header(std::string_view text, const std::string& source) {
 std::optional<std::uint64_t> promised_bytes(const Shape& shape, DType dtype) {
   std::uint64_t bytes = dtype_size(dtype);
   for (const auto dim : shape) {
-    if (dim != 0 && bytes > std::numeric_limits<std::uint64_t>::max() / std::uint64_t(dim)) return std::nullopt;
+    if (dim != 0 && bytes > std::numeric_limits<std::uint64_t>::max() / std::uint64_t(dim))
+      return std::nullopt;
     bytes *= std::uint64_t(dim);
   }
   return bytes;
@@ -248,20 +264,23 @@ Tensor parse_npy(std::span<const std::byte> file, const std::string& source) {
   const auto major = std::to_integer<int>(file[6]);
   std::size_t header_length = 0, header_start = 0;
   if (major == 1) {
-    header_length = std::to_integer<std::size_t>(file[8]) | (std::to_integer<std::size_t>(file[9]) << 8);
+    header_length =
+        std::to_integer<std::size_t>(file[8]) | (std::to_integer<std::size_t>(file[9]) << 8);
     header_start = 10;
   } else if (major == 2 || major == 3) {
     if (file.size() < 12) throw_input_error("{}: truncated .npy header", source);
-    for (int b = 0; b < 4; ++b) header_length |= std::to_integer<std::size_t>(file[8 + std::size_t(b)]) << (8 * b);
+    for (int b = 0; b < 4; ++b)
+      header_length |= std::to_integer<std::size_t>(file[8 + std::size_t(b)]) << (8 * b);
     header_start = 12;
   } else {
     throw_input_error("{}: unsupported .npy format version {}", source, major);
   }
   if (file.size() < header_start + header_length) {
-    throw_input_error("{}: truncated .npy header ({} bytes declared, {} present)", source, header_length,
-                      file.size() - header_start);
+    throw_input_error("{}: truncated .npy header ({} bytes declared, {} present)", source,
+                      header_length, file.size() - header_start);
   }
-  const std::string_view text(reinterpret_cast<const char*>(file.data()) + header_start, header_length);
+  const std::string_view text(reinterpret_cast<const char*>(file.data()) + header_start,
+                              header_length);
   const Header header = parse_header(text, source);
   Shape shape = header.shape;
   if (header.fortran_order) std::reverse(shape.begin(), shape.end());
@@ -269,16 +288,18 @@ Tensor parse_npy(std::span<const std::byte> file, const std::string& source) {
   const std::size_t payload = file.size() - header_start - header_length;
   const auto needed = promised_bytes(header.shape, header.dtype);
   if (!needed) {
-    throw_input_error("{}: the .npy header's shape {} of {} does not fit in 64 bits of bytes; the file has {} data bytes",
-                      source, shape_string(header.shape), dtype_name(header.dtype), payload);
+    throw_input_error(
+        "{}: the .npy header's shape {} of {} does not fit in 64 bits of bytes; the file has {} "
+        "data bytes",
+        source, shape_string(header.shape), dtype_name(header.dtype), payload);
   }
   if (payload < *needed) {
     throw_input_error("{}: truncated .npy data: shape {} of {} needs {} bytes, file has {}", source,
                       shape_string(header.shape), dtype_name(header.dtype), *needed, payload);
   }
   if (payload > *needed) {
-    throw_input_error("{}: {} trailing bytes after the .npy data of shape {} {}", source, payload - *needed,
-                      shape_string(header.shape), dtype_name(header.dtype));
+    throw_input_error("{}: {} trailing bytes after the .npy data of shape {} {}", source,
+                      payload - *needed, shape_string(header.shape), dtype_name(header.dtype));
   }
   Tensor out = Tensor::uninitialized(header.dtype, shape);
   std::memcpy(out.raw_data(), file.data() + header_start + header_length, out.nbytes());
@@ -296,11 +317,15 @@ Tensor parse_npy(std::span<const std::byte> file, const std::string& source) {
 Tensor read_npy(const std::filesystem::path& path) {
   std::error_code error;
   const auto status = std::filesystem::status(path, error);
-  if (error || !std::filesystem::exists(status)) throw_input_error("{}: no such file", path.string());
-  if (std::filesystem::is_directory(status)) throw_input_error("{}: is a directory, not a .npy file", path.string());
-  if (!std::filesystem::is_regular_file(status)) throw_input_error("{}: not a regular file", path.string());
+  if (error || !std::filesystem::exists(status))
+    throw_input_error("{}: no such file", path.string());
+  if (std::filesystem::is_directory(status))
+    throw_input_error("{}: is a directory, not a .npy file", path.string());
+  if (!std::filesystem::is_regular_file(status))
+    throw_input_error("{}: not a regular file", path.string());
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw_input_error("{}: cannot open for reading: {}", path.string(), std::strerror(errno));
+  if (!in)
+    throw_input_error("{}: cannot open for reading: {}", path.string(), std::strerror(errno));
   std::vector<std::byte> bytes;
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
@@ -320,8 +345,8 @@ std::vector<std::byte> serialize_npy(const Tensor& tensor_in) {
   } else {
     shape_text = fmt::format("({})", fmt::join(tensor.shape(), ", "));
   }
-  std::string header =
-      fmt::format("{{'descr': {}, 'fortran_order': False, 'shape': {}, }}", descr_for(tensor.dtype()), shape_text);
+  std::string header = fmt::format("{{'descr': {}, 'fortran_order': False, 'shape': {}, }}",
+                                   descr_for(tensor.dtype()), shape_text);
   // Pad with spaces and a newline so that the data starts on a 64-byte boundary (version 1.0
   // unless the header needs the 32-bit length of 2.0).
   const bool version2 = header.size() + 11 > 65535;
@@ -334,7 +359,8 @@ std::vector<std::byte> serialize_npy(const Tensor& tensor_in) {
   out[6] = std::byte(version2 ? 2 : 1);
   out[7] = std::byte(0);
   const std::size_t length = header.size();
-  for (std::size_t b = 0; b < (version2 ? 4u : 2u); ++b) out[8 + b] = std::byte((length >> (8 * b)) & 0xff);
+  for (std::size_t b = 0; b < (version2 ? 4u : 2u); ++b)
+    out[8 + b] = std::byte((length >> (8 * b)) & 0xff);
   std::memcpy(out.data() + prefix, header.data(), header.size());
   std::memcpy(out.data() + total, tensor.raw_data(), tensor.nbytes());
   return out;
@@ -348,7 +374,9 @@ void write_file_atomically(const std::filesystem::path& path, std::span<const st
   const auto temporary = std::filesystem::path(path).concat(fmt::format(".tmp.{}", ::getpid()));
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw_input_error("{}: cannot open for writing: {}", temporary.string(), std::strerror(errno));
+    if (!out)
+      throw_input_error("{}: cannot open for writing: {}", temporary.string(),
+                        std::strerror(errno));
     out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
     out.flush();
     if (!out) {
@@ -361,7 +389,8 @@ void write_file_atomically(const std::filesystem::path& path, std::span<const st
   std::filesystem::rename(temporary, path, error);
   if (error) {
     std::filesystem::remove(temporary, error);
-    throw_input_error("{}: cannot rename the temporary file into place: {}", path.string(), error.message());
+    throw_input_error("{}: cannot rename the temporary file into place: {}", path.string(),
+                      error.message());
   }
 }
 

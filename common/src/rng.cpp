@@ -39,7 +39,9 @@ namespace {
 constexpr double kTwoToMinus53 = 1.0 / 9007199254740992.0;
 }
 
-double CounterRng::uniform(std::uint64_t index) const { return double(u64(index) >> 11) * kTwoToMinus53; }
+double CounterRng::uniform(std::uint64_t index) const {
+  return double(u64(index) >> 11) * kTwoToMinus53;
+}
 
 double CounterRng::normal(std::uint64_t index) const {
   const auto words = block(index);
@@ -67,8 +69,8 @@ double portable_log(double x) {
   double series = 1.0 / 25.0;
   for (int k = 23; k >= 1; k -= 2) series = series * s2 + 1.0 / double(k);
   const double log_m = 2.0 * s * series;
-  constexpr double kLn2High = 0.6931471803691238;       // leading 32 bits of ln 2
-  constexpr double kLn2Low = 1.9082149292705877e-10;    // ln 2 - kLn2High
+  constexpr double kLn2High = 0.6931471803691238;     // leading 32 bits of ln 2
+  constexpr double kLn2Low = 1.9082149292705877e-10;  // ln 2 - kLn2High
   return double(exponent) * kLn2High + (log_m + double(exponent) * kLn2Low);
 }
 
@@ -99,10 +101,14 @@ double portable_cos_two_pi(double u) {
   const double cos_f = f <= 0.5 ? cos_quarter_turn(f) : sin_quarter_turn(1.0 - f);
   const double sin_f = f <= 0.5 ? sin_quarter_turn(f) : cos_quarter_turn(1.0 - f);
   switch (quadrant) {
-    case 0: return cos_f;
-    case 1: return -sin_f;
-    case 2: return -cos_f;
-    default: return sin_f;
+    case 0:
+      return cos_f;
+    case 1:
+      return -sin_f;
+    case 2:
+      return -cos_f;
+    default:
+      return sin_f;
   }
 }
 

@@ -4,13 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <iterator>
-#include <list>
-#include <mutex>
-#include <new>
-#include <sys/mman.h>
 #include <numeric>
 
 namespace fusebench {
@@ -34,109 +29,11 @@ Shape contiguous_strides(const Shape& shape) {
 }
 
 namespace {
-// Freed large buffers are kept for reuse, as a framework's caching allocator keeps them: a run
-// that allocates its outputs again then finds pages that are already mapped, instead of taking a
-// page fault and a kernel zero-fill per page, which would dominate a memory-bound comparison and
-// is not what a framework's steady state pays. Buffers are reused only at their exact size, and
-// the cache holds at most FUSEBENCH_BUFFER_CACHE_MB (default 1024) MiB. When a freed buffer
-// does not fit, the buffers freed longest ago are let go first: a run's own working set cycles
-// through the cache, while buffers of a one-off computation (an fp64 reference, say) would
-// otherwise fill it for good and turn every later run back into page faults (measured: a fused
-// chain's 32 MiB output evicted on every iteration, 49 faults and ~3 ms per 13 ms run).
-class LargeBufferCache {
- public:
-  static constexpr std::size_t kMinimumBytes = std::size_t(1) << 20;
-
-  static LargeBufferCache& instance() {
-    static auto* cache = new LargeBufferCache();  // never destroyed: tensors in statics outlive any order
-    return *cache;
-  }
-  void* take(std::size_t bytes) {
-    const std::lock_guard lock(mutex_);
-    // The most recently freed buffer of this size: its pages are the likeliest still in cache.
-    const auto it = std::find_if(free_.rbegin(), free_.rend(), [bytes](const Entry& e) { return e.bytes == bytes; });
-    if (it == free_.rend()) return nullptr;
-    void* memory = it->memory;
-    free_.erase(std::next(it).base());
-    cached_bytes_ -= bytes;
-    return memory;
-  }
-  void give(void* memory, std::size_t bytes) {
-    std::vector<void*> evicted;
-    {
-      const std::lock_guard lock(mutex_);
-      if (bytes > limit_bytes_) {
-        evicted.push_back(memory);
-      } else {
-        while (cached_bytes_ + bytes > limit_bytes_) {
-          evicted.push_back(free_.front().memory);
-          cached_bytes_ -= free_.front().bytes;
-          free_.pop_front();
-        }
-        free_.push_back({bytes, memory});
-        cached_bytes_ += bytes;
-      }
-    }
-    for (void* old : evicted) std::free(old);  // outside the lock: unmapping is slow
-  }
-  BufferCacheState state() {
-    const std::lock_guard lock(mutex_);
-    return {cached_bytes_, limit_bytes_};
-  }
-
- private:
-  struct Entry {
-    std::size_t bytes;
-    void* memory;
-  };
-  LargeBufferCache() {
-    if (const char* env = std::getenv("FUSEBENCH_BUFFER_CACHE_MB"); env && *env) {
-      limit_bytes_ = std::size_t(std::strtoull(env, nullptr, 10)) << 20;
-    }
-  }
-  std::mutex mutex_;
-  std::list<Entry> free_;  // oldest first
-  std::size_t cached_bytes_ = 0;
-  std::size_t limit_bytes_ = std::size_t(1024) << 20;
-};
-
-constexpr std::size_t kHugePage = std::size_t(2) << 20;
-// Large buffers are aligned to 2 MiB and offered to transparent huge pages: a fresh 64 MiB
-// buffer otherwise costs 16k page faults.
-std::size_t alignment_for(std::size_t bytes) { return bytes >= 2 * kHugePage ? kHugePage : 64; }
-std::size_t rounded_size(std::size_t bytes) {
-  const std::size_t alignment = alignment_for(bytes);
-  return std::max<std::size_t>(alignment, (bytes + alignment - 1) / alignment * alignment);
-}
-
 std::shared_ptr<std::byte[]> allocate_aligned(std::size_t bytes) {
   return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(allocate_buffer(bytes)),
                                       [bytes](std::byte* p) { release_buffer(p, bytes); });
 }
-
 }  // namespace
-
-void* allocate_buffer(std::size_t bytes) {
-  const std::size_t rounded = rounded_size(bytes);
-  void* memory = rounded >= LargeBufferCache::kMinimumBytes ? LargeBufferCache::instance().take(rounded) : nullptr;
-  if (memory == nullptr) {
-    memory = std::aligned_alloc(alignment_for(bytes), rounded);
-    if (memory == nullptr) throw std::bad_alloc();
-    if (alignment_for(bytes) == kHugePage) ::madvise(memory, rounded, MADV_HUGEPAGE);
-  }
-  return memory;
-}
-
-BufferCacheState buffer_cache_state() { return LargeBufferCache::instance().state(); }
-
-void release_buffer(void* memory, std::size_t bytes) {
-  const std::size_t rounded = rounded_size(bytes);
-  if (rounded >= LargeBufferCache::kMinimumBytes) {
-    LargeBufferCache::instance().give(memory, rounded);
-  } else {
-    std::free(memory);
-  }
-}
 
 namespace {
 void check_shape(const Shape& shape, std::string_view what) {
@@ -160,10 +57,12 @@ Tensor Tensor::borrow(DType dtype, Shape shape, Shape strides, const void* data,
                       std::shared_ptr<const void> owner) {
   check_shape(shape, "Tensor::borrow");
   if (strides.size() != shape.size()) {
-    throw_input_error("Tensor::borrow: {} strides for shape {}", strides.size(), shape_string(shape));
+    throw_input_error("Tensor::borrow: {} strides for shape {}", strides.size(),
+                      shape_string(shape));
   }
   for (auto stride : strides) {
-    if (stride < 0) throw_input_error("Tensor::borrow: negative stride for shape {}", shape_string(shape));
+    if (stride < 0)
+      throw_input_error("Tensor::borrow: negative stride for shape {}", shape_string(shape));
   }
   Tensor t;
   t.dtype_ = dtype;
@@ -181,9 +80,13 @@ Tensor::Tensor(DType dtype, Shape shape) {
   std::memset(raw_data(), 0, nbytes());
 }
 
-bool Tensor::is_contiguous() const { return strides_ == contiguous_strides(shape_) || numel() <= 1; }
+bool Tensor::is_contiguous() const {
+  return strides_ == contiguous_strides(shape_) || numel() <= 1;
+}
 
-std::string Tensor::describe() const { return fmt::format("{}{}", dtype_name(dtype_), shape_string(shape_)); }
+std::string Tensor::describe() const {
+  return fmt::format("{}{}", dtype_name(dtype_), shape_string(shape_));
+}
 
 std::span<const std::byte> Tensor::bytes() const {
   if (!is_contiguous()) throw_input_error("Tensor::bytes: {} is a strided view", describe());
@@ -192,21 +95,24 @@ std::span<const std::byte> Tensor::bytes() const {
 
 Tensor Tensor::reshape(Shape new_shape) const {
   const auto inferred = std::count(new_shape.begin(), new_shape.end(), -1);
-  if (inferred > 1) throw_input_error("reshape {} -> {}: more than one -1", describe(), shape_string(new_shape));
+  if (inferred > 1)
+    throw_input_error("reshape {} -> {}: more than one -1", describe(), shape_string(new_shape));
   if (inferred == 1) {
     std::int64_t known = 1;
     for (auto extent : new_shape) known *= extent == -1 ? 1 : extent;
     if (known == 0 || numel() % known != 0) {
-      throw_input_error("reshape {} -> {}: cannot infer the -1 extent", describe(), shape_string(new_shape));
+      throw_input_error("reshape {} -> {}: cannot infer the -1 extent", describe(),
+                        shape_string(new_shape));
     }
     *std::find(new_shape.begin(), new_shape.end(), -1) = numel() / known;
   }
   check_shape(new_shape, "reshape");
   if (shape_numel(new_shape) != numel()) {
-    throw_input_error("reshape {} -> {}: {} elements cannot become {}", describe(), shape_string(new_shape),
-                      numel(), shape_numel(new_shape));
+    throw_input_error("reshape {} -> {}: {} elements cannot become {}", describe(),
+                      shape_string(new_shape), numel(), shape_numel(new_shape));
   }
-  if (!is_contiguous()) throw_input_error("reshape {}: strided view; call contiguous() first", describe());
+  if (!is_contiguous())
+    throw_input_error("reshape {}: strided view; call contiguous() first", describe());
   Tensor out = *this;
   out.strides_ = contiguous_strides(new_shape);
   out.shape_ = std::move(new_shape);
@@ -244,11 +150,12 @@ Tensor Tensor::transpose(int axis_a, int axis_b) const {
 
 Tensor Tensor::slice(int axis, std::int64_t start, std::int64_t stop) const {
   if (axis < 0) axis += rank();
-  if (axis < 0 || axis >= rank()) throw_input_error("slice {}: axis {} out of range", describe(), axis);
+  if (axis < 0 || axis >= rank())
+    throw_input_error("slice {}: axis {} out of range", describe(), axis);
   const auto extent = shape_[std::size_t(axis)];
   if (start < 0 || stop < start || stop > extent) {
-    throw_input_error("slice {}: range [{}, {}) outside axis {} of extent {}", describe(), start, stop, axis,
-                      extent);
+    throw_input_error("slice {}: range [{}, {}) outside axis {} of extent {}", describe(), start,
+                      stop, axis, extent);
   }
   Tensor out = *this;
   out.offset_bytes_ += std::size_t(start * strides_[std::size_t(axis)]) * element_size();
@@ -267,8 +174,8 @@ Tensor Tensor::expand(const Shape& shape) const {
   for (std::size_t i = 0; i < shape_.size(); ++i) {
     const auto from = shape_[i], to = shape[lead + i];
     if (from != to && from != 1) {
-      throw_input_error("expand {} to {}: axis {} of extent {} cannot become {}", describe(), shape_string(shape), i,
-                        from, to);
+      throw_input_error("expand {} to {}: axis {} of extent {} cannot become {}", describe(),
+                        shape_string(shape), i, from, to);
     }
     out.strides_[lead + i] = from == to ? strides_[i] : 0;
   }
@@ -294,7 +201,8 @@ Tensor Tensor::clone() const {
   const std::int64_t inner_stride = strides_[std::size_t(last)];
   for (std::int64_t done = 0; done < n; done += inner) {
     std::int64_t offset = 0;
-    for (int axis = 0; axis < last; ++axis) offset += index[std::size_t(axis)] * strides_[std::size_t(axis)];
+    for (int axis = 0; axis < last; ++axis)
+      offset += index[std::size_t(axis)] * strides_[std::size_t(axis)];
     const std::byte* src = raw_data() + offset * std::int64_t(size);
     if (inner_stride == 1) {
       std::memcpy(dst, src, std::size_t(inner) * size);
@@ -309,12 +217,22 @@ Tensor Tensor::clone() const {
         }
       };
       switch (size) {
-        case 1: copy_run(std::uint8_t{}); break;
-        case 2: copy_run(std::uint16_t{}); break;
-        case 4: copy_run(std::uint32_t{}); break;
-        case 8: copy_run(std::uint64_t{}); break;
+        case 1:
+          copy_run(std::uint8_t{});
+          break;
+        case 2:
+          copy_run(std::uint16_t{});
+          break;
+        case 4:
+          copy_run(std::uint32_t{});
+          break;
+        case 8:
+          copy_run(std::uint64_t{});
+          break;
         default:
-          for (std::int64_t i = 0; i < inner; ++i) std::memcpy(dst + i * std::int64_t(size), src + i * inner_stride * std::int64_t(size), size);
+          for (std::int64_t i = 0; i < inner; ++i)
+            std::memcpy(dst + i * std::int64_t(size), src + i * inner_stride * std::int64_t(size),
+                        size);
       }
     }
     dst += std::size_t(inner) * size;
@@ -353,19 +271,32 @@ void convert_elements(const From* in, To* out, std::int64_t n) {
 template <class Fn>
 decltype(auto) visit_any(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::f16: return fn(Half{});
-    case DType::bf16: return fn(BFloat16{});
-    case DType::f32: return fn(float{});
-    case DType::f64: return fn(double{});
-    case DType::i8: return fn(std::int8_t{});
-    case DType::i16: return fn(std::int16_t{});
-    case DType::i32: return fn(std::int32_t{});
-    case DType::i64: return fn(std::int64_t{});
-    case DType::u8: return fn(std::uint8_t{});
-    case DType::u16: return fn(std::uint16_t{});
-    case DType::u32: return fn(std::uint32_t{});
-    case DType::u64: return fn(std::uint64_t{});
-    case DType::boolean: return fn(bool{});
+    case DType::f16:
+      return fn(Half{});
+    case DType::bf16:
+      return fn(BFloat16{});
+    case DType::f32:
+      return fn(float{});
+    case DType::f64:
+      return fn(double{});
+    case DType::i8:
+      return fn(std::int8_t{});
+    case DType::i16:
+      return fn(std::int16_t{});
+    case DType::i32:
+      return fn(std::int32_t{});
+    case DType::i64:
+      return fn(std::int64_t{});
+    case DType::u8:
+      return fn(std::uint8_t{});
+    case DType::u16:
+      return fn(std::uint16_t{});
+    case DType::u32:
+      return fn(std::uint32_t{});
+    case DType::u64:
+      return fn(std::uint64_t{});
+    case DType::boolean:
+      return fn(bool{});
   }
   throw_input_error("invalid dtype code {}", int(dtype));
 }
@@ -379,12 +310,13 @@ Tensor Tensor::to(DType dtype) const {
     visit_any(dtype, [&](auto to) {
       using From = decltype(from);
       using To = decltype(to);
-      if constexpr ((FloatingStorage<From> || FloatingStorage<To>) &&
-                    (std::is_same_v<From, bool> || std::is_same_v<To, bool>)) {
-        throw_input_error("Tensor::to: no conversion between {} and {}", dtype_name(dtype_), dtype_name(dtype));
+      if constexpr ((FloatingStorage<From> || FloatingStorage<To>)&&(std::is_same_v<From, bool> ||
+                                                                     std::is_same_v<To, bool>)) {
+        throw_input_error("Tensor::to: no conversion between {} and {}", dtype_name(dtype_),
+                          dtype_name(dtype));
       } else {
-        convert_elements(reinterpret_cast<const From*>(source.raw_data()), reinterpret_cast<To*>(out.raw_data()),
-                         numel());
+        convert_elements(reinterpret_cast<const From*>(source.raw_data()),
+                         reinterpret_cast<To*>(out.raw_data()), numel());
       }
     });
   });
@@ -407,7 +339,8 @@ std::int64_t strided_offset(const Tensor& t, std::int64_t flat_index) {
 }  // namespace
 
 double Tensor::value_at(std::int64_t flat_index) const {
-  const std::byte* element = raw_data() + strided_offset(*this, flat_index) * std::int64_t(element_size());
+  const std::byte* element =
+      raw_data() + strided_offset(*this, flat_index) * std::int64_t(element_size());
   return visit_any(dtype_, [&](auto tag) -> double {
     using T = decltype(tag);
     T value;
@@ -421,7 +354,8 @@ double Tensor::value_at(std::int64_t flat_index) const {
 }
 
 std::uint64_t Tensor::bits_at(std::int64_t flat_index) const {
-  const std::byte* element = raw_data() + strided_offset(*this, flat_index) * std::int64_t(element_size());
+  const std::byte* element =
+      raw_data() + strided_offset(*this, flat_index) * std::int64_t(element_size());
   std::uint64_t bits = 0;
   std::memcpy(&bits, element, element_size());  // little-endian: the low bytes
   return bits;

@@ -18,8 +18,9 @@ struct BlockSummary {
 // Distances of one block; written branch-free on restrict pointers so that it vectorises.
 template <class T>
 inline BlockSummary<T> block_distances(const typename FloatFormat<T>::Bits* __restrict a,
-                                const typename FloatFormat<T>::Bits* __restrict b,
-                                typename FloatFormat<T>::Bits* __restrict distance, std::int64_t count) {
+                                       const typename FloatFormat<T>::Bits* __restrict b,
+                                       typename FloatFormat<T>::Bits* __restrict distance,
+                                       std::int64_t count) {
   using F = FormatTraits<T>;
   using Bits = typename F::Bits;
   // Masks instead of branches and bools: every value stays in the element width, which is what
@@ -29,9 +30,11 @@ inline BlockSummary<T> block_distances(const typename FloatFormat<T>::Bits* __re
   for (std::int64_t i = 0; i < count; ++i) {
     const Bits x = a[i], y = b[i];
     const Bits magnitude_x = x & F::magnitude_mask, magnitude_y = y & F::magnitude_mask;
-    const Bits larger = std::max(magnitude_x, magnitude_y), smaller = std::min(magnitude_x, magnitude_y);
+    const Bits larger = std::max(magnitude_x, magnitude_y),
+               smaller = std::min(magnitude_x, magnitude_y);
     const Bits signs_differ = Bits(Bits(0) - Bits((x ^ y) >> (F::width - 1)));
-    const Bits d = Bits((Bits(magnitude_x + magnitude_y) & signs_differ) | (Bits(larger - smaller) & Bits(~signs_differ)));
+    const Bits d = Bits((Bits(magnitude_x + magnitude_y) & signs_differ) |
+                        (Bits(larger - smaller) & Bits(~signs_differ)));
     const Bits is_nan = Bits(larger > F::infinity_bits);
     const Bits nan_mask = Bits(Bits(0) - is_nan);
     distance[i] = Bits(d | nan_mask);
@@ -45,7 +48,8 @@ inline BlockSummary<T> block_distances(const typename FloatFormat<T>::Bits* __re
 // over bins, the compiler vectorises that outer loop instead of this one, which is many times
 // slower.
 template <class Bits>
-[[gnu::noinline]] inline std::uint16_t count_equal(const Bits* __restrict distance, std::int64_t count, Bits value) {
+[[gnu::noinline]] inline std::uint16_t count_equal(const Bits* __restrict distance,
+                                                   std::int64_t count, Bits value) {
   std::uint16_t in_bin = 0;  // a block has fewer than 2^16 elements
   for (std::int64_t i = 0; i < count; ++i) in_bin += distance[i] == value;
   return in_bin;
@@ -55,11 +59,13 @@ template <class Bits>
 // vectorised counting sweep per bin over the (cache-resident) block; scattered increments would
 // serialise when most distances are equal.
 template <class Bits>
-inline void block_histogram(const Bits* __restrict distance, std::int64_t count, int exact_bins, std::uint64_t* counts) {
+inline void block_histogram(const Bits* __restrict distance, std::int64_t count, int exact_bins,
+                            std::uint64_t* counts) {
   constexpr int kSweepLimit = 32;
   if (exact_bins <= kSweepLimit && count <= 65535) {
     std::uint64_t binned = 0;
-    for (int k = 0; k < exact_bins && binned < std::uint64_t(count); ++k) {  // small distances fill the block early
+    // small distances fill the block early
+    for (int k = 0; k < exact_bins && binned < std::uint64_t(count); ++k) {
       const std::uint16_t in_bin = count_equal(distance, count, Bits(k));
       counts[k] += in_bin;
       binned += in_bin;

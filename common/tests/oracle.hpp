@@ -28,7 +28,8 @@ inline double decode(const Format& f, std::uint64_t bits) {
   const std::uint64_t mantissa = bits & ((std::uint64_t(1) << f.mantissa_bits) - 1);
   double magnitude;
   if (exponent_field == (1u << f.exponent_bits) - 1) {
-    magnitude = mantissa == 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+    magnitude = mantissa == 0 ? std::numeric_limits<double>::infinity()
+                              : std::numeric_limits<double>::quiet_NaN();
   } else if (exponent_field == 0) {
     magnitude = std::ldexp(double(mantissa), f.emin() - f.mantissa_bits);
   } else {
@@ -74,7 +75,7 @@ inline double rank(const Format& f, double x) {
     } else {
       int e;
       const double m = std::frexp(magnitude, &e);  // magnitude = m 2^e, m in [0.5, 1)
-      const int binade = e - 1;                     // magnitude in [2^binade, 2^(binade+1))
+      const int binade = e - 1;                    // magnitude in [2^binade, 2^(binade+1))
       r = double(binade - f.emin() + 1) * per_binade + (2.0 * m - 1.0) * per_binade;
     }
   }

@@ -44,7 +44,8 @@ TEST(BitEqual, NanAndSignedZeroPolicies) {
   EXPECT_EQ(bit_equal(a, b).mismatches, 2);
   EXPECT_EQ(bit_equal(a, b, {.nan = NanPolicy::AnyNanEqual}).mismatches, 1);
   EXPECT_EQ(bit_equal(a, b, {.zero = ZeroPolicy::SignedZerosEqual}).mismatches, 1);
-  EXPECT_TRUE(bit_equal(a, b, {.nan = NanPolicy::AnyNanEqual, .zero = ZeroPolicy::SignedZerosEqual}).equal);
+  EXPECT_TRUE(
+      bit_equal(a, b, {.nan = NanPolicy::AnyNanEqual, .zero = ZeroPolicy::SignedZerosEqual}).equal);
 }
 
 TEST(BitEqual, LargeTensorsAcrossBlocksAndIntegerDtypes) {
@@ -55,7 +56,10 @@ TEST(BitEqual, LargeTensorsAcrossBlocksAndIntegerDtypes) {
   EXPECT_EQ(result.mismatches, 1);
   EXPECT_EQ(result.first_mismatch_indices.at(0), 12345);
   const std::vector<std::int32_t> x = {1, 2, 3}, y = {1, 5, 3};
-  EXPECT_EQ(bit_equal(Tensor::from_values<std::int32_t>({3}, x), Tensor::from_values<std::int32_t>({3}, y)).mismatches, 1);
+  EXPECT_EQ(bit_equal(Tensor::from_values<std::int32_t>({3}, x),
+                      Tensor::from_values<std::int32_t>({3}, y))
+                .mismatches,
+            1);
 }
 
 TEST(BitEqual, StridedViewsCompareByLogicalElement) {
@@ -94,7 +98,8 @@ TEST(UlpDiff, WidthsOfEveryDtype) {
   EXPECT_EQ(r64.distance.dtype(), DType::u64);
   EXPECT_EQ(r64.max_distance, 0u);
   // fp64 extreme: -max to +max does not overflow the u64 distance.
-  const Tensor lo = f64({-std::numeric_limits<double>::max()}), hi = f64({std::numeric_limits<double>::max()});
+  const Tensor lo = f64({-std::numeric_limits<double>::max()}),
+               hi = f64({std::numeric_limits<double>::max()});
   EXPECT_EQ(ulp_diff(lo, hi).max_distance, 2 * 0x7fefffffffffffffULL);
   const Tensor bf = random_uniform(DType::bf16, {100}, -1, 1, 3);
   EXPECT_EQ(ulp_diff(bf, bf).distance.dtype(), DType::u16);
@@ -144,7 +149,8 @@ void check_binade_edges() {
   using F = FormatTraits<T>;
   // The next representable value above v (>= 0), from the format's spacing at v.
   auto next_up = [](double v) {
-    const int exponent = v == 0 ? F::min_normal_exponent : std::max(std::ilogb(v), F::min_normal_exponent);
+    const int exponent =
+        v == 0 ? F::min_normal_exponent : std::max(std::ilogb(v), F::min_normal_exponent);
     return v + std::ldexp(1.0, exponent - F::mantissa_bits);
   };
   auto next_down = [](double v) {  // v > 0
@@ -156,7 +162,8 @@ void check_binade_edges() {
     const double edge = std::ldexp(1.0, e);
     std::vector<double> ladder = {edge};  // three steps down and three up, in order
     for (int k = 0; k < 3; ++k) ladder.insert(ladder.begin(), next_down(ladder.front()));
-    for (int k = 0; k < 3 && ladder.back() < std::ldexp(2.0, F::max_exponent); ++k) ladder.push_back(next_up(ladder.back()));
+    for (int k = 0; k < 3 && ladder.back() < std::ldexp(2.0, F::max_exponent); ++k)
+      ladder.push_back(next_up(ladder.back()));
     for (double sign : {1.0, -1.0}) {
       for (std::size_t i = 0; i < ladder.size(); ++i) {
         for (std::size_t j = 0; j < ladder.size(); ++j) {
@@ -165,7 +172,8 @@ void check_binade_edges() {
           const std::vector<T> xs = {x}, ys = {y};
           const auto d = ulp_diff(Tensor::from_values<T>({1}, xs), Tensor::from_values<T>({1}, ys));
           const std::uint64_t expected = i > j ? i - j : j - i;
-          ASSERT_EQ(d.max_distance, expected) << "edge 2^" << e << " steps " << i << " and " << j << " sign " << sign;
+          ASSERT_EQ(d.max_distance, expected)
+              << "edge 2^" << e << " steps " << i << " and " << j << " sign " << sign;
           ASSERT_EQ(summarize(d).mean, double(expected));
         }
       }
@@ -192,12 +200,56 @@ TEST(UlpMeasures, SummaryIsExactOverMixedDistancesAndSkipsNanPairs) {
   EXPECT_DOUBLE_EQ(summary.p50, 2.0);
   EXPECT_DOUBLE_EQ(summary.p99, 3.0 + 0.96 * 7.0);
   const Tensor a32 = a.to(DType::f32), b32 = b.to(DType::f32);
-  const auto wide = summarize(ulp_diff(a32, b32));  // the selection path, 8192 f32 steps per f16 step
+  // the selection path, 8192 f32 steps per f16 step
+  const auto wide = summarize(ulp_diff(a32, b32));
   EXPECT_EQ(wide.max, 10u * 8192u);
   EXPECT_DOUBLE_EQ(wide.p50, 2.0 * 8192);
   const auto none = summarize(ulp_diff(f16_bits({0x7e00}), f16_bits({0x3c00})));
   EXPECT_EQ(none.compared, 0u);
   EXPECT_TRUE(std::isnan(none.mean));
+}
+
+// The summary reads ranks (and, when every distance is binned exactly, the sum) from the
+// histogram instead of passing over the distances: over seeded mixes of small and large distances,
+// NaN pairs and every bin count, it equals a sort-based oracle exactly.
+TEST(UlpMeasures, SummaryFromTheHistogramEqualsASortedOracle) {
+  const CounterRng rng(2027, 5);
+  std::uint64_t draw = 0;
+  for (int large_every : {0, 3, 50, 1000}) {  // 0: no distance beyond 3 steps
+    for (int bins : {1, 2, 4, 16, 64}) {
+      const std::int64_t n = 5000;
+      std::vector<Half> xs, ys;
+      std::vector<std::uint64_t> kept;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::uint16_t base = std::uint16_t(0x3000 + rng.u32(draw++) % 0x800);
+        std::uint16_t step = std::uint16_t(rng.u32(draw++) % 4);
+        if (large_every && rng.u32(draw++) % std::uint32_t(large_every) == 0)
+          step = std::uint16_t(20 + rng.u32(draw++) % 300);
+        const bool nan = rng.u32(draw++) % 97 == 0;
+        xs.push_back(Half{nan ? std::uint16_t(0x7e00) : base});
+        ys.push_back(Half{std::uint16_t(base + step)});
+        if (!nan) kept.push_back(step);
+      }
+      const auto result = ulp_diff(Tensor::from_values<Half>({n}, xs),
+                                   Tensor::from_values<Half>({n}, ys), {bins, 16});
+      const auto summary = summarize(result);
+      std::sort(kept.begin(), kept.end());
+      auto linear = [&](double p) {  // numpy's "linear" percentile
+        const double h = double(kept.size() - 1) * p;
+        const auto low = std::size_t(std::floor(h));
+        if (low + 1 >= kept.size()) return double(kept[low]);
+        return double(kept[low]) + (h - double(low)) * (double(kept[low + 1]) - double(kept[low]));
+      };
+      std::uint64_t sum = 0;
+      for (auto d : kept) sum += d;
+      ASSERT_EQ(summary.compared, kept.size());
+      EXPECT_EQ(summary.mean, double(sum) / double(kept.size()))
+          << "bins " << bins << " large every " << large_every;
+      EXPECT_EQ(summary.p50, linear(0.5)) << "bins " << bins << " large every " << large_every;
+      EXPECT_EQ(summary.p99, linear(0.99)) << "bins " << bins << " large every " << large_every;
+      EXPECT_EQ(summary.max, kept.back());
+    }
+  }
 }
 
 // ---- ulp_error
@@ -210,8 +262,8 @@ TEST(UlpError, FractionalErrorInTheResultFormat) {
   EXPECT_DOUBLE_EQ(e.value_at(1), 0.25);  // subnormal spacing 2^-24 is the floor
   EXPECT_DOUBLE_EQ(e.value_at(2), 0.0);
   // Non-finite: the same infinity agrees; NaN against a number is infinitely wrong.
-  const auto special = ulp_error(f16_bits({0x7c00, 0x7e00, 0x7e00}),
-                                 f64({INFINITY, std::nan(""), 1.0}));
+  const auto special =
+      ulp_error(f16_bits({0x7c00, 0x7e00, 0x7e00}), f64({INFINITY, std::nan(""), 1.0}));
   EXPECT_EQ(special.value_at(0), 0.0);
   EXPECT_EQ(special.value_at(1), 0.0);
   EXPECT_TRUE(std::isinf(special.value_at(2)));
@@ -276,7 +328,8 @@ void expect_summary(const ErrorSummary& got, const std::vector<double>& values, 
 }
 
 template <class Y>
-ErrorStats check_against_plain(const Tensor& y, const Tensor& ref, const ErrorStatsOptions& options = {}) {
+ErrorStats check_against_plain(const Tensor& y, const Tensor& ref,
+                               const ErrorStatsOptions& options = {}) {
   const auto stats = error_stats(y, ref, options);
   const auto plain = plain_stats<Y>(y, ref);
   EXPECT_EQ(stats.count, y.numel());
@@ -320,7 +373,8 @@ void expect_same_stats(const ErrorStats& a, const ErrorStats& b) {
 
 Tensor inject_specials(Tensor t, std::uint64_t seed) {
   const CounterRng rng(seed, 77);
-  const std::vector<double> specials = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e-40, 6e-8, -3e-5, 1e-310};
+  const std::vector<double> specials = {NAN,   INFINITY, -INFINITY, 0.0,   -0.0,
+                                        1e-40, 6e-8,     -3e-5,     1e-310};
   for (std::int64_t i = 0; i < t.numel(); ++i) {
     if (rng.u32(std::uint64_t(i)) % 50 != 0) continue;
     const double v = specials[rng.u32(std::uint64_t(i) + (1u << 30)) % specials.size()];
@@ -341,7 +395,8 @@ TEST(ErrorStats, Fp16AgainstFp64WithNanInfSubnormals) {
 TEST(ErrorStats, Bf16AndFp32AndFp64ResultsAndSameDtypeReference) {
   const Tensor ref = inject_specials(random_uniform(DType::f64, {30011}, -3, 3, 4), 5);
   check_against_plain<BFloat16>(inject_specials(ref.to(DType::bf16), 6), ref);
-  check_against_plain<float>(inject_specials(random_uniform(DType::f32, {30011}, -3, 3, 4), 7), ref);
+  check_against_plain<float>(inject_specials(random_uniform(DType::f32, {30011}, -3, 3, 4), 7),
+                             ref);
   check_against_plain<double>(random_uniform(DType::f64, {30011}, -3, 3, 8), ref);
   const Tensor ref16 = random_uniform(DType::f16, {20000}, -1, 1, 9);
   check_against_plain<Half>(random_uniform(DType::f16, {20000}, -1, 1, 10), ref16);
@@ -381,7 +436,8 @@ TEST(ErrorStats, EveryFormatPairAgreesInTheVectorPassAndTheBlockPass) {
   const std::int64_t n = (std::int64_t(1) << 19) + 13;
   const Tensor wide = inject_specials(random_normal(DType::f64, {n}, 0, 3, 41), 42);
   auto check = [&]<class Y>(Y, DType y_dtype, DType ref_dtype) {
-    SCOPED_TRACE(std::string(dtype_name(y_dtype)) + " against " + std::string(dtype_name(ref_dtype)));
+    SCOPED_TRACE(std::string(dtype_name(y_dtype)) + " against " +
+                 std::string(dtype_name(ref_dtype)));
     const Tensor ref = wide.to(ref_dtype);
     const Tensor y = inject_specials(random_normal(DType::f64, {n}, 0, 3, 43), 44).to(y_dtype);
     // y close to ref: most pairs a few units apart, as a fused kernel's results are
@@ -456,11 +512,13 @@ TEST(ErrorStats, CountedButNotKeptValuesHoldingARankFallBack) {
   std::fill_n(ref.span<double>().begin(), n, 1.0);
   Tensor y = Tensor::uninitialized(DType::f64, {n});
   auto py = y.span<double>();
-  for (std::int64_t i = 0; i < n; ++i) py[std::size_t(i)] = i % 2 == 0 ? 2.0 : 3.0;  // errors 1 and 2
+  // errors 1 and 2
+  for (std::int64_t i = 0; i < n; ++i) py[std::size_t(i)] = i % 2 == 0 ? 2.0 : 3.0;
   const auto two_valued = check_against_plain<double>(y, ref);
   EXPECT_EQ(two_valued.passes, 1);
   std::vector<bool> sampled(std::size_t(n), false);
-  for (std::int64_t i = 0; i < samples; ++i) sampled[std::size_t(detail::rank_sample_position(i, n, samples))] = true;
+  for (std::int64_t i = 0; i < samples; ++i)
+    sampled[std::size_t(detail::rank_sample_position(i, n, samples))] = true;
   // An error of 1.5 in 2,000 unsampled places, half taken from the 1s and half from the 2s: the
   // median's ranks (n/2 - 1, n/2) fall among them.
   std::int64_t from_ones = 0, from_twos = 0;
@@ -510,10 +568,103 @@ TEST(ErrorStats, CrowdedBinsWithFewAndManyDistinctValues) {
     const auto pr = ref.span<double>();
     for (std::int64_t i = 0; i < n; ++i) {
       const double step = double(8192 + rng.u32(std::uint64_t(i)) % distinct);
-      py[std::size_t(i)] = pr[std::size_t(i)] + std::ldexp(step, -43);  // exact: the sum fits 53 bits
+      // exact: the sum fits 53 bits
+      py[std::size_t(i)] = pr[std::size_t(i)] + std::ldexp(step, -43);
     }
     check_against_plain<double>(y, ref);
     check_against_plain<double>(y, ref, {.rank_sample_size = 0});
+  }
+}
+
+// The case error_stats exists for: an f16, bf16 or f32 result against its fp64 reference, above
+// the sizes where the sampled windows and the vector/blocked passes run. Every figure against the
+// sort-based computation, and the integer histogram against ulp_diff with the reference rounded to
+// the result's format, for continuous errors, for errors with many ties (exact results and a
+// reference of few distinct values), and with NaN, infinities, zeros and subnormals on both sides.
+TEST(ErrorStats, ResultsAgainstFp64ReferenceMatchTheSortedComputation) {
+  const std::int64_t n = (std::int64_t(1) << 20) + 777;
+  auto check = [&]<class Y>(Y, DType dtype) {
+    const double two_eps = std::ldexp(2.0, -FormatTraits<Y>::mantissa_bits);
+    const Tensor x = random_normal(DType::f64, {n}, 0, 2, 61);
+    const Tensor u = random_uniform(DType::f64, {n}, -1, 1, 62);
+    Tensor continuous = x.clone(), tied_ref = x.clone();
+    auto pc = continuous.span<double>(), pt = tied_ref.span<double>();
+    const auto pu = u.span<double>();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto k = std::size_t(i);
+      pc[k] *= 1 + two_eps * pu[k];
+      pt[k] = std::round(pt[k] * 16) / 16;  // a few hundred distinct values, each many times
+    }
+    Tensor tied_y = tied_ref.to(dtype);  // exact where the value fits the format
+    {
+      const Tensor perturbed = continuous.to(dtype);
+      auto py = tied_y.span<Y>();
+      const auto pp = perturbed.span<Y>();
+      for (std::size_t k = 0; k < py.size(); k += 3) py[k] = pp[k];
+    }
+    struct Case {
+      const char* name;
+      Tensor y, ref;
+    };
+    const Case cases[] = {
+        {"continuous", continuous.to(dtype), x},
+        {"ties", tied_y, tied_ref},
+        {"non-finite", inject_specials(continuous.to(dtype), 63), inject_specials(x, 64)},
+    };
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + c.name);
+      const auto stats = check_against_plain<Y>(c.y, c.ref, {.threads = 2});
+      EXPECT_EQ(stats.passes, 1);
+      const auto distances =
+          ulp_diff(c.y, c.ref.to(dtype), {.histogram_bins = ErrorStatsOptions{}.histogram_bins});
+      EXPECT_EQ(stats.ulp_histogram.counts, distances.histogram.counts);
+      EXPECT_EQ(stats.ulp_histogram.nan_pairs, distances.nan_pairs);
+      EXPECT_EQ(stats.ulp_diff_max, distances.max_distance);
+      EXPECT_EQ(stats.ulp_diff_max_index, distances.max_index);
+      expect_same_stats(error_stats(c.y, c.ref, {.threads = 1, .rank_sample_size = 0}), stats);
+    }
+  };
+  check(Half{}, DType::f16);
+  check(BFloat16{}, DType::bf16);
+  check(float{}, DType::f32);
+}
+
+// Rounding the fp64 reference to a 16-bit result format (for the integer distances) on every
+// kind of fp64 value: random bit patterns over all exponents, exact halfway cases of both formats
+// and their neighbours, beyond the formats' ranges and below their subnormals.
+TEST(ErrorStats, ReferenceRoundedToTheResultFormatForTheDistances) {
+  const std::int64_t n = std::int64_t(1) << 19;
+  Tensor ref = Tensor::uninitialized(DType::f64, {n});
+  auto pr = ref.span<double>();
+  const CounterRng rng(65);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint64_t r = rng.u64(std::uint64_t(i));
+    const auto k = std::size_t(i);
+    switch (i % 4) {
+      case 0:
+        pr[k] = std::bit_cast<double>(r);
+        break;  // any pattern, NaN and infinities included
+      // halfway
+      case 1:
+        pr[k] = std::ldexp(double(r % 4096) + 0.5, int((r >> 12) % 300) - 160);
+        break;
+      case 2:
+        pr[k] = std::nextafter(pr[k - 1], 0.0);
+        break;
+      default:
+        pr[k] = std::nextafter(pr[k - 2], INFINITY);
+        break;
+    }
+  }
+  for (const DType dtype : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor y = random_uniform(DType::f64, {n}, -1, 1, 66).to(dtype);
+    const auto stats = error_stats(y, ref, {.histogram_bins = 64});
+    const auto distances = ulp_diff(y, ref.to(dtype), {.histogram_bins = 64});
+    EXPECT_EQ(stats.ulp_histogram.counts, distances.histogram.counts);
+    EXPECT_EQ(stats.ulp_histogram.nan_pairs, distances.nan_pairs);
+    EXPECT_EQ(stats.ulp_diff_max, distances.max_distance);
+    EXPECT_EQ(stats.ulp_diff_max_index, distances.max_index);
   }
 }
 

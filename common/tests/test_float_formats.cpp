@@ -88,7 +88,8 @@ TYPED_TEST(SixteenBit, NarrowingMatchesMpfrAroundEveryValueAndMidpoint) {
     const double up = to_double(next_up(from_bits<T>(std::uint16_t(bits))));
     probes.push_back(v);
     // Beyond the largest finite value the next "value" is the overflow threshold's midpoint.
-    const double upper = std::isinf(up) ? v + (v - to_double(next_down(from_bits<T>(std::uint16_t(bits))))) : up;
+    const double upper =
+        std::isinf(up) ? v + (v - to_double(next_down(from_bits<T>(std::uint16_t(bits))))) : up;
     const double mid = v + (upper - v) / 2;  // exact in fp64
     probes.push_back(mid);
     probes.push_back(std::nextafter(mid, 0.0));
@@ -96,7 +97,8 @@ TYPED_TEST(SixteenBit, NarrowingMatchesMpfrAroundEveryValueAndMidpoint) {
     probes.push_back(double(std::nextafter(float(mid), 0.0f)));
     probes.push_back(double(std::nextafter(float(mid), mid < 0 ? -1e30f : 1e30f)));
   }
-  for (double special : {0.0, -0.0, 1e-300, -1e-300, 1e300, -1e300, 65504.0, 65519.99, 65520.0, 3.4e38, 3.5e38}) {
+  for (double special :
+       {0.0, -0.0, 1e-300, -1e-300, 1e300, -1e300, 65504.0, 65519.99, 65520.0, 3.4e38, 3.5e38}) {
     probes.push_back(special);
   }
   for (double x : probes) {
@@ -123,7 +125,8 @@ TYPED_TEST(SixteenBit, Fp32FastPathMatchesGenericRoundingOnRandomAndStridedPatte
     }
   };
   for (std::uint64_t i = 0; i < 4'000'000; ++i) check(rng.u32(i));
-  for (std::uint64_t pattern = 0; pattern < (1ULL << 32); pattern += 251) check(std::uint32_t(pattern));
+  for (std::uint64_t pattern = 0; pattern < (1ULL << 32); pattern += 251)
+    check(std::uint32_t(pattern));
 }
 
 TYPED_TEST(SixteenBit, NextUpAndDownFollowTheSortedValueList) {
@@ -145,8 +148,10 @@ TYPED_TEST(SixteenBit, NextUpAndDownFollowTheSortedValueList) {
     const auto next = std::next(it);
     const double expected_up = next == sorted.end() ? v : next->first;
     const double expected_down = it == sorted.begin() ? v : std::prev(it)->first;
-    ASSERT_EQ(to_double(next_up(from_bits<T>(std::uint16_t(bits)))), expected_up) << std::hex << bits;
-    ASSERT_EQ(to_double(next_down(from_bits<T>(std::uint16_t(bits)))), expected_down) << std::hex << bits;
+    ASSERT_EQ(to_double(next_up(from_bits<T>(std::uint16_t(bits)))), expected_up)
+        << std::hex << bits;
+    ASSERT_EQ(to_double(next_down(from_bits<T>(std::uint16_t(bits)))), expected_down)
+        << std::hex << bits;
   }
 }
 
@@ -171,7 +176,8 @@ TYPED_TEST(SixteenBit, UlpDistanceMatchesRankOracleInWindowAndFarPairs) {
   const std::ptrdiff_t window = 40;
   const auto count = std::ptrdiff_t(non_nan.size());
   for (std::ptrdiff_t i = 0; i < count; ++i) {
-    for (std::ptrdiff_t j = std::max<std::ptrdiff_t>(0, i - window); j < std::min(count, i + window + 1); ++j) {
+    for (std::ptrdiff_t j = std::max<std::ptrdiff_t>(0, i - window);
+         j < std::min(count, i + window + 1); ++j) {
       check(non_nan[std::size_t(i)], non_nan[std::size_t(j)]);
     }
   }
@@ -190,12 +196,24 @@ TYPED_TEST(SixteenBit, UlpDistanceMatchesRankOracleInWindowAndFarPairs) {
 // ---- fp32 edge cases and 10^7 random pairs against the rank oracle
 TEST(Fp32, EdgeCasesOfConversionAndDistance) {
   using F = FormatTraits<float>;
-  const float smallest_subnormal = std::bit_cast<float>(1u), largest_subnormal = std::bit_cast<float>(0x007fffffu);
-  const float smallest_normal = std::bit_cast<float>(0x00800000u), largest = std::bit_cast<float>(0x7f7fffffu);
+  const float smallest_subnormal = std::bit_cast<float>(1u),
+              largest_subnormal = std::bit_cast<float>(0x007fffffu);
+  const float smallest_normal = std::bit_cast<float>(0x00800000u),
+              largest = std::bit_cast<float>(0x7f7fffffu);
   const float inf = std::numeric_limits<float>::infinity();
   const float qnan = std::bit_cast<float>(0x7fc00001u), snan = std::bit_cast<float>(0x7f800001u);
-  const std::vector<float> edges = {0.0f, -0.0f, smallest_subnormal, -smallest_subnormal, largest_subnormal,
-                                    smallest_normal, largest, -largest, inf, -inf, qnan, snan};
+  const std::vector<float> edges = {0.0f,
+                                    -0.0f,
+                                    smallest_subnormal,
+                                    -smallest_subnormal,
+                                    largest_subnormal,
+                                    smallest_normal,
+                                    largest,
+                                    -largest,
+                                    inf,
+                                    -inf,
+                                    qnan,
+                                    snan};
   for (float a : edges) {
     for (float b : edges) {
       const auto ab = std::bit_cast<std::uint32_t>(a), bb = std::bit_cast<std::uint32_t>(b);
@@ -207,18 +225,23 @@ TEST(Fp32, EdgeCasesOfConversionAndDistance) {
     // fp64 -> fp32 through the generic path agrees with the hardware conversion. (A signalling
     // NaN is left out: compilers fold float(double(x)) to x, so the "hardware" side keeps it
     // signalling; the generic path quiets it, checked below.)
-    if (a == snan || std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(snan)) continue;
+    if (a == snan || std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(snan))
+      continue;
     const auto generic = round_to_format_bits<float>(double(a));
     const auto hardware = std::bit_cast<std::uint32_t>(float(double(a)));
     EXPECT_EQ(generic, hardware) << std::hex << std::bit_cast<std::uint32_t>(a);
   }
-  EXPECT_EQ(ulp_distance_bits<float>(std::bit_cast<std::uint32_t>(inf), std::bit_cast<std::uint32_t>(largest)), 1u);
-  EXPECT_EQ(ulp_distance_bits<float>(std::bit_cast<std::uint32_t>(inf), std::bit_cast<std::uint32_t>(-inf)),
+  EXPECT_EQ(ulp_distance_bits<float>(std::bit_cast<std::uint32_t>(inf),
+                                     std::bit_cast<std::uint32_t>(largest)),
+            1u);
+  EXPECT_EQ(ulp_distance_bits<float>(std::bit_cast<std::uint32_t>(inf),
+                                     std::bit_cast<std::uint32_t>(-inf)),
             2u * F::infinity_bits);
   EXPECT_EQ(ulp_distance_bits<float>(0u, 0x80000000u), 0u);
   // A signalling NaN, widened exactly, narrows to the quiet NaN with the same payload.
   double snan_wide;
-  const std::uint64_t snan_wide_bits = 0x7ff0'0000'2000'0000ULL;  // fp32 payload 1 shifted into fp64
+  // fp32 payload 1 shifted into fp64
+  const std::uint64_t snan_wide_bits = 0x7ff0'0000'2000'0000ULL;
   std::memcpy(&snan_wide, &snan_wide_bits, sizeof snan_wide);
   EXPECT_EQ(round_to_format_bits<float>(snan_wide), 0x7fc00001u);
   // Overflow threshold of fp32 from fp64: the midpoint between the largest value and 2^128 rounds
@@ -236,7 +259,8 @@ TEST(Fp32, TenMillionRandomPairsAgainstRankOracleAndMpfr) {
   for (std::uint64_t i = 0; i < 10'000'000; ++i) {
     const std::uint64_t word = rng.u64(i);
     std::uint32_t a = std::uint32_t(word), b = std::uint32_t(word >> 32);
-    if (i % 2 == 1) b = a + std::uint32_t((b & 0xff) - 128);  // near pairs, crossing zero and binades
+    // near pairs, crossing zero and binades
+    if (i % 2 == 1) b = a + std::uint32_t((b & 0xff) - 128);
     if (is_nan_bits<float>(a) || is_nan_bits<float>(b)) continue;
     const double expected = std::fabs(oracle::rank(oracle::kFloat, std::bit_cast<float>(a)) -
                                       oracle::rank(oracle::kFloat, std::bit_cast<float>(b)));
@@ -246,7 +270,8 @@ TEST(Fp32, TenMillionRandomPairsAgainstRankOracleAndMpfr) {
   for (std::uint64_t i = 0; i < 200'000; ++i) {
     const double x = std::ldexp(rng.uniform(2 * i) * 2 - 1, int(rng.u32(2 * i + 1) % 300) - 160);
     const double expected = oracle::round_with_mpfr(oracle::kFloat, x);
-    ASSERT_TRUE(same_value(double(std::bit_cast<float>(round_to_format_bits<float>(x))), expected)) << x;
+    ASSERT_TRUE(same_value(double(std::bit_cast<float>(round_to_format_bits<float>(x))), expected))
+        << x;
   }
 }
 

@@ -34,12 +34,14 @@ TEST(Matchers, FailureMessagesShowIndexValuesAndBits) {
   const std::string bit_message = explain(BitEqual(b), a);
   EXPECT_NE(bit_message.find("1 of 64 elements differ"), std::string::npos) << bit_message;
   EXPECT_NE(bit_message.find("[17] actual="), std::string::npos) << bit_message;
-  EXPECT_NE(bit_message.find(fmt::format("(0x{:04x})", a.bits_at(17))), std::string::npos) << bit_message;
+  EXPECT_NE(bit_message.find(fmt::format("(0x{:04x})", a.bits_at(17))), std::string::npos)
+      << bit_message;
   const std::string ulp_message = explain(UlpNear(b, 1), a);
   EXPECT_NE(ulp_message.find("max distance"), std::string::npos) << ulp_message;
   EXPECT_NE(ulp_message.find("[17]"), std::string::npos) << ulp_message;
   EXPECT_THAT(a, UlpNear(b, 3));
-  const std::string stats_message = explain(ErrorStatsWithin(b.to(DType::f64), {.ulp_max = 1.0}), a);
+  const std::string stats_message =
+      explain(ErrorStatsWithin(b.to(DType::f64), {.ulp_max = 1.0}), a);
   EXPECT_NE(stats_message.find("ulp.max = "), std::string::npos) << stats_message;
   EXPECT_NE(stats_message.find("[17]"), std::string::npos) << stats_message;
 }
@@ -50,7 +52,8 @@ TEST(Matchers, NanOnlyMatchesNanAndShapesMustAgree) {
   const std::string message = explain(UlpNear(b, 100), a);
   EXPECT_NE(message.find("1 NaN against a number"), std::string::npos) << message;
   const std::string shape_message = explain(BitEqual(Tensor(DType::f16, {3})), a);
-  EXPECT_NE(shape_message.find("cannot compare f16[2] with f16[3]"), std::string::npos) << shape_message;
+  EXPECT_NE(shape_message.find("cannot compare f16[2] with f16[3]"), std::string::npos)
+      << shape_message;
 }
 
 }  // namespace

@@ -66,9 +66,11 @@ TEST(Tensor, LargeBuffersAreReusedAtTheirExactSizeAndZeroFilledWhenAskedFor) {
     std::fill(t.span<float>().begin(), t.span<float>().end(), 3.0f);
     first = t.raw_data();
   }
-  Tensor again(DType::f32, large);  // same size: the cached buffer, zero-filled as the constructor promises
+  // same size: the cached buffer, zero-filled as the constructor promises
+  Tensor again(DType::f32, large);
   EXPECT_EQ(again.raw_data(), first);
-  EXPECT_TRUE(std::all_of(again.span<float>().begin(), again.span<float>().end(), [](float v) { return v == 0.0f; }));
+  EXPECT_TRUE(std::all_of(again.span<float>().begin(), again.span<float>().end(),
+                          [](float v) { return v == 0.0f; }));
   const Tensor other = Tensor::uninitialized(DType::f32, {(std::int64_t(1) << 20) + 4096});
   EXPECT_NE(other.raw_data(), first);  // a buffer in use is never handed out twice
 }
@@ -98,7 +100,8 @@ TEST(Tensor, BadShapesAndViews) {
   expect_input_error([&] { t.slice(1, 2, 5); }, "range [2, 5) outside axis 1 of extent 3");
   expect_input_error([&] { t.permute({0, 0}); }, "not a permutation");
   expect_input_error([&] { t.transpose(0, 1).reshape({6}); }, "strided view");
-  expect_input_error([&] { (void)t.span<float>(); }, "requested f32 elements from a f16[2, 3] tensor");
+  expect_input_error([&] { (void)t.span<float>(); },
+                     "requested f32 elements from a f16[2, 3] tensor");
   expect_input_error([&] { Tensor(DType::f32, {-1}); }, "negative extent");
 }
 
@@ -112,8 +115,8 @@ TEST(Npy, RoundTripsEveryDtype) {
     EXPECT_EQ(back.shape(), t.shape());
     EXPECT_TRUE(bit_equal(back, t).equal) << dtype_name(dtype);
   }
-  for (DType dtype : {DType::i8, DType::i16, DType::i32, DType::i64, DType::u8, DType::u16, DType::u32,
-                      DType::u64, DType::boolean}) {
+  for (DType dtype : {DType::i8, DType::i16, DType::i32, DType::i64, DType::u8, DType::u16,
+                      DType::u32, DType::u64, DType::boolean}) {
     const Tensor t = random_uniform(DType::f64, {11}, 0, 200, 3).to(DType::i64).to(dtype);
     write_npy(dir / "i.npy", t);
     EXPECT_TRUE(bit_equal(read_npy(dir / "i.npy"), t).equal) << dtype_name(dtype);
@@ -133,7 +136,8 @@ TEST(Npy, RoundTripsEveryDtype) {
 TEST(Npy, HeadersAreWhatNumpyWrites) {
   const auto bytes = serialize_npy(Tensor(DType::bf16, {2, 3}));
   const std::string text(reinterpret_cast<const char*>(bytes.data()), 128);
-  EXPECT_NE(text.find("{'descr': [('bf16', '<u2')], 'fortran_order': False, 'shape': (2, 3), }"), std::string::npos);
+  EXPECT_NE(text.find("{'descr': [('bf16', '<u2')], 'fortran_order': False, 'shape': (2, 3), }"),
+            std::string::npos);
   const auto f16 = serialize_npy(Tensor(DType::f16, {5}));
   const std::string text16(reinterpret_cast<const char*>(f16.data()), 64);
   EXPECT_NE(text16.find("'descr': '<f2'"), std::string::npos);
@@ -157,7 +161,8 @@ TEST(Npy, BigEndianAndFortranOrderAreConverted) {
   auto be = npy_with_header("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", 8);
   const float one = 1.0f;
   std::uint32_t bits = std::bit_cast<std::uint32_t>(one);
-  for (int b = 0; b < 4; ++b) be[be.size() - 8 + std::size_t(b)] = std::byte((bits >> (24 - 8 * b)) & 0xff);
+  for (int b = 0; b < 4; ++b)
+    be[be.size() - 8 + std::size_t(b)] = std::byte((bits >> (24 - 8 * b)) & 0xff);
   EXPECT_EQ(parse_npy(be, "be.npy").value_at(0), 1.0);
   auto fortran = npy_with_header("{'descr': '<i4', 'fortran_order': True, 'shape': (2, 3), }", 24);
   for (int i = 0; i < 6; ++i) fortran[fortran.size() - 24 + std::size_t(4 * i)] = std::byte(i);
@@ -171,41 +176,86 @@ TEST(Npy, MalformedFilesGiveErrorsNamingFileAndProblem) {
   const auto good = serialize_npy(random_uniform(DType::f16, {4, 4}, -1, 1, 1));
   auto truncated = good;
   truncated.resize(good.size() - 3);
-  expect_input_error([&] { parse_npy(truncated, "cut.npy"); }, "cut.npy: truncated .npy data: shape [4, 4] of f16 needs 32 bytes, file has 29");
+  expect_input_error(
+      [&] { parse_npy(truncated, "cut.npy"); },
+      "cut.npy: truncated .npy data: shape [4, 4] of f16 needs 32 bytes, file has 29");
   auto header_cut = good;
   header_cut.resize(40);
   expect_input_error([&] { parse_npy(header_cut, "h.npy"); }, "h.npy: truncated .npy header");
   std::vector<std::byte> junk(64, std::byte{'x'});
   expect_input_error([&] { parse_npy(junk, "junk.npy"); }, "junk.npy: not a .npy file");
-  expect_input_error([&] { parse_npy(npy_with_header("{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", 16), "c.npy"); },
-                     "c.npy: unsupported .npy dtype '<c8'");
-  expect_input_error([&] { parse_npy(npy_with_header("{'descr': [('x', '<f4')], 'fortran_order': False, 'shape': (2,), }", 8), "r.npy"); },
-                     "unsupported structured .npy dtype");
-  expect_input_error([&] { parse_npy(npy_with_header("{'descr': '<f4', 'shape': (2,), }", 8), "o.npy"); },
-                     "o.npy: malformed .npy header (no boolean 'fortran_order')");
-  expect_input_error([&] { parse_npy(npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }", 8), "s.npy"); },
-                     "s.npy: malformed .npy header (unexpected character 'x' at byte 54)");
+  expect_input_error(
+      [&] {
+        parse_npy(npy_with_header("{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", 16),
+                  "c.npy");
+      },
+      "c.npy: unsupported .npy dtype '<c8'");
+  expect_input_error(
+      [&] {
+        parse_npy(npy_with_header(
+                      "{'descr': [('x', '<f4')], 'fortran_order': False, 'shape': (2,), }", 8),
+                  "r.npy");
+      },
+      "unsupported structured .npy dtype");
+  expect_input_error(
+      [&] { parse_npy(npy_with_header("{'descr': '<f4', 'shape': (2,), }", 8), "o.npy"); },
+      "o.npy: malformed .npy header (no boolean 'fortran_order')");
+  expect_input_error(
+      [&] {
+        parse_npy(npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }", 8),
+                  "s.npy");
+      },
+      "s.npy: malformed .npy header (unexpected character 'x' at byte 54)");
   auto extra = good;
   extra.push_back(std::byte{0});
   expect_input_error([&] { parse_npy(extra, "x.npy"); }, "1 trailing bytes");
-  expect_input_error([&] { read_npy("/nonexistent/dir/a.npy"); }, "/nonexistent/dir/a.npy: no such file");
-  expect_input_error([&] { read_npy(std::filesystem::temp_directory_path()); }, ": is a directory, not a .npy file");
+  expect_input_error([&] { read_npy("/nonexistent/dir/a.npy"); },
+                     "/nonexistent/dir/a.npy: no such file");
+  expect_input_error([&] { read_npy(std::filesystem::temp_directory_path()); },
+                     ": is a directory, not a .npy file");
   // A header that promises more than the file holds fails before anything is allocated, also when
   // the promise does not fit in 64 bits.
-  expect_input_error([&] { parse_npy(npy_with_header("{'descr': '<f2', 'fortran_order': False, 'shape': (99999999999999999,), }", 0), "big.npy"); },
-                     "big.npy: truncated .npy data: shape [99999999999999999] of f16 needs 199999999999999998 bytes, file has 0");
-  expect_input_error([&] { parse_npy(npy_with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 0), "wide.npy"); },
-                     "wide.npy: the .npy header's shape [4294967296, 4294967296] of f64 does not fit in 64 bits");
-  expect_input_error([&] { parse_npy(npy_with_header("{'descr': '<f2', 'fortran_order': False, 'shape': (99999999999999999999,), }", 0), "long.npy"); },
-                     "long.npy: malformed .npy header (integer out of range");
-  expect_input_error([&] { parse_npy(npy_with_header("{'descr': '<f2', 'fortran_order': False, 'shape': ((((((((((1,),),),),),),),),),), }", 0), "deep.npy"); },
-                     "deep.npy: malformed .npy header (nested too deeply");
-  expect_input_error([&] { write_npy("/nonexistent/dir/a.npy", Tensor(DType::f16, {1})); }, "cannot open for writing");
+  expect_input_error(
+      [&] {
+        parse_npy(
+            npy_with_header(
+                "{'descr': '<f2', 'fortran_order': False, 'shape': (99999999999999999,), }", 0),
+            "big.npy");
+      },
+      "big.npy: truncated .npy data: shape [99999999999999999] of f16 needs 199999999999999998 "
+      "bytes, file has 0");
+  expect_input_error(
+      [&] {
+        parse_npy(
+            npy_with_header(
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", 0),
+            "wide.npy");
+      },
+      "wide.npy: the .npy header's shape [4294967296, 4294967296] of f64 does not fit in 64 bits");
+  expect_input_error(
+      [&] {
+        parse_npy(
+            npy_with_header(
+                "{'descr': '<f2', 'fortran_order': False, 'shape': (99999999999999999999,), }", 0),
+            "long.npy");
+      },
+      "long.npy: malformed .npy header (integer out of range");
+  expect_input_error(
+      [&] {
+        parse_npy(npy_with_header("{'descr': '<f2', 'fortran_order': False, 'shape': "
+                                  "((((((((((1,),),),),),),),),),), }",
+                                  0),
+                  "deep.npy");
+      },
+      "deep.npy: malformed .npy header (nested too deeply");
+  expect_input_error([&] { write_npy("/nonexistent/dir/a.npy", Tensor(DType::f16, {1})); },
+                     "cannot open for writing");
 }
 
 TEST(Hash, KnownDigests) {
   const std::string abc = "abc";
-  EXPECT_EQ(md5_hex(std::as_bytes(std::span(abc.data(), abc.size()))), "900150983cd24fb0d6963f7d28e17f72");
+  EXPECT_EQ(md5_hex(std::as_bytes(std::span(abc.data(), abc.size()))),
+            "900150983cd24fb0d6963f7d28e17f72");
   EXPECT_EQ(sha256_hex(abc), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   // A tensor digest covers dtype and shape: same bytes, other shape, other digest.
   const Tensor t(DType::f16, {2, 2});

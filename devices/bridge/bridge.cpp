@@ -34,8 +34,10 @@ fs::path python_executable() {
   if (const char* chosen = std::getenv("FUSEBENCH_PYTHON"); chosen != nullptr && *chosen != '\0') {
     std::error_code ec;
     if (!fs::is_regular_file(chosen, ec) || ::access(chosen, X_OK) != 0) {
-      throw_input_error("FUSEBENCH_PYTHON={}: not an executable file (name a Python interpreter, e.g. /path/to/venv/bin/python)",
-                        chosen);
+      throw_input_error(
+          "FUSEBENCH_PYTHON={}: not an executable file (name a Python interpreter, e.g. "
+          "/path/to/venv/bin/python)",
+          chosen);
     }
     return chosen;
   }
@@ -46,34 +48,51 @@ fs::path python_executable() {
 namespace {
 std::atomic<int> worker_serial{0};
 
+// A device name as it appears in file names: "torch:cuda/aot_eager" -> "torch-cuda-aot_eager".
+std::string device_file_name(std::string device) {
+  for (char& c : device) c = c == ':' || c == '/' ? '-' : c;
+  return device;
+}
+
 std::string python_origin() {
   const char* chosen = std::getenv("FUSEBENCH_PYTHON");
-  return chosen != nullptr && *chosen != '\0' ? fmt::format("FUSEBENCH_PYTHON={}", chosen) : "the project's .venv";
+  return chosen != nullptr && *chosen != '\0' ? fmt::format("FUSEBENCH_PYTHON={}", chosen)
+                                              : "the project's .venv";
 }
 }  // namespace
 
-Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env) : device_(spec.device) {
+Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env)
+    : device_(spec.device) {
   const fs::path python = python_executable();
   if (!fs::exists(python)) {
-    unavailable_ = fmt::format("no Python at {} (run tools/bootstrap, or set FUSEBENCH_PYTHON)", python.string());
+    unavailable_ = fmt::format("no Python at {} (run tools/bootstrap, or set FUSEBENCH_PYTHON)",
+                               python.string());
     return;
   }
-  scratch_ = fs::path("/dev/shm").string().empty() || !fs::is_directory("/dev/shm") ? fs::temp_directory_path() : fs::path("/dev/shm");
-  scratch_ /= fmt::format("fusebench-{}-{}-{}", ::getpid(), spec.device == "torch:cuda" ? "torch-cuda" : spec.device, worker_serial++);
+  scratch_ = fs::path("/dev/shm").string().empty() || !fs::is_directory("/dev/shm")
+                 ? fs::temp_directory_path()
+                 : fs::path("/dev/shm");
+  scratch_ /=
+      fmt::format("fusebench-{}-{}-{}", ::getpid(), device_file_name(spec.device), worker_serial++);
   fs::create_directories(scratch_);
 
   int in_pipe[2], out_pipe[2];
   if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) {
-    throw FrameworkError(fmt::format("{}: cannot create pipes for the Python worker: {}", device_, std::strerror(errno)));
+    throw FrameworkError(fmt::format("{}: cannot create pipes for the Python worker: {}", device_,
+                                     std::strerror(errno)));
   }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, in_pipe[0], STDIN_FILENO);
   posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
 
-  const std::string worker_script = (fs::path(FUSEBENCH_BRIDGE_DIR) / "fusebench_worker.py").string();
-  std::vector<std::string> args = {python.string(), "-u", worker_script, "--backend", spec.backend,
-                                   "--backend-dir", spec.backend_dir, "--target", spec.target};
+  const std::string worker_script =
+      (fs::path(FUSEBENCH_BRIDGE_DIR) / "fusebench_worker.py").string();
+  std::vector<std::string> args = {python.string(),  "-u",         worker_script,
+                                   "--backend",      spec.backend, "--backend-dir",
+                                   spec.backend_dir, "--target",   spec.target};
+  if (!spec.compile_backend.empty())
+    args.insert(args.end(), {"--compile-backend", spec.compile_backend});
   std::map<std::string, std::string> environment;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
@@ -97,7 +116,8 @@ Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env
     ::close(in_pipe[1]);
     ::close(out_pipe[0]);
     pid_ = -1;
-    throw InputError(fmt::format("{}: cannot start {} ({}): {}", device_, python.string(), python_origin(), std::strerror(spawned)));
+    throw InputError(fmt::format("{}: cannot start {} ({}): {}", device_, python.string(),
+                                 python_origin(), std::strerror(spawned)));
   }
   to_worker_ = ::fdopen(in_pipe[1], "w");
   from_worker_ = ::fdopen(out_pipe[0], "r");
@@ -106,17 +126,19 @@ Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env
   try {
     hello = read_reply();
   } catch (const FrameworkError& e) {
-    throw InputError(fmt::format("{}: {} ({}) did not start fusebench's worker: {}", device_, python.string(), python_origin(),
-                                 e.what()));
+    throw InputError(fmt::format("{}: {} ({}) did not start fusebench's worker: {}", device_,
+                                 python.string(), python_origin(), e.what()));
   }
   if (!hello.value("ready", false) && hello.contains("target_error")) {
-    unavailable_ = fmt::format("{} imports, but its device '{}' is not usable here: {}", spec.framework, spec.target,
-                               hello["target_error"].get<std::string>());
+    unavailable_ = fmt::format("{} imports, but cannot run device {} here: {}", spec.framework,
+                               spec.device, hello["target_error"].get<std::string>());
   } else if (!hello.value("ready", false)) {
-    unavailable_ = fmt::format("{} cannot be imported by {} ({}: {}): install it with `{} -m pip install {}` (tools/bootstrap "
-                               "installs the pinned version into .venv)",
-                               spec.framework, python.string(), python_origin(), hello.value("error", std::string("?")),
-                               python.string(), spec.pip_install);
+    unavailable_ = fmt::format(
+        "{} cannot be imported by {} ({}: {}): install it with `{} -m pip install {}` "
+        "(tools/bootstrap "
+        "installs the pinned version into .venv)",
+        spec.framework, python.string(), python_origin(), hello.value("error", std::string("?")),
+        python.string(), spec.pip_install);
   } else {
     version_ = hello.value("version", std::string());
   }
@@ -140,8 +162,11 @@ std::string Worker::describe_exit() {
   int status = 0;
   if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_) {
     pid_ = -1;
-    if (WIFEXITED(status)) return fmt::format("the Python worker exited with status {} (its stderr is above)", WEXITSTATUS(status));
-    if (WIFSIGNALED(status)) return fmt::format("the Python worker was killed by signal {}", WTERMSIG(status));
+    if (WIFEXITED(status))
+      return fmt::format("the Python worker exited with status {} (its stderr is above)",
+                         WEXITSTATUS(status));
+    if (WIFSIGNALED(status))
+      return fmt::format("the Python worker was killed by signal {}", WTERMSIG(status));
   }
   return "the Python worker closed its pipe";
 }
@@ -156,13 +181,16 @@ nlohmann::json Worker::read_reply() {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception&) {
-    throw FrameworkError(fmt::format("the Python worker wrote a line that is not JSON: {}", text.substr(0, 200)));
+    throw FrameworkError(
+        fmt::format("the Python worker wrote a line that is not JSON: {}", text.substr(0, 200)));
   }
 }
 
 nlohmann::json Worker::request(const nlohmann::json& message) {
-  if (!unavailable_.empty()) throw InputError(fmt::format("device {} is unavailable: {}", device_, unavailable_));
-  if (to_worker_ == nullptr || pid_ <= 0) throw FrameworkError(fmt::format("{}: the Python worker is gone", device_));
+  if (!unavailable_.empty())
+    throw InputError(fmt::format("device {} is unavailable: {}", device_, unavailable_));
+  if (to_worker_ == nullptr || pid_ <= 0)
+    throw FrameworkError(fmt::format("{}: the Python worker is gone", device_));
   const std::string text = message.dump() + "\n";
   if (std::fputs(text.c_str(), to_worker_) < 0 || std::fflush(to_worker_) != 0) {
     throw FrameworkError(fmt::format("{}: {}", device_, describe_exit()));
@@ -177,7 +205,8 @@ nlohmann::json Worker::request(const nlohmann::json& message) {
 fs::path Worker::stage_input(std::size_t k, const Tensor& tensor) {
   const fs::path path = scratch_ / fmt::format("in{}.npy", k);
   const Tensor t = tensor.contiguous();
-  if (k < staged_.size() && staged_[k].defined() && staged_[k].dtype() == t.dtype() && staged_[k].shape() == t.shape() &&
+  if (k < staged_.size() && staged_[k].defined() && staged_[k].dtype() == t.dtype() &&
+      staged_[k].shape() == t.shape() &&
       std::memcmp(staged_[k].raw_data(), t.raw_data(), t.nbytes()) == 0) {
     return path;
   }
@@ -191,8 +220,10 @@ fs::path Worker::stage_input(std::size_t k, const Tensor& tensor) {
 
 std::string default_cache_dir(const FrameworkSpec& spec) {
   if (spec.cache_env.empty()) return {};
-  if (const char* set = std::getenv(spec.cache_env.c_str()); set != nullptr && *set != '\0') return set;
-  return engine::KernelCache::default_dir().string() + "-" + spec.framework + (spec.target == "cpu" ? "" : "-" + spec.target);
+  if (const char* set = std::getenv(spec.cache_env.c_str()); set != nullptr && *set != '\0')
+    return set;
+  return engine::KernelCache::default_dir().string() + "-" + spec.framework +
+         (spec.target == "cpu" ? "" : "-" + spec.target);
 }
 
 std::shared_ptr<Worker> shared_worker(const FrameworkSpec& spec) {
@@ -212,10 +243,11 @@ std::shared_ptr<Worker> shared_worker(const FrameworkSpec& spec) {
 namespace {
 std::string identifier(const std::string& name, std::set<std::string>& used) {
   static const std::set<std::string> reserved = {
-      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
-      "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal",
-      "not", "or", "pass", "raise", "return", "try", "while", "with", "yield", "torch", "F", "jax", "jnp", "np", "lax",
-      "graph_fn", "INPUTS", "SETTINGS"};
+      "False", "None",     "True",  "and",    "as",   "assert",   "async",  "await",    "break",
+      "class", "continue", "def",   "del",    "elif", "else",     "except", "finally",  "for",
+      "from",  "global",   "if",    "import", "in",   "is",       "lambda", "nonlocal", "not",
+      "or",    "pass",     "raise", "return", "try",  "while",    "with",   "yield",    "torch",
+      "F",     "jax",      "jnp",   "np",     "lax",  "graph_fn", "INPUTS", "SETTINGS"};
   std::string id;
   for (char c : name) id += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   if (id.empty() || std::isdigit(static_cast<unsigned char>(id[0]))) id = "t_" + id;
@@ -227,8 +259,8 @@ std::string identifier(const std::string& name, std::set<std::string>& used) {
 }
 }  // namespace
 
-std::string emit_python_module(const engine::Graph& graph, const FrameworkSpec& spec, const engine::EngineOptions& options,
-                               bool fused) {
+std::string emit_python_module(const engine::Graph& graph, const FrameworkSpec& spec,
+                               const engine::EngineOptions& options, bool fused) {
   std::set<std::string> used;
   std::vector<std::string> var(graph.nodes().size());
   std::vector<std::string> params, input_specs, body;
@@ -236,20 +268,24 @@ std::string emit_python_module(const engine::Graph& graph, const FrameworkSpec& 
     var[std::size_t(n.id)] = identifier(n.name, used);
     if (n.kind == engine::OpKind::Input) {
       params.push_back(var[std::size_t(n.id)]);
-      input_specs.push_back(fmt::format("    ({:?}, {:?}, [{}]),", n.name, dtype_name(n.dtype), fmt::join(n.shape, ", ")));
+      input_specs.push_back(fmt::format("    ({:?}, {:?}, [{}]),", n.name, dtype_name(n.dtype),
+                                        fmt::join(n.shape, ", ")));
       continue;
     }
     std::vector<std::string> args;
     for (engine::NodeId in : n.inputs) args.push_back(var[std::size_t(in)]);
-    body.push_back(fmt::format("    {} = {}  # node {}: {} {}{}", var[std::size_t(n.id)], spec.emit_op(n, args, options), n.name,
-                               engine::op_name(n.kind), dtype_name(n.dtype), shape_string(n.shape)));
+    body.push_back(fmt::format("    {} = {}  # node {}: {} {}{}", var[std::size_t(n.id)],
+                               spec.emit_op(n, args, options), n.name, engine::op_name(n.kind),
+                               dtype_name(n.dtype), shape_string(n.shape)));
   }
   std::vector<std::string> outs;
   for (engine::NodeId o : graph.outputs()) outs.push_back(var[std::size_t(o)]);
   const nlohmann::json settings = spec.settings(options, fused);
   return fmt::format(
-      "# fusebench graph on device {device} ({path}); generated by devices/bridge, runnable as a repro:\n"
-      "#   python THIS_FILE [DIR]   (DIR: one <input>.npy per graph input; default: uniform(-1, 1) inputs)\n"
+      "# fusebench graph on device {device} ({path}); generated by devices/bridge, runnable as a "
+      "repro:\n"
+      "#   python THIS_FILE [DIR]   (DIR: one <input>.npy per graph input; default: uniform(-1, 1) "
+      "inputs)\n"
       "# It runs the graph eagerly and fused and prints how many output elements differ.\n"
       "# fusebench knobs: {knobs}\n"
       "{preamble}\n\n"
@@ -257,52 +293,54 @@ std::string emit_python_module(const engine::Graph& graph, const FrameworkSpec& 
       "INPUTS = [  # name, dtype, shape\n{inputs}\n]\n"
       "SETTINGS = json.loads({settings:?})  # the framework settings fusebench's knobs map to\n\n"
       "{main}",
-      fmt::arg("device", spec.device), fmt::arg("path", fused ? "fused" : "eager"), fmt::arg("knobs", options.describe()),
-      fmt::arg("preamble", spec.preamble), fmt::arg("params", fmt::join(params, ", ")), fmt::arg("body", fmt::join(body, "\n")),
+      fmt::arg("device", spec.device), fmt::arg("path", fused ? "fused" : "eager"),
+      fmt::arg("knobs", options.describe()), fmt::arg("preamble", spec.preamble),
+      fmt::arg("params", fmt::join(params, ", ")), fmt::arg("body", fmt::join(body, "\n")),
       fmt::arg("outs", fmt::join(outs, ", ")), fmt::arg("inputs", fmt::join(input_specs, "\n")),
       fmt::arg("settings", settings.dump()), fmt::arg("main", spec.repro_main));
 }
 
 // ---- the device
 namespace {
-std::string device_file_name(std::string device) {
-  for (char& c : device) c = c == ':' ? '-' : c;
-  return device;
-}
 
 class FrameworkExecutor final : public engine::Executor {
  public:
-  FrameworkExecutor(FrameworkSpec spec, engine::EngineOptions options, bool fused, std::shared_ptr<Worker> worker)
+  FrameworkExecutor(FrameworkSpec spec, engine::EngineOptions options, bool fused,
+                    std::shared_ptr<Worker> worker)
       : spec_(std::move(spec)), options_(options), fused_(fused), worker_(std::move(worker)) {}
 
   std::string name() const override { return fused_ ? "fused" : "eager"; }
 
-  engine::RunResult run(const engine::Graph& graph, const engine::Inputs& inputs, const engine::RunOptions& run) override {
+  engine::RunResult run(const engine::Graph& graph, const engine::Inputs& inputs,
+                        const engine::RunOptions& run) override {
     engine::check_inputs(graph, inputs);
     for (const engine::Node& n : graph.nodes()) {
       if (auto why = spec_.dtype_unsupported(n.dtype); !why.empty()) {
-        throw_input_error("device {} cannot run node {} ({}) on {}{}: {}", spec_.device, n.name, engine::op_name(n.kind),
-                          dtype_name(n.dtype), shape_string(n.shape), why);
+        throw_input_error("device {} cannot run node {} ({}) on {}{}: {}", spec_.device, n.name,
+                          engine::op_name(n.kind), dtype_name(n.dtype), shape_string(n.shape), why);
       }
     }
     if (!worker_->unavailable_reason().empty()) {
-      throw InputError(fmt::format("device {} is unavailable: {}", spec_.device, worker_->unavailable_reason()));
+      throw InputError(
+          fmt::format("device {} is unavailable: {}", spec_.device, worker_->unavailable_reason()));
     }
     const std::string module = emit_python_module(graph, spec_, options_, fused_);
     const std::string digest = sha256_hex(std::string_view(module));
-    const std::string file = fmt::format("graph_{}_{}.py", fused_ ? "fused" : "eager", digest.substr(0, 16));
+    const std::string file =
+        fmt::format("graph_{}_{}.py", fused_ ? "fused" : "eager", digest.substr(0, 16));
     std::lock_guard lock(worker_->mutex());
     // Content-addressed and the same in every process: the framework records the source's path
     // (XLA puts it in the HLO's metadata, which its executable fingerprint covers), so a path
     // naming the process would make every process's executable look different.
-    const fs::path source = fs::temp_directory_path() / "fusebench-graphs" / device_file_name(spec_.device) / file;
+    const fs::path source =
+        fs::temp_directory_path() / "fusebench-graphs" / device_file_name(spec_.device) / file;
     if (!fs::exists(source)) {
       fs::create_directories(source.parent_path());
       write_file_atomically(source, module);
     }
     fs::path repro;  // kept after the run (the scratch directory goes with the worker)
-    if (const char* dump = std::getenv("FUSEBENCH_DUMP_DIR"); dump != nullptr && *dump != '\0') {
-      repro = fs::path(dump) / "repro" / device_file_name(spec_.device) / file;
+    if (!repro_dir().empty()) {
+      repro = repro_dir() / device_file_name(spec_.device) / file;
       if (!fs::exists(repro)) {
         fs::create_directories(repro.parent_path());
         write_file_atomically(repro, module);
@@ -321,7 +359,8 @@ class FrameworkExecutor final : public engine::Executor {
       result.values[id] = t;
       bytes += double(t.nbytes());
     }
-    for (std::size_t o = 0; o < graph.outputs().size(); ++o) out.push_back((worker_->scratch() / fmt::format("out{}.npy", o)).string());
+    for (std::size_t o = 0; o < graph.outputs().size(); ++o)
+      out.push_back((worker_->scratch() / fmt::format("out{}.npy", o)).string());
     const nlohmann::json settings = spec_.settings(options_, fused_);
     const nlohmann::json reply = worker_->request({{"cmd", "run"},
                                                    {"source", source.string()},
@@ -331,10 +370,13 @@ class FrameworkExecutor final : public engine::Executor {
                                                    {"inputs", in},
                                                    {"outputs", out}});
     if (!reply.value("ok", false)) {
-      const std::string node = reply.contains("node") && reply["node"].is_string() ? reply["node"].get<std::string>() : "";
-      throw FrameworkError(fmt::format("device {} ({}, {}): {}{} [repro: {}]", spec_.device, fused_ ? "fused" : "eager",
-                                       worker_->framework_version(), node.empty() ? "" : "node " + node + ": ",
-                                       reply.value("error", std::string("unknown error")), source.string()));
+      const std::string node = reply.contains("node") && reply["node"].is_string()
+                                   ? reply["node"].get<std::string>()
+                                   : "";
+      throw FrameworkError(fmt::format(
+          "device {} ({}, {}): {}{} [repro: {}]", spec_.device, fused_ ? "fused" : "eager",
+          worker_->framework_version(), node.empty() ? "" : "node " + node + ": ",
+          reply.value("error", std::string("unknown error")), source.string()));
     }
     for (std::size_t o = 0; o < graph.outputs().size(); ++o) {
       Tensor t = read_npy(out[o].get<std::string>());
@@ -346,10 +388,13 @@ class FrameworkExecutor final : public engine::Executor {
     engine::KernelTrace trace;
     trace.name = fused_ ? fmt::format("{} fused graph_{}", spec_.device, digest.substr(0, 16))
                         : fmt::format("{} eager graph_{}", spec_.device, digest.substr(0, 16));
+    trace.kind = "graph";  // the framework's whole graph, however it splits it into kernels
     for (const engine::Node& n : graph.nodes()) {
-      if (n.kind != engine::OpKind::Input) trace.ops.push_back(fmt::format("{}={}", n.name, engine::op_name(n.kind)));
+      if (n.kind != engine::OpKind::Input)
+        trace.ops.push_back(fmt::format("{}={}", n.name, engine::op_name(n.kind)));
     }
-    trace.lowering = {options_.describe(), "framework settings: " + settings.dump(), worker_->framework_version()};
+    trace.lowering = {options_.describe(), "framework settings: " + settings.dump(),
+                      worker_->framework_version()};
     trace.cache_key = digest;
     trace.source_path = repro.empty() ? source.string() : repro.string();
     const nlohmann::json& evidence = reply["evidence"];
@@ -377,7 +422,8 @@ class FrameworkExecutor final : public engine::Executor {
 // outlines from it (kernel._omp_fn.N), not the Python binding around them.
 std::map<std::string, int> kernel_instructions(const fs::path& library) {
   return cpu::instruction_histogram(library, [](const std::string& symbol) {
-    return symbol == "kernel" || symbol.rfind("kernel.", 0) == 0 || symbol.rfind("kernel._omp", 0) == 0;
+    return symbol == "kernel" || symbol.rfind("kernel.", 0) == 0 ||
+           symbol.rfind("kernel._omp", 0) == 0;
   });
 }
 
@@ -405,15 +451,18 @@ class FrameworkDevice final : public engine::Device {
   }
   // A fresh worker process whose framework cache is `cache_dir`, emptied: nothing compiled in this
   // process or on disk survives.
-  std::unique_ptr<engine::Executor> fused_cold(const engine::EngineOptions& options, const fs::path& cache_dir) const override {
+  std::unique_ptr<engine::Executor> fused_cold(const engine::EngineOptions& options,
+                                               const fs::path& cache_dir) const override {
     options.validate();
     fs::remove_all(cache_dir);
     fs::create_directories(cache_dir);
     std::map<std::string, std::string> env;
     if (!spec_.cache_env.empty()) env[spec_.cache_env] = fs::absolute(cache_dir).string();
-    return std::make_unique<FrameworkExecutor>(spec_, options, true, std::make_shared<Worker>(spec_, env));
+    return std::make_unique<FrameworkExecutor>(spec_, options, true,
+                                               std::make_shared<Worker>(spec_, env));
   }
-  std::map<std::string, int> instruction_histogram(const engine::KernelTrace& kernel) const override {
+  std::map<std::string, int> instruction_histogram(
+      const engine::KernelTrace& kernel) const override {
     if (!spec_.disassemble || kernel.artifact_path.empty()) return {};
     return kernel_instructions(kernel.artifact_path);
   }
@@ -423,6 +472,18 @@ class FrameworkDevice final : public engine::Device {
 };
 }  // namespace
 
+namespace {
+std::filesystem::path& repro_dir_setting() {
+  static std::filesystem::path dir;
+  return dir;
+}
+}  // namespace
+
+void set_repro_dir(const std::filesystem::path& dir) {
+  repro_dir_setting() = dir.empty() ? dir : std::filesystem::absolute(dir);
+}
+const std::filesystem::path& repro_dir() { return repro_dir_setting(); }
+
 std::unique_ptr<engine::Device> make_framework_device(FrameworkSpec spec) {
   return std::make_unique<FrameworkDevice>(std::move(spec));
 }
@@ -430,6 +491,14 @@ std::unique_ptr<engine::Device> make_framework_device(FrameworkSpec spec) {
 void register_framework_devices() {
   engine::register_device("torch", [] { return make_framework_device(torch_spec("cpu")); });
   engine::register_device("torch:cuda", [] { return make_framework_device(torch_spec("cuda")); });
+  // torch[:cuda]/BACKEND: torch.compile with any backend registered with torch._dynamo; the
+  // worker checks the name when it starts (an unknown one makes the device unavailable).
+  engine::register_device_family("torch", [](const std::string& backend) {
+    return make_framework_device(torch_spec("cpu", backend));
+  });
+  engine::register_device_family("torch:cuda", [](const std::string& backend) {
+    return make_framework_device(torch_spec("cuda", backend));
+  });
   engine::register_device("xla", [] { return make_framework_device(xla_spec()); });
 }
 

@@ -10,14 +10,15 @@
 // worker with a fresh cache directory is exactly the cold restart task A asks for.
 //
 // Each graph becomes the framework's Python code (graph_fn), written as a runnable repro script:
-// into the worker's scratch directory, and into $FUSEBENCH_DUMP_DIR/repro/<device>/ when the
-// suite was given a dump directory.
+// into the worker's scratch directory, and into <repro dir>/<device>/ when the process set one
+// (set_repro_dir: a suite given a dump directory sets <dump dir>/repro).
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,16 +47,19 @@ struct FrameworkSpec {
   std::string backend;      // Python module of the framework side, e.g. "torch_backend"
   std::string backend_dir;  // absolute directory holding it
   std::string target;       // the framework's device: "cpu", "cuda"
+  std::string
+      compile_backend;  // torch.compile's backend ("inductor", "aot_eager", a team's own); "" for JAX
   std::string pip_install;  // what to install, e.g. "torch==2.15.0"
-  std::string cache_env;    // the framework's compile-cache variable ("" when it keeps none on disk)
-  std::string preamble;     // imports and helpers at the top of every graph module
-  std::string repro_main;   // the repro script's `if __name__ == "__main__":` block
+  std::string cache_env;   // the framework's compile-cache variable ("" when it keeps none on disk)
+  std::string preamble;    // imports and helpers at the top of every graph module
+  std::string repro_main;  // the repro script's `if __name__ == "__main__":` block
   // One statement's right-hand side for node n with operand expressions args.
-  std::string (*emit_op)(const engine::Node& n, const std::vector<std::string>& args, const engine::EngineOptions& options);
+  std::string (*emit_op)(const engine::Node& n, const std::vector<std::string>& args,
+                         const engine::EngineOptions& options);
   // Empty when realisable, else why not (names the knob).
-  std::string (*unsupported_knobs)(const engine::EngineOptions& options, bool fused);
+  std::function<std::string(const engine::EngineOptions& options, bool fused)> unsupported_knobs;
   // The framework settings the knobs map to (sent to the worker, printed in the repro).
-  nlohmann::json (*settings)(const engine::EngineOptions& options, bool fused);
+  std::function<nlohmann::json(const engine::EngineOptions& options, bool fused)> settings;
   // Empty when the framework runs this dtype, else why not.
   std::string (*dtype_unsupported)(DType dtype);
   bool disassemble = false;  // the compiled artifact is a host .so whose machine code we can count
@@ -106,10 +110,15 @@ class Worker {
 std::shared_ptr<Worker> shared_worker(const FrameworkSpec& spec);
 
 // The graph as a Python module defining graph_fn (plus INPUTS, SETTINGS and the repro main).
-std::string emit_python_module(const engine::Graph& graph, const FrameworkSpec& spec, const engine::EngineOptions& options,
-                               bool fused);
+std::string emit_python_module(const engine::Graph& graph, const FrameworkSpec& spec,
+                               const engine::EngineOptions& options, bool fused);
 
 // The device: eager and fused executors over a worker. `cold_cache_dir` unset: the shared worker.
 std::unique_ptr<engine::Device> make_framework_device(FrameworkSpec spec);
+
+// Where every framework device of this process keeps each graph's runnable repro script; empty
+// (the default): nowhere but the worker's scratch directory.
+void set_repro_dir(const std::filesystem::path& dir);
+const std::filesystem::path& repro_dir();
 
 }  // namespace fusebench::framework

@@ -6,10 +6,13 @@
 
 namespace fusebench::framework {
 
-FrameworkSpec torch_spec(const std::string& target);  // "cpu" or "cuda" (devices/torch)
-FrameworkSpec xla_spec();                              // devices/xla
+// target "cpu" or "cuda"; compile_backend: torch.compile's backend, "" = Inductor under the
+// plain name "torch" / "torch:cuda", else the device is named torch[:cuda]/BACKEND (devices/torch).
+FrameworkSpec torch_spec(const std::string& target, const std::string& compile_backend = "");
+FrameworkSpec xla_spec();  // devices/xla
 
-// Registers "torch", "torch:cuda" and "xla" with the engine's device registry (idempotent).
+// Registers "torch", "torch:cuda", the families torch/BACKEND and torch:cuda/BACKEND, and "xla"
+// with the engine's device registry (idempotent).
 void register_framework_devices();
 
 }  // namespace fusebench::framework

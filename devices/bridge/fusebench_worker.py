@@ -49,6 +49,7 @@ def main():
     parser.add_argument("--backend", required=True)
     parser.add_argument("--backend-dir", required=True)
     parser.add_argument("--target", default="cpu")
+    parser.add_argument("--compile-backend", default="", help="torch.compile's backend (torch devices only)")
     args = parser.parse_args()
 
     # The protocol owns the real stdout; anything a framework prints goes to stderr.
@@ -68,7 +69,10 @@ def main():
         failure = {"error": f"{type(e).__name__}: {e}"}
     else:
         try:
-            backend.setup(args.target)
+            if args.compile_backend:
+                backend.setup(args.target, args.compile_backend)
+            else:
+                backend.setup(args.target)
         except Exception as e:  # imported, but its device (e.g. a CUDA GPU) is not here
             failure = {"target_error": f"{type(e).__name__}: {e}"}
     if failure:  # say so, then wait for quit
@@ -77,11 +81,12 @@ def main():
             if json.loads(line).get("cmd") == "quit":
                 break
         return
-    reply({"ready": True, "python": sys.executable, "version": backend.VERSION,
-           "python_version": sys.version.split()[0]})
+    reply(
+        {"ready": True, "python": sys.executable, "version": backend.VERSION, "python_version": sys.version.split()[0]}
+    )
 
-    modules = {}   # source path -> module
-    loaded = {}    # input path -> (file signature, framework tensor)
+    modules = {}  # source path -> module
+    loaded = {}  # input path -> (file signature, framework tensor)
     compiled = {}  # key -> compiled callable (one compile per distinct graph and settings)
     compiles, compile_s = 0, 0.0
 
@@ -116,9 +121,10 @@ def main():
             if request["fused"]:
                 key = request["key"]
                 if key not in compiled:
-                    # The first call compiles (torch.compile is lazy; jax.jit too): time it whole.
-                    state = backend.compile(fn, settings, inputs)
+                    # Compiling and the first call, timed together: torch.compile compiles lazily, in
+                    # the first call; the xla backend compiles ahead of it, in backend.compile.
                     start = time.perf_counter()
+                    state = backend.compile(fn, settings, inputs)
                     outputs = backend.call(state, inputs, settings)
                     backend.sync(outputs)
                     elapsed = time.perf_counter() - start
@@ -138,15 +144,29 @@ def main():
             run_ms = (time.perf_counter() - start) * 1e3
             for out, path in zip(outputs, request["outputs"]):
                 backend.save(out, path)
-            reply({"ok": True, "run_ms": run_ms, "compile_ms": compile_ms, "compiled": was_compiled,
-                   "evidence": evidence})
+            reply(
+                {"ok": True, "run_ms": run_ms, "compile_ms": compile_ms, "compiled": was_compiled, "evidence": evidence}
+            )
         except Exception as e:
             last = traceback.format_exception_only(type(e), e)[-1].strip()
-            reply({"ok": False, "error": last, "node": _node_of(e.__traceback__, source),
-                   "traceback": traceback.format_exc()})
+            reply(
+                {
+                    "ok": False,
+                    "error": last,
+                    "node": _node_of(e.__traceback__, source),
+                    "traceback": traceback.format_exc(),
+                }
+            )
     if compiles:
-        print(f"fusebench {args.backend} worker: {compiles} graphs compiled in {compile_s:.2f} s",
-              file=sys.stderr)
+        print(f"fusebench {args.backend} worker: {compiles} graphs compiled in {compile_s:.2f} s", file=sys.stderr)
+    stats_path = os.environ.get("FUSEBENCH_WORKER_STATS")
+    if stats_path:
+        # one line per worker process: tools/run sums them into run.json and the report's run line
+        entry = {"backend": args.backend, "compiles": compiles, "compile_s": round(compile_s, 3)}
+        if hasattr(backend, "cache_stats"):
+            entry.update(backend.cache_stats())
+        with open(stats_path, "a") as f:
+            f.write(json.dumps(entry) + "\n")
 
 
 if __name__ == "__main__":

@@ -19,13 +19,15 @@ class CpuDevice final : public engine::Device {
   }
   // The engine realises every knob it defines.
   std::string unsupported_knobs(const engine::EngineOptions&, bool) const override { return {}; }
-  std::unique_ptr<engine::Executor> fused_cold(const engine::EngineOptions& options,
-                                               const std::filesystem::path& cache_dir) const override {
+  std::unique_ptr<engine::Executor> fused_cold(
+      const engine::EngineOptions& options, const std::filesystem::path& cache_dir) const override {
     engine::KernelCache(cache_dir).clear();
     return std::make_unique<FusedExecutor>(options, cache_dir);
   }
-  std::map<std::string, int> instruction_histogram(const engine::KernelTrace& kernel) const override {
-    if (kernel.artifact_path.empty()) return {};  // an eager op: precompiled, no artifact of its own
+  std::map<std::string, int> instruction_histogram(
+      const engine::KernelTrace& kernel) const override {
+    // an eager op: precompiled, no artifact of its own
+    if (kernel.artifact_path.empty()) return {};
     return cpu::instruction_histogram(kernel.artifact_path);
   }
 };
@@ -33,6 +35,8 @@ class CpuDevice final : public engine::Device {
 
 std::unique_ptr<engine::Device> make_cpu_device() { return std::make_unique<CpuDevice>(); }
 
-void register_cpu_device() { engine::register_device("cpu", [] { return make_cpu_device(); }); }
+void register_cpu_device() {
+  engine::register_device("cpu", [] { return make_cpu_device(); });
+}
 
 }  // namespace fusebench::cpu

@@ -6,43 +6,39 @@
 #include <fmt/format.h>
 
 #include "eager_executor.hpp"
-#include "fusebench/engine/emit_cpp.hpp"
 #include "fusebench/hash.hpp"
+#include "kernel_abi.hpp"
 
 namespace fusebench::cpu {
 
 namespace {
-// Host side of the kernel ABI; the layout matches FbKernelServices / FbKernelArgs in the prelude.
-struct Services {
-  void (*parallel_for)(void* pool, std::int64_t tasks, void (*task)(void*, std::int64_t), void* context);
-  void* pool;
-  void (*gemm_f32)(void* pool, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b, float* c);
-  void (*gemm_f64)(void* pool, std::int64_t m, std::int64_t n, std::int64_t k, const double* a, const double* b, double* c);
-  void* (*allocate)(std::int64_t bytes);
-  void (*release)(void* memory, std::int64_t bytes);
-};
-struct Args {
-  void* const* buffers;
-  const Services* services;
-};
-
-void pool_parallel_for(void* pool, std::int64_t tasks, void (*task)(void*, std::int64_t), void* context) {
+// The services a kernel calls (FbKernelServices, kernel_abi.hpp).
+void pool_parallel_for(void* pool, std::int64_t tasks, void (*task)(void*, std::int64_t),
+                       void* context) {
   static_cast<ThreadPool*>(pool)->parallel_for(tasks, [&](std::int64_t t) { task(context, t); });
 }
-void pool_gemm_f32(void* pool, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b, float* c) {
+void pool_gemm_f32(void* pool, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+                   const float* b, float* c) {
   gemm_f32(*static_cast<ThreadPool*>(pool), m, n, k, a, b, c);
 }
-void pool_gemm_f64(void* pool, std::int64_t m, std::int64_t n, std::int64_t k, const double* a, const double* b, double* c) {
+void pool_gemm_f64(void* pool, std::int64_t m, std::int64_t n, std::int64_t k, const double* a,
+                   const double* b, double* c) {
   (void)pool;
   using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  Eigen::Map<Matrix>(c, m, n).noalias() = Eigen::Map<const Matrix>(a, m, k) * Eigen::Map<const Matrix>(b, k, n);
+  Eigen::Map<Matrix>(c, m, n).noalias() =
+      Eigen::Map<const Matrix>(a, m, k) * Eigen::Map<const Matrix>(b, k, n);
 }
 void* scratch_allocate(std::int64_t bytes) { return allocate_buffer(std::size_t(bytes)); }
-void scratch_release(void* memory, std::int64_t bytes) { release_buffer(memory, std::size_t(bytes)); }
+void scratch_release(void* memory, std::int64_t bytes) {
+  release_buffer(memory, std::size_t(bytes));
+}
 }  // namespace
 
-FusedExecutor::FusedExecutor(engine::EngineOptions options, std::filesystem::path cache_dir, std::string compiler)
-    : options_((options.validate(), options)), pool_(options.threads), cache_(std::move(cache_dir)),
+FusedExecutor::FusedExecutor(engine::EngineOptions options, std::filesystem::path cache_dir,
+                             std::string compiler)
+    : options_((options.validate(), options)),
+      pool_(options.threads),
+      cache_(std::move(cache_dir)),
       jit_(options.fma_contraction, std::move(compiler)) {}
 
 FusedExecutor::PreparedGraph& FusedExecutor::prepare(const engine::Graph& graph) {
@@ -58,13 +54,17 @@ FusedExecutor::PreparedGraph& FusedExecutor::prepare(const engine::Graph& graph)
   const engine::FusionPlan plan = engine::plan_fusion(graph);
   for (const auto& kernel : plan.kernels) {
     PreparedKernel k;
-    k.emitted = engine::emit_cpp_kernel(graph, kernel, options_);
+    k.emitted = emit_cpp_kernel(graph, kernel, options_);
     auto known = loaded_.find(k.emitted.source);
     const bool reused = known != loaded_.end();  // the same source in another graph or kernel
     if (!reused) {
       engine::CachedArtifact built = jit_.build(cache_, k.emitted.source);
       const KernelFunction function = jit_.load(built);
-      known = loaded_.emplace(k.emitted.source, LoadedKernel{std::move(built), function, sha256_hex(std::string_view(k.emitted.source))}).first;
+      known = loaded_
+                  .emplace(k.emitted.source,
+                           LoadedKernel{std::move(built), function,
+                                        sha256_hex(std::string_view(k.emitted.source))})
+                  .first;
     }
     k.emitted.source.clear();  // kept once, as loaded_'s key
     k.emitted.source.shrink_to_fit();
@@ -74,8 +74,10 @@ FusedExecutor::PreparedGraph& FusedExecutor::prepare(const engine::Graph& graph)
     k.built_cache_hit = reused || artifact.hit;
     engine::KernelTrace& trace = k.trace;
     trace.name = kernel.name;
+    trace.kind = engine::kernel_kind_name(kernel.kind);
     for (engine::NodeId m : kernel.members) {
-      trace.ops.push_back(fmt::format("{}={}", graph.node(m).name, engine::op_name(graph.node(m).kind)));
+      trace.ops.push_back(
+          fmt::format("{}={}", graph.node(m).name, engine::op_name(graph.node(m).kind)));
     }
     trace.lowering = k.emitted.lowering;
     trace.lowering.push_back(options_.describe());
@@ -88,7 +90,8 @@ FusedExecutor::PreparedGraph& FusedExecutor::prepare(const engine::Graph& graph)
       const engine::Node& op = graph.node(kernel.anchor);
       k.indexed_op = op.id;
       k.ids_source = engine::view_sources(graph, op.inputs[1]).at(0);
-      k.id_bound = op.kind == engine::OpKind::GatherRows ? graph.node(op.inputs[0]).shape[0] : op.shape[0];
+      k.id_bound =
+          op.kind == engine::OpKind::GatherRows ? graph.node(op.inputs[0]).shape[0] : op.shape[0];
     }
     prepared->kernels.push_back(std::move(k));
   }
@@ -96,17 +99,20 @@ FusedExecutor::PreparedGraph& FusedExecutor::prepare(const engine::Graph& graph)
   return *candidates.back();
 }
 
-engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::Inputs& inputs, const engine::RunOptions& run) {
+engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::Inputs& inputs,
+                                     const engine::RunOptions& run) {
   engine::check_inputs(graph, inputs);
   PreparedGraph& prepared = prepare(graph);
   engine::RunResult result;
   for (engine::NodeId id : graph.inputs()) result.values[id] = inputs.at(graph.node(id).name);
-  const Services services{pool_parallel_for, &pool_, pool_gemm_f32, pool_gemm_f64, scratch_allocate, scratch_release};
+  const FbKernelServices services{pool_parallel_for, &pool_,           pool_gemm_f32,
+                                  pool_gemm_f64,     scratch_allocate, scratch_release};
   result.trace.reserve(prepared.kernels.size());
   for (PreparedKernel& k : prepared.kernels) {
     const KernelFunction fn = k.loaded->function;
     // A kernel cannot report a bad id: they are checked here (InputError naming op, position, id).
-    if (k.indexed_op >= 0) engine::checked_row_ids(graph.node(k.indexed_op), result.values.at(k.ids_source), k.id_bound);
+    if (k.indexed_op >= 0)
+      engine::checked_row_ids(graph.node(k.indexed_op), result.values.at(k.ids_source), k.id_bound);
     std::vector<Tensor> keep;  // contiguous operands live until the kernel returns
     std::vector<void*> buffers;
     double bytes_moved = 0;
@@ -123,10 +129,11 @@ engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::I
       result.values[id] = std::move(out);
     }
     for (Tensor& constant : k.emitted.constants) buffers.push_back(constant.raw_data());
-    const Args args{buffers.data(), &services};
+    const FbKernelArgs args{buffers.data(), &services};
     const auto start = std::chrono::steady_clock::now();
     fn(&args);
-    const double run_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const double run_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
     engine::KernelTrace trace = k.trace;
     // The first run of a graph pays (or finds on disk) its kernels' compilation; later runs of the
@@ -140,8 +147,9 @@ engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::I
   for (engine::NodeId id : graph.outputs()) {
     auto it = result.values.find(id);
     if (it == result.values.end()) {
-      throw_input_error("fused: output {} was not produced by any kernel (an output that is a graph input?)",
-                        graph.node(id).name);
+      throw_input_error(
+          "fused: output {} was not produced by any kernel (an output that is a graph input?)",
+          graph.node(id).name);
     }
     result.outputs.push_back(it->second);
   }

@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <mutex>
 #include <functional>
+#include <mutex>
 #include <regex>
 #include <sstream>
 
@@ -32,7 +32,8 @@ struct Output {
 
 // Runs argv (in directory `cwd` when given) with stdout and stderr into `log`; returns status and
 // output.
-Output run_command(const std::vector<std::string>& argv, const fs::path& log, const fs::path& cwd = {}) {
+Output run_command(const std::vector<std::string>& argv, const fs::path& log,
+                   const fs::path& cwd = {}) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
@@ -44,7 +45,8 @@ Output run_command(const std::vector<std::string>& argv, const fs::path& log, co
   pid_t pid = 0;
   const int spawned = posix_spawnp(&pid, raw[0], &actions, nullptr, raw.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0) return {127, fmt::format("cannot run '{}': {}", argv[0], std::strerror(spawned))};
+  if (spawned != 0)
+    return {127, fmt::format("cannot run '{}': {}", argv[0], std::strerror(spawned))};
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -72,15 +74,28 @@ std::string JitCompiler::default_compiler() {
   return FUSEBENCH_DEFAULT_JIT_CXX;
 }
 
-JitCompiler::JitCompiler(bool fma_contraction, std::string compiler) : compiler_(std::move(compiler)), fma_(fma_contraction) {}
+JitCompiler::JitCompiler(bool fma_contraction, std::string compiler)
+    : compiler_(std::move(compiler)), fma_(fma_contraction) {}
 
 std::vector<std::string> JitCompiler::arguments(const fs::path& src, const fs::path& out) const {
-  return {compiler_, "-std=c++20", "-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-shared",
-          "-fno-math-errno", "-frandom-seed=fusebench",
-          fma_ ? "-ffp-contract=fast" : "-ffp-contract=off", "-o", out.string(), src.string()};
+  return {compiler_,
+          "-std=c++20",
+          "-O3",
+          "-march=native",
+          "-mprefer-vector-width=512",
+          "-fPIC",
+          "-shared",
+          "-fno-math-errno",
+          "-frandom-seed=fusebench",
+          fma_ ? "-ffp-contract=fast" : "-ffp-contract=off",
+          "-o",
+          out.string(),
+          src.string()};
 }
 
-std::string JitCompiler::command_template() const { return fmt::format("{}", fmt::join(arguments("{src}", "{out}"), " ")); }
+std::string JitCompiler::command_template() const {
+  return fmt::format("{}", fmt::join(arguments("{src}", "{out}"), " "));
+}
 
 const std::string& JitCompiler::identity() const {
   static std::mutex m;
@@ -93,21 +108,25 @@ const std::string& JitCompiler::identity() const {
   std::error_code ignored;
   fs::remove(log, ignored);
   if (out.status != 0) {
-    throw engine::CompileError(fmt::format("JIT compiler '{}' cannot run (exit {}): {}", compiler_, out.status, out.text));
+    throw engine::CompileError(
+        fmt::format("JIT compiler '{}' cannot run (exit {}): {}", compiler_, out.status, out.text));
   }
   return identities.emplace(compiler_, out.text).first->second;
 }
 
-engine::CachedArtifact JitCompiler::build(engine::KernelCache& cache, const std::string& source) const {
-  return cache.get_or_build(source, command_template(), identity(), [&](const fs::path& src, const fs::path& out, const fs::path& log) {
-    // Relative names, run in the build directory: nothing of the path reaches the artifact.
-    const auto argv = arguments(src.filename(), out.filename());
-    const Output result = run_command(argv, fs::absolute(log), src.parent_path());
-    if (result.status != 0) {
-      throw engine::CompileError(fmt::format("JIT compilation failed (exit {}): {}\n{}", result.status,
-                                             fmt::join(argv, " "), result.text));
-    }
-  });
+engine::CachedArtifact JitCompiler::build(engine::KernelCache& cache,
+                                          const std::string& source) const {
+  return cache.get_or_build(
+      source, command_template(), identity(),
+      [&](const fs::path& src, const fs::path& out, const fs::path& log) {
+        // Relative names, run in the build directory: nothing of the path reaches the artifact.
+        const auto argv = arguments(src.filename(), out.filename());
+        const Output result = run_command(argv, fs::absolute(log), src.parent_path());
+        if (result.status != 0) {
+          throw engine::CompileError(fmt::format("JIT compilation failed (exit {}): {}\n{}",
+                                                 result.status, fmt::join(argv, " "), result.text));
+        }
+      });
 }
 
 KernelFunction JitCompiler::load(const engine::CachedArtifact& artifact) const {
@@ -115,24 +134,30 @@ KernelFunction JitCompiler::load(const engine::CachedArtifact& artifact) const {
   auto it = loaded().find(artifact.key);
   if (it != loaded().end()) return it->second;
   void* handle = ::dlopen(artifact.library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) throw engine::CompileError(fmt::format("cannot load kernel {}: {}", artifact.library.string(), ::dlerror()));
+  if (handle == nullptr)
+    throw engine::CompileError(
+        fmt::format("cannot load kernel {}: {}", artifact.library.string(), ::dlerror()));
   auto* fn = reinterpret_cast<KernelFunction>(::dlsym(handle, "fusebench_kernel"));
-  if (fn == nullptr) throw engine::CompileError(fmt::format("kernel {} has no fusebench_kernel symbol", artifact.library.string()));
+  if (fn == nullptr)
+    throw engine::CompileError(
+        fmt::format("kernel {} has no fusebench_kernel symbol", artifact.library.string()));
   loaded()[artifact.key] = fn;
   return fn;
 }
 
 std::string disassembly(const fs::path& library) {
   const auto log = scratch_log("objdump");
-  const Output out = run_command({"objdump", "-d", "--no-show-raw-insn", "-C", library.string()}, log);
+  const Output out =
+      run_command({"objdump", "-d", "--no-show-raw-insn", "-C", library.string()}, log);
   std::error_code ignored;
   fs::remove(log, ignored);
-  if (out.status != 0) throw engine::CompileError(fmt::format("objdump failed on {}: {}", library.string(), out.text));
+  if (out.status != 0)
+    throw engine::CompileError(fmt::format("objdump failed on {}: {}", library.string(), out.text));
   return out.text;
 }
 
-std::map<std::string, int> instruction_histogram(const fs::path& library,
-                                                 const std::function<bool(const std::string&)>& counts_symbol) {
+std::map<std::string, int> instruction_histogram(
+    const fs::path& library, const std::function<bool(const std::string&)>& counts_symbol) {
   std::map<std::string, int> counts;
   std::istringstream lines(disassembly(library));
   std::string line;
@@ -153,7 +178,8 @@ std::map<std::string, int> instruction_histogram(const fs::path& library,
 std::map<std::string, int> instruction_histogram(const fs::path& library) {
   // the kernel's own code: its entry point and the functions of its anonymous namespace
   return instruction_histogram(library, [](const std::string& symbol) {
-    return symbol.find("fusebench_kernel") != std::string::npos || symbol.find("anonymous namespace") != std::string::npos;
+    return symbol.find("fusebench_kernel") != std::string::npos ||
+           symbol.find("anonymous namespace") != std::string::npos;
   });
 }
 

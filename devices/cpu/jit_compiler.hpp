@@ -11,7 +11,6 @@
 
 namespace fusebench::cpu {
 
-struct FbKernelServices;
 using KernelFunction = void (*)(const void* args);
 
 class JitCompiler {
@@ -30,7 +29,8 @@ class JitCompiler {
   KernelFunction load(const engine::CachedArtifact& artifact) const;
 
  private:
-  std::vector<std::string> arguments(const std::filesystem::path& src, const std::filesystem::path& out) const;
+  std::vector<std::string> arguments(const std::filesystem::path& src,
+                                     const std::filesystem::path& out) const;
   std::string compiler_;
   bool fma_;
 };
@@ -38,8 +38,9 @@ class JitCompiler {
 // Instruction mnemonics of the kernel code in a shared object (objdump), with counts.
 std::map<std::string, int> instruction_histogram(const std::filesystem::path& library);
 // The same for any shared object: the instructions of the symbols counts_symbol accepts.
-std::map<std::string, int> instruction_histogram(const std::filesystem::path& library,
-                                                 const std::function<bool(const std::string&)>& counts_symbol);
+std::map<std::string, int> instruction_histogram(
+    const std::filesystem::path& library,
+    const std::function<bool(const std::string&)>& counts_symbol);
 std::string disassembly(const std::filesystem::path& library);
 
 }  // namespace fusebench::cpu

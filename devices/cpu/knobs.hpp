@@ -11,10 +11,14 @@ namespace fusebench::cpu {
 template <class Fn>
 decltype(auto) with_newton_iterations(int iterations, Fn&& fn) {
   switch (iterations) {
-    case 0: return fn(std::integral_constant<int, 0>{});
-    case 1: return fn(std::integral_constant<int, 1>{});
-    case 2: return fn(std::integral_constant<int, 2>{});
-    case 3: return fn(std::integral_constant<int, 3>{});
+    case 0:
+      return fn(std::integral_constant<int, 0>{});
+    case 1:
+      return fn(std::integral_constant<int, 1>{});
+    case 2:
+      return fn(std::integral_constant<int, 2>{});
+    case 3:
+      return fn(std::integral_constant<int, 3>{});
   }
   throw_input_error("Newton iterations must be in 0..3, got {}", iterations);
 }
@@ -22,11 +26,14 @@ decltype(auto) with_newton_iterations(int iterations, Fn&& fn) {
 template <class Fn>
 decltype(auto) with_rsqrt(const engine::EngineOptions& o, Fn&& fn) {
   switch (o.rsqrt) {
-    case engine::ApproxMode::Ieee: return fn(fbk::RsqrtIeee{});
+    case engine::ApproxMode::Ieee:
+      return fn(fbk::RsqrtIeee{});
     case engine::ApproxMode::NewtonBitTrick:
-      return with_newton_iterations(o.rsqrt_newton_iters, [&](auto n) { return fn(fbk::RsqrtNewtonBitTrick<n>{}); });
+      return with_newton_iterations(o.rsqrt_newton_iters,
+                                    [&](auto n) { return fn(fbk::RsqrtNewtonBitTrick<n>{}); });
     case engine::ApproxMode::NewtonHardware:
-      return with_newton_iterations(o.rsqrt_newton_iters, [&](auto n) { return fn(fbk::RsqrtNewtonHardware<n>{}); });
+      return with_newton_iterations(o.rsqrt_newton_iters,
+                                    [&](auto n) { return fn(fbk::RsqrtNewtonHardware<n>{}); });
   }
   throw_input_error("invalid rsqrt mode");
 }
@@ -34,11 +41,14 @@ decltype(auto) with_rsqrt(const engine::EngineOptions& o, Fn&& fn) {
 template <class Fn>
 decltype(auto) with_div(const engine::EngineOptions& o, Fn&& fn) {
   switch (o.div) {
-    case engine::ApproxMode::Ieee: return fn(fbk::DivIeee{});
+    case engine::ApproxMode::Ieee:
+      return fn(fbk::DivIeee{});
     case engine::ApproxMode::NewtonBitTrick:
-      return with_newton_iterations(o.div_newton_iters, [&](auto n) { return fn(fbk::DivNewtonBitTrick<n>{}); });
+      return with_newton_iterations(o.div_newton_iters,
+                                    [&](auto n) { return fn(fbk::DivNewtonBitTrick<n>{}); });
     case engine::ApproxMode::NewtonHardware:
-      return with_newton_iterations(o.div_newton_iters, [&](auto n) { return fn(fbk::DivNewtonHardware<n>{}); });
+      return with_newton_iterations(o.div_newton_iters,
+                                    [&](auto n) { return fn(fbk::DivNewtonHardware<n>{}); });
   }
   throw_input_error("invalid div mode");
 }

@@ -5,12 +5,13 @@
 
 namespace fusebench::cuda {
 
-std::vector<CompiledKernel> compile_graph(const engine::Graph& graph, const engine::EngineOptions& options, const std::string& arch,
-                                          engine::KernelCache& cache) {
+std::vector<CompiledKernel> compile_graph(const engine::Graph& graph,
+                                          const engine::EngineOptions& options,
+                                          const std::string& arch, engine::KernelCache& cache) {
   options.validate();
   std::vector<CompiledKernel> out;
   for (const auto& plan : engine::plan_fusion(graph).kernels) {
-    CompiledKernel k{plan, engine::emit_cuda_kernel(graph, plan, options), {}, arch};
+    CompiledKernel k{plan, emit_cuda_kernel(graph, plan, options), {}, arch};
     k.cubin = compile_cubin(k.kernel.code.source, arch, options.fma_contraction, cache);
     out.push_back(std::move(k));
   }
@@ -27,12 +28,15 @@ nlohmann::json kernel_evidence(const CompiledKernel& k) {
           {"sass", disassemble_cubin(k.cubin.library).to_json()}};
 }
 
-nlohmann::json sass_evidence(const engine::Graph& graph, const engine::EngineOptions& options, const std::vector<std::string>& archs,
-                             engine::KernelCache cache) {
-  nlohmann::json evidence = {{"nvrtc", nvrtc_identity()}, {"knobs", options.to_json()}, {"architectures", nlohmann::json::object()}};
+nlohmann::json sass_evidence(const engine::Graph& graph, const engine::EngineOptions& options,
+                             const std::vector<std::string>& archs, engine::KernelCache cache) {
+  nlohmann::json evidence = {{"nvrtc", nvrtc_identity()},
+                             {"knobs", options.to_json()},
+                             {"architectures", nlohmann::json::object()}};
   for (const auto& arch : archs) {
     nlohmann::json kernels = nlohmann::json::array();
-    for (const auto& k : compile_graph(graph, options, arch, cache)) kernels.push_back(kernel_evidence(k));
+    for (const auto& k : compile_graph(graph, options, arch, cache))
+      kernels.push_back(kernel_evidence(k));
     evidence["architectures"][arch] = std::move(kernels);
   }
   return evidence;

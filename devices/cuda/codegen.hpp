@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fusebench/engine/emit_cuda.hpp"
+#include "cuda_renderer.hpp"
 #include "fusebench/engine/graph.hpp"
 #include "fusebench/engine/kernel_cache.hpp"
 #include "fusebench/engine/options.hpp"
@@ -20,14 +20,15 @@ inline const std::vector<std::string> kEvidenceArchitectures = {"sm_80", "sm_90"
 
 struct CompiledKernel {
   engine::KernelPlan plan;
-  engine::CudaKernel kernel;
+  CudaKernel kernel;
   engine::CachedArtifact cubin;  // cubin.sha256 is the kernel hash
   std::string arch;
 };
 
 // Plans, emits and compiles every kernel of the graph for `arch`.
-std::vector<CompiledKernel> compile_graph(const engine::Graph& graph, const engine::EngineOptions& options, const std::string& arch,
-                                          engine::KernelCache& cache);
+std::vector<CompiledKernel> compile_graph(const engine::Graph& graph,
+                                          const engine::EngineOptions& options,
+                                          const std::string& arch, engine::KernelCache& cache);
 
 // One compiled kernel as evidence: {"kernel", "lowering", "cubin_sha256", "cache_key", "compile_ms",
 // "cache_hit", "sass": {"histogram", "instructions", "tool"}}.

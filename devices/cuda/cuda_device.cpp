@@ -7,10 +7,10 @@
 
 #include "cuda_runtime.hpp"
 #include "eager_executor.hpp"
-#include "fused_executor.hpp"
 #include "fusebench/engine/kernel_cache.hpp"
-#include "sass.hpp"
 #include "fusebench/error.hpp"
+#include "fused_executor.hpp"
+#include "sass.hpp"
 
 namespace fusebench::cuda {
 
@@ -18,8 +18,10 @@ std::string unavailable_reason() {
   int count = 0;
   const cudaError_t result = cudaGetDeviceCount(&count);
   if (result == cudaSuccess && count > 0) return {};
-  std::string reason = result == cudaSuccess ? std::string("no CUDA GPU is visible (cudaGetDeviceCount: 0 devices)")
-                                             : fmt::format("cudaGetDeviceCount: {} ({})", cudaGetErrorString(result), cudaGetErrorName(result));
+  std::string reason = result == cudaSuccess
+                           ? std::string("no CUDA GPU is visible (cudaGetDeviceCount: 0 devices)")
+                           : fmt::format("cudaGetDeviceCount: {} ({})", cudaGetErrorString(result),
+                                         cudaGetErrorName(result));
   // The runtime reports a missing driver as an insufficient one; say which it is.
   if (void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD); driver == nullptr) {
     if (void* loaded = ::dlopen("libcuda.so.1", RTLD_LAZY); loaded == nullptr) {
@@ -34,7 +36,8 @@ std::string unavailable_reason() {
 }
 
 std::string device_architecture() {
-  if (const std::string reason = unavailable_reason(); !reason.empty()) throw_input_error("CUDA device: {}", reason);
+  if (const std::string reason = unavailable_reason(); !reason.empty())
+    throw_input_error("CUDA device: {}", reason);
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   cudaDeviceProp props{};
@@ -55,13 +58,14 @@ class CudaDevice final : public engine::Device {
   }
   // The CUDA kernels realise every knob of the engine (threads has no effect on a GPU's results).
   std::string unsupported_knobs(const engine::EngineOptions&, bool) const override { return {}; }
-  std::unique_ptr<engine::Executor> fused_cold(const engine::EngineOptions& options,
-                                               const std::filesystem::path& cache_dir) const override {
+  std::unique_ptr<engine::Executor> fused_cold(
+      const engine::EngineOptions& options, const std::filesystem::path& cache_dir) const override {
     engine::KernelCache(cache_dir).clear();
     return std::make_unique<FusedExecutor>(options, cache_dir);
   }
   // SASS opcodes of a fused kernel's cubin; eager ops (nvcc, inside the library) have no artifact.
-  std::map<std::string, int> instruction_histogram(const engine::KernelTrace& kernel) const override {
+  std::map<std::string, int> instruction_histogram(
+      const engine::KernelTrace& kernel) const override {
     if (kernel.artifact_path.empty()) return {};
     return disassemble_cubin(kernel.artifact_path).histogram;
   }

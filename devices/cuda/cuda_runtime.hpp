@@ -21,11 +21,13 @@ class CudaError : public std::runtime_error {
 
 inline void check_cuda(cudaError_t result, const char* what) {
   if (result != cudaSuccess) {
-    throw CudaError(fmt::format("CUDA: {} failed: {} ({})", what, cudaGetErrorString(result), cudaGetErrorName(result)));
+    throw CudaError(fmt::format("CUDA: {} failed: {} ({})", what, cudaGetErrorString(result),
+                                cudaGetErrorName(result)));
   }
 }
 inline void check_cublas(cublasStatus_t result, const char* what) {
-  if (result != CUBLAS_STATUS_SUCCESS) throw CudaError(fmt::format("cuBLAS: {} failed: {}", what, cublasGetStatusString(result)));
+  if (result != CUBLAS_STATUS_SUCCESS)
+    throw CudaError(fmt::format("cuBLAS: {} failed: {}", what, cublasGetStatusString(result)));
 }
 
 // Device memory of `bytes` bytes.
@@ -38,7 +40,8 @@ class DeviceBuffer {
   ~DeviceBuffer() {
     if (data_ != nullptr) cudaFree(data_);
   }
-  DeviceBuffer(DeviceBuffer&& other) noexcept : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  DeviceBuffer(DeviceBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
     std::swap(data_, other.data_);
     std::swap(bytes_, other.bytes_);

@@ -15,16 +15,22 @@ namespace fusebench::cuda {
 class DeviceTensor {
  public:
   DeviceTensor(DType dtype, Shape shape)
-      : dtype_(dtype), shape_(std::move(shape)), buffer_(std::size_t(shape_numel(shape_)) * dtype_size(dtype_)) {}
+      : dtype_(dtype),
+        shape_(std::move(shape)),
+        buffer_(std::size_t(shape_numel(shape_)) * dtype_size(dtype_)) {}
   static DeviceTensor upload(const Tensor& host) {
     const Tensor contiguous = host.contiguous();
     DeviceTensor t(host.dtype(), host.shape());
-    if (t.bytes() > 0) check_cuda(cudaMemcpy(t.data(), contiguous.raw_data(), t.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy to GPU");
+    if (t.bytes() > 0)
+      check_cuda(cudaMemcpy(t.data(), contiguous.raw_data(), t.bytes(), cudaMemcpyHostToDevice),
+                 "cudaMemcpy to GPU");
     return t;
   }
   Tensor download() const {
     Tensor host = Tensor::uninitialized(dtype_, shape_);
-    if (bytes() > 0) check_cuda(cudaMemcpy(host.raw_data(), data(), bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+    if (bytes() > 0)
+      check_cuda(cudaMemcpy(host.raw_data(), data(), bytes(), cudaMemcpyDeviceToHost),
+                 "cudaMemcpy to host");
     return host;
   }
   void* data() const { return buffer_.data(); }

@@ -18,7 +18,8 @@ class EagerExecutor final : public engine::Executor {
   ~EagerExecutor() override;
   std::string name() const override { return "eager"; }
   // InputError with unavailable_reason() when no GPU is usable.
-  engine::RunResult run(const engine::Graph& graph, const engine::Inputs& inputs, const engine::RunOptions& run = {}) override;
+  engine::RunResult run(const engine::Graph& graph, const engine::Inputs& inputs,
+                        const engine::RunOptions& run = {}) override;
 
  private:
   engine::EngineOptions options_;

@@ -23,7 +23,8 @@ struct Layout {
 
 // The numerics knobs the kernels honour (EngineOptions, as plain integers).
 struct Knobs {
-  int rsqrt_mode = 0;  // 0 IEEE, 1 Newton from the bit trick, 2 Newton from the hardware's approximation
+  // 0 IEEE, 1 Newton from the bit trick, 2 Newton from the hardware's approximation
+  int rsqrt_mode = 0;
   int rsqrt_iters = 2;
   int div_mode = 0;
   int div_iters = 2;
@@ -31,31 +32,47 @@ struct Knobs {
   std::int64_t tile = 1024;
 };
 
-enum class Unary : int { Neg, Exp, Sqrt, Rsqrt, GeluErf, GeluTanh, Cast, AddScalar, MulScalar, Log };
-enum class Binary : int { Add, Sub, Mul, Div, GeluTanhBackward };  // GeluTanhBackward: a = dy, b = x
+enum class Unary : int {
+  Neg,
+  Exp,
+  Sqrt,
+  Rsqrt,
+  GeluErf,
+  GeluTanh,
+  Cast,
+  AddScalar,
+  MulScalar,
+  Log
+};
+// GeluTanhBackward: a = dy, b = x
+enum class Binary : int { Add, Sub, Mul, Div, GeluTanhBackward };
 enum class Reduce : int { Sum, Mean, Max };
 enum class Row : int { LayerNorm, Softmax };
 
 // y[i] = op(x[i]) for n elements. AddScalar / MulScalar read the scalar from `scalar_ptr` (one
 // element of the output's dtype: the broadcast-tensor lowering) when it is not null, else use
 // `scalar` rounded to fp32 (the immediate lowering).
-void unary(Unary op, Storage in, const void* x, Storage out, void* y, std::int64_t n, double scalar, const void* scalar_ptr,
-           const Knobs& knobs);
+void unary(Unary op, Storage in, const void* x, Storage out, void* y, std::int64_t n, double scalar,
+           const void* scalar_ptr, const Knobs& knobs);
 // y[i] = op(a[la(i)], b[lb(i)]) over the output's n elements (computing in the output's type).
-void binary(Binary op, Storage a_dtype, const void* a, const Layout& la, Storage b_dtype, const void* b, const Layout& lb,
-            Storage out, void* y, std::int64_t n, const Knobs& knobs);
+void binary(Binary op, Storage a_dtype, const void* a, const Layout& la, Storage b_dtype,
+            const void* b, const Layout& lb, Storage out, void* y, std::int64_t n,
+            const Knobs& knobs);
 // The causal mask over the last two axes [.., rows, cols] of n elements: x where column <= row,
 // else `fill` (rounded to fp32, then to the dtype, as the CPU's eager kernel does).
-void causal_mask(Storage dtype, const void* x, void* y, std::int64_t n, std::int64_t rows, std::int64_t cols, double fill);
+void causal_mask(Storage dtype, const void* x, void* y, std::int64_t n, std::int64_t rows,
+                 std::int64_t cols, double fill);
 // dst[ld(i)] = src[ls(i)] for n elements of one dtype (permute, slice, expand, reshape, concat).
-void copy(Storage dtype, const void* src, const Layout& ls, void* dst, const Layout& ld, std::int64_t n);
+void copy(Storage dtype, const void* src, const Layout& ls, void* dst, const Layout& ld,
+          std::int64_t n);
 // Over the middle axis of [outer, extent, inner]; `partials` holds outer * inner * ceil(extent /
 // tile) values of the compute type. The reduction order is the CPU's tiled_sum.
-void reduce(Reduce op, Storage in, const void* x, Storage out, void* y, std::int64_t outer, std::int64_t extent, std::int64_t inner,
-            const Knobs& knobs, void* partials);
+void reduce(Reduce op, Storage in, const void* x, Storage out, void* y, std::int64_t outer,
+            std::int64_t extent, std::int64_t inner, const Knobs& knobs, void* partials);
 // Over the last axis of [rows, k]; layernorm's weight and bias have k elements; `scratch` holds
 // 2 * rows * k + 2 * k values of the compute type.
-void row(Row op, Storage dtype, const void* x, Storage w_dtype, const void* w, Storage b_dtype, const void* b, void* y,
-         std::int64_t rows, std::int64_t k, double eps, const Knobs& knobs, void* scratch);
+void row(Row op, Storage dtype, const void* x, Storage w_dtype, const void* w, Storage b_dtype,
+         const void* b, void* y, std::int64_t rows, std::int64_t k, double eps, const Knobs& knobs,
+         void* scratch);
 
 }  // namespace fusebench::cuda::kernels

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "cuda_device.hpp"
+#include "cuda_renderer.hpp"
 #include "cuda_runtime.hpp"
 #include "device_tensor.hpp"
-#include "fusebench/engine/emit_cuda.hpp"
 #include "fusebench/engine/planner.hpp"
 #include "fusebench/error.hpp"
 #include "fusebench/hash.hpp"
@@ -26,8 +26,10 @@ FusedExecutor::~FusedExecutor() {
   if (cublas_ != nullptr) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
 }
 
-engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::Inputs& inputs, const engine::RunOptions& run) {
-  if (const std::string reason = unavailable_reason(); !reason.empty()) throw_input_error("cuda fused executor: {}", reason);
+engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::Inputs& inputs,
+                                     const engine::RunOptions& run) {
+  if (const std::string reason = unavailable_reason(); !reason.empty())
+    throw_input_error("cuda fused executor: {}", reason);
   engine::check_inputs(graph, inputs);
   if (arch_.empty()) arch_ = device_architecture();
   if (cublas_ == nullptr) {
@@ -45,17 +47,20 @@ engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::I
   }
   cudaStream_t stream = nullptr;  // the default stream: cuBLAS and the kernels in one order
   for (const auto& kernel : plan.kernels) {
-    engine::CudaKernel emitted = engine::emit_cuda_kernel(graph, kernel, options_);
+    CudaKernel emitted = emit_cuda_kernel(graph, kernel, options_);
     auto known = loaded_.find(emitted.code.source);
     const bool reused = known != loaded_.end();
     if (!reused) {
       Loaded l;
       l.cubin = compile_cubin(emitted.code.source, arch_, options_.fma_contraction, cache_);
       const std::string bytes = read_binary(l.cubin.library);
-      check_cuda(cudaLibraryLoadData(&l.library, bytes.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), "cudaLibraryLoadData");
+      check_cuda(
+          cudaLibraryLoadData(&l.library, bytes.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+          "cudaLibraryLoadData");
       for (const auto& step : emitted.launches) {
         cudaKernel_t fn = nullptr;
-        check_cuda(cudaLibraryGetKernel(&fn, l.library, step.entry.c_str()), "cudaLibraryGetKernel");
+        check_cuda(cudaLibraryGetKernel(&fn, l.library, step.entry.c_str()),
+                   "cudaLibraryGetKernel");
         l.entries[step.entry] = fn;
       }
       known = loaded_.emplace(emitted.code.source, std::move(l)).first;
@@ -87,11 +92,12 @@ engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::I
     }
     const std::size_t batch_field = ctx.size();
     ctx.push_back(0);
-    auto launch = [&](const engine::CudaLaunch& step) {
+    auto launch = [&](const CudaLaunch& step) {
       void* args[] = {ctx.data()};
-      check_cuda(cudaLaunchKernel(reinterpret_cast<const void*>(loaded.entries.at(step.entry)), dim3(unsigned(step.grid)),
-                                  dim3(unsigned(step.block)), args, 0, stream),
-                 step.entry.c_str());
+      check_cuda(
+          cudaLaunchKernel(reinterpret_cast<const void*>(loaded.entries.at(step.entry)),
+                           dim3(unsigned(step.grid)), dim3(unsigned(step.block)), args, 0, stream),
+          step.entry.c_str());
     };
     EventTimer timer;
     timer.start(stream);
@@ -104,13 +110,17 @@ engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::I
         if (emitted.batched_b || b == 0) launch(emitted.launches[1]);
         if (emitted.compute == DType::f64) {
           const double one = 1, zero = 0;
-          check_cublas(cublasDgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, static_cast<const double*>(scratch[1].data()), n,
-                                   static_cast<const double*>(scratch[0].data()), k, &zero, static_cast<double*>(scratch[2].data()), n),
+          check_cublas(cublasDgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one,
+                                   static_cast<const double*>(scratch[1].data()), n,
+                                   static_cast<const double*>(scratch[0].data()), k, &zero,
+                                   static_cast<double*>(scratch[2].data()), n),
                        "cublasDgemm");
         } else {
           const float one = 1, zero = 0;
-          check_cublas(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, static_cast<const float*>(scratch[1].data()), n,
-                                   static_cast<const float*>(scratch[0].data()), k, &zero, static_cast<float*>(scratch[2].data()), n),
+          check_cublas(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one,
+                                   static_cast<const float*>(scratch[1].data()), n,
+                                   static_cast<const float*>(scratch[0].data()), k, &zero,
+                                   static_cast<float*>(scratch[2].data()), n),
                        "cublasSgemm");
         }
         launch(emitted.launches[2]);
@@ -123,8 +133,10 @@ engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::I
 
     engine::KernelTrace trace;
     trace.name = kernel.name;
+    trace.kind = engine::kernel_kind_name(kernel.kind);
     for (engine::NodeId m : kernel.members) {
-      trace.ops.push_back(fmt::format("{}={}", graph.node(m).name, engine::op_name(graph.node(m).kind)));
+      trace.ops.push_back(
+          fmt::format("{}={}", graph.node(m).name, engine::op_name(graph.node(m).kind)));
     }
     trace.lowering = std::move(emitted.code.lowering);
     trace.lowering.push_back(options_.describe());
@@ -134,7 +146,8 @@ engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::I
     trace.artifact_path = loaded.cubin.library.string();
     trace.artifact_sha256 = loaded.cubin.sha256;
     trace.source_sha256 = sha256_hex(known->first);
-    trace.evidence = {{"arch", arch_}, {"nvrtc", nvrtc_identity()}, {"launches", emitted.launches.size()}};
+    trace.evidence = {
+        {"arch", arch_}, {"nvrtc", nvrtc_identity()}, {"launches", emitted.launches.size()}};
     trace.compile_ms = reused ? 0 : loaded.cubin.compile_ms;
     trace.cache_hit = reused || loaded.cubin.hit;
     trace.run_ms = run_ms;
@@ -147,7 +160,9 @@ engine::RunResult FusedExecutor::run(const engine::Graph& graph, const engine::I
   for (engine::NodeId id : graph.outputs()) {
     auto it = result.values.find(id);
     if (it == result.values.end()) {
-      throw_input_error("cuda fused: output {} was not produced by any kernel (an output that is a graph input?)", graph.node(id).name);
+      throw_input_error(
+          "cuda fused: output {} was not produced by any kernel (an output that is a graph input?)",
+          graph.node(id).name);
     }
     result.outputs.push_back(it->second);
   }

@@ -19,11 +19,13 @@ namespace fusebench::cuda {
 
 class FusedExecutor final : public engine::Executor {
  public:
-  explicit FusedExecutor(engine::EngineOptions options, std::filesystem::path cache_dir = engine::KernelCache::default_dir());
+  explicit FusedExecutor(engine::EngineOptions options,
+                         std::filesystem::path cache_dir = engine::KernelCache::default_dir());
   ~FusedExecutor() override;
   std::string name() const override { return "fused"; }
   // InputError with unavailable_reason() when no GPU is usable.
-  engine::RunResult run(const engine::Graph& graph, const engine::Inputs& inputs, const engine::RunOptions& run = {}) override;
+  engine::RunResult run(const engine::Graph& graph, const engine::Inputs& inputs,
+                        const engine::RunOptions& run = {}) override;
 
  private:
   struct Loaded {
@@ -34,7 +36,7 @@ class FusedExecutor final : public engine::Executor {
   engine::EngineOptions options_;
   engine::KernelCache cache_;
   std::string arch_;
-  void* cublas_ = nullptr;  // cublasHandle_t, created on first use
+  void* cublas_ = nullptr;                // cublasHandle_t, created on first use
   std::map<std::string, Loaded> loaded_;  // by source
 };
 

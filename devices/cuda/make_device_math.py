@@ -6,6 +6,7 @@ top-level constexpr functions too; in the device pass the x86 feature macros are
 portable branches and the GPU's own approximate instructions (MUFU.RSQ / MUFU.RCP) are taken.
 Usage: make_device_math.py FLOAT_FORMATS SCALAR_MATH OUTPUT
 """
+
 import os
 import re
 import sys

@@ -17,7 +17,9 @@ namespace fs = std::filesystem;
 
 namespace {
 void check(nvrtcResult result, const char* what) {
-  if (result != NVRTC_SUCCESS) throw engine::CompileError(fmt::format("NVRTC: {} failed: {}", what, nvrtcGetErrorString(result)));
+  if (result != NVRTC_SUCCESS)
+    throw engine::CompileError(
+        fmt::format("NVRTC: {} failed: {}", what, nvrtcGetErrorString(result)));
 }
 struct ProgramDeleter {
   void operator()(nvrtcProgram* p) const {
@@ -47,15 +49,16 @@ std::vector<std::string> nvrtc_options(const std::string& arch, bool fma_contrac
           fma_contraction ? "--fmad=true" : "--fmad=false"};
 }
 
-engine::CachedArtifact compile_cubin(const std::string& source, const std::string& arch, bool fma_contraction,
-                                     engine::KernelCache& cache) {
+engine::CachedArtifact compile_cubin(const std::string& source, const std::string& arch,
+                                     bool fma_contraction, engine::KernelCache& cache) {
   const std::vector<std::string> options = nvrtc_options(arch, fma_contraction);
   const std::string command = fmt::format("nvrtc {}", fmt::join(options, " "));
   return cache.get_or_build(
       source, command, nvrtc_identity(),
       [&](const fs::path& source_path, const fs::path& cubin_path, const fs::path& log_path) {
         std::unique_ptr<nvrtcProgram, ProgramDeleter> program(new nvrtcProgram{});
-        check(nvrtcCreateProgram(program.get(), source.c_str(), source_path.filename().c_str(), 0, nullptr, nullptr),
+        check(nvrtcCreateProgram(program.get(), source.c_str(), source_path.filename().c_str(), 0,
+                                 nullptr, nullptr),
               "nvrtcCreateProgram");
         std::vector<const char*> argv;
         for (const auto& o : options) argv.push_back(o.c_str());
@@ -67,7 +70,8 @@ engine::CachedArtifact compile_cubin(const std::string& source, const std::strin
         while (!log.empty() && log.back() == '\0') log.pop_back();
         write_file_atomically(log_path, log);
         if (compiled != NVRTC_SUCCESS) {
-          throw engine::CompileError(fmt::format("NVRTC failed ({}) on {} with {}:\n{}", nvrtcGetErrorString(compiled),
+          throw engine::CompileError(fmt::format("NVRTC failed ({}) on {} with {}:\n{}",
+                                                 nvrtcGetErrorString(compiled),
                                                  source_path.string(), command, log));
         }
         std::size_t size = 0;

@@ -21,7 +21,7 @@ std::vector<std::string> nvrtc_options(const std::string& arch, bool fma_contrac
 
 // The cubin for `source` (from the cache, or compiled into it). CompileError carries NVRTC's log
 // and options; InputError names a malformed architecture.
-engine::CachedArtifact compile_cubin(const std::string& source, const std::string& arch, bool fma_contraction,
-                                     engine::KernelCache& cache);
+engine::CachedArtifact compile_cubin(const std::string& source, const std::string& arch,
+                                     bool fma_contraction, engine::KernelCache& cache);
 
 }  // namespace fusebench::cuda

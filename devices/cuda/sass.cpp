@@ -23,7 +23,9 @@ int SassListing::count(const std::string& prefix) const {
 }
 
 int SassListing::constant_operand_count(const std::string& opcode) const {
-  const std::regex pattern("^" + opcode + R"((\.[A-Z0-9_]+)* [^,]+, [^,]+, (-?[0-9][0-9.e+-]*|-?c\[0x[0-9a-f]+\]\[0x[0-9a-f]+\])$)");
+  const std::regex pattern(
+      "^" + opcode +
+      R"((\.[A-Z0-9_]+)* [^,]+, [^,]+, (-?[0-9][0-9.e+-]*|-?c\[0x[0-9a-f]+\]\[0x[0-9a-f]+\])$)");
   int n = 0;
   for (const auto& i : instructions) n += std::regex_match(i, pattern) ? 1 : 0;
   return n;
@@ -46,12 +48,15 @@ fs::path find_cuobjdump() {
       start = end + 1;
     }
   }
-  if (fs::path toolkit = fs::path(FUSEBENCH_CUDA_BIN_DIR) / "cuobjdump"; fs::is_regular_file(toolkit, error)) return toolkit;
+  if (fs::path toolkit = fs::path(FUSEBENCH_CUDA_BIN_DIR) / "cuobjdump";
+      fs::is_regular_file(toolkit, error))
+    return toolkit;
   const fs::path venv_lib = fs::path(FUSEBENCH_SOURCE_DIR) / ".venv" / "lib";
   if (fs::is_directory(venv_lib, error)) {
     for (const auto& python : fs::directory_iterator(venv_lib, error)) {
       for (const char* cu : {"cu13", "cu12"}) {
-        const fs::path candidate = python.path() / "site-packages" / "nvidia" / cu / "bin" / "cuobjdump";
+        const fs::path candidate =
+            python.path() / "site-packages" / "nvidia" / cu / "bin" / "cuobjdump";
         if (fs::is_regular_file(candidate, error)) return candidate;
       }
     }
@@ -61,12 +66,15 @@ fs::path find_cuobjdump() {
 
 SassListing disassemble_cubin(const fs::path& cubin) {
   std::error_code error;
-  if (!fs::is_regular_file(cubin, error)) throw_input_error("SASS: cubin {} does not exist", cubin.string());
+  if (!fs::is_regular_file(cubin, error))
+    throw_input_error("SASS: cubin {} does not exist", cubin.string());
   SassListing listing;
   const fs::path tool = find_cuobjdump();
   if (tool.empty()) {
-    throw_input_error("SASS: no cuobjdump found (set FUSEBENCH_CUOBJDUMP, put it on PATH or run tools/bootstrap) for {}",
-                      cubin.string());
+    throw_input_error(
+        "SASS: no cuobjdump found (set FUSEBENCH_CUOBJDUMP, put it on PATH or run tools/bootstrap) "
+        "for {}",
+        cubin.string());
   }
   listing.tool = tool.string();
   const std::string command = fmt::format("'{}' -sass '{}' 2>&1", tool.string(), cubin.string());
@@ -74,11 +82,13 @@ SassListing disassemble_cubin(const fs::path& cubin) {
   if (pipe == nullptr) throw_input_error("SASS: cannot run {}", command);
   std::string output;
   std::array<char, 4096> chunk;
-  while (std::size_t got = std::fread(chunk.data(), 1, chunk.size(), pipe)) output.append(chunk.data(), got);
+  while (std::size_t got = std::fread(chunk.data(), 1, chunk.size(), pipe))
+    output.append(chunk.data(), got);
   const int status = ::pclose(pipe);
   if (status != 0) throw_input_error("SASS: {} failed (status {}):\n{}", command, status, output);
   // "        /*0050*/                   @!P0 FMUL R5, R2, 0.69999998807907104492 ;   /* 0x... */"
-  static const std::regex instruction(R"(^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[0-9T]+\s+)?([^;]*?)\s*;)");
+  static const std::regex instruction(
+      R"(^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[0-9T]+\s+)?([^;]*?)\s*;)");
   std::size_t start = 0;
   while (start < output.size()) {
     const std::size_t end = std::min(output.find('\n', start), output.size());
@@ -91,7 +101,9 @@ SassListing disassemble_cubin(const fs::path& cubin) {
     }
     start = end + 1;
   }
-  if (listing.instructions.empty()) throw_input_error("SASS: {} printed no instructions for {}:\n{}", tool.string(), cubin.string(), output);
+  if (listing.instructions.empty())
+    throw_input_error("SASS: {} printed no instructions for {}:\n{}", tool.string(), cubin.string(),
+                      output);
   return listing;
 }
 

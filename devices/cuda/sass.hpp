@@ -12,14 +12,16 @@
 namespace fusebench::cuda {
 
 struct SassListing {
-  std::vector<std::string> instructions;  // "FMUL R5, R2, 0.69999998807907104492" (no predicate, no ';')
-  std::map<std::string, int> histogram;   // opcode with modifiers -> count
-  std::string tool;                       // the disassembler's path
-  int count(const std::string& opcode_prefix) const;  // instructions whose opcode starts with the prefix
+  std::vector<std::string>
+      instructions;  // "FMUL R5, R2, 0.69999998807907104492" (no predicate, no ';')
+  std::map<std::string, int> histogram;  // opcode with modifiers -> count
+  std::string tool;                      // the disassembler's path
+  // instructions whose opcode starts with the prefix
+  int count(const std::string& opcode_prefix) const;
   // Instructions of `opcode` (modifiers allowed) whose last operand is an immediate or a
   // constant-bank operand c[..][..]: a scalar the instruction carries instead of loading it.
   int constant_operand_count(const std::string& opcode) const;
-  nlohmann::json to_json() const;         // {"histogram": ..., "instructions": n, "tool": ...}
+  nlohmann::json to_json() const;  // {"histogram": ..., "instructions": n, "tool": ...}
 };
 
 // The cuobjdump that disassembles: $FUSEBENCH_CUOBJDUMP, else on PATH, else in the toolkit's bin,

@@ -1,9 +1,13 @@
 """fusebench's torch device, the framework side (loaded by devices/bridge/fusebench_worker.py).
 
 eager: the generated graph_fn called as it is, op by op with PyTorch's own ops.
-fused: torch.compile(graph_fn, fullgraph=True, dynamic=False) (Inductor, default mode), compiled
-once per graph and settings; the Inductor knobs in settings["inductor"] are applied with
-torch._inductor.config.patch around the compiling call.
+fused: torch.compile(graph_fn, backend=BACKEND, fullgraph=True, dynamic=False), compiled once per
+graph and settings. BACKEND is "inductor" (default mode) or any backend torch._dynamo knows:
+its built-ins (aot_eager: AOTAutograd with no code generation, the unfused control), an
+entry point of the `torch_dynamo_backends` group (how torchair's `npu` backend registers), or
+one registered by a module named in $FUSEBENCH_TORCH_BACKEND_MODULES (comma-separated module
+names or .py paths, imported before the name is looked up). The Inductor knobs in
+settings["inductor"] are applied with torch._inductor.config.patch around the compiling call.
 Evidence of a compiled graph: Inductor's wrapper module, each C++ kernel's source, the exact g++
 command line that built it, the .so and hashes of all three (and of the .so's .text section,
 which does not carry the debug paths that -g1 embeds).
@@ -13,15 +17,15 @@ import hashlib
 import os
 import subprocess
 
+import fusebench_arrays as arrays
 import torch
 import torch._inductor.config
 import torch._inductor.cpp_builder as cpp_builder
 from torch._inductor.codecache import PyCodeCache
 
-import fusebench_arrays as arrays
-
 VERSION = torch.__version__
 DEVICE = "cpu"
+BACKEND = "inductor"
 
 # Every command line Inductor builds, so a kernel's evidence can name the one that compiled it.
 _command_lines = []
@@ -37,11 +41,43 @@ def _recording_get_command_line(self):
 cpp_builder.CppBuilder.get_command_line = _recording_get_command_line
 
 
-def setup(target):
-    global DEVICE
+_imported = set()
+
+
+def import_backend_modules():
+    """Imports what $FUSEBENCH_TORCH_BACKEND_MODULES names, so that the backends they register with
+    torch._dynamo exist in this process."""
+    import importlib
+    import importlib.util
+
+    for entry in filter(None, (e.strip() for e in os.environ.get("FUSEBENCH_TORCH_BACKEND_MODULES", "").split(","))):
+        if entry in _imported:
+            continue  # a module registers its backends once (torch._dynamo refuses a duplicate name)
+        _imported.add(entry)
+        if entry.endswith(".py"):
+            spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(entry))[0], entry)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            importlib.import_module(entry)
+
+
+def setup(target, backend="inductor"):
+    global DEVICE, BACKEND
+    import torch._dynamo  # binds the name torch in this function: before its first use
+
     if target == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("torch.cuda.is_available() is False: no CUDA GPU (or no CUDA-enabled torch build)")
-    DEVICE = target
+    import_backend_modules()
+
+    known = torch._dynamo.list_backends(exclude_tags=())
+    if backend not in known:
+        raise RuntimeError(
+            f"torch.compile backend '{backend}' is not registered with torch._dynamo (known: "
+            f"{', '.join(known)}; a team's own registers through the torch_dynamo_backends entry "
+            "point or a module named in FUSEBENCH_TORCH_BACKEND_MODULES)"
+        )
+    DEVICE, BACKEND = target, backend
 
 
 def load(path):
@@ -72,8 +108,13 @@ def eager(fn, settings):
 
 def compile(fn, settings, inputs):
     _threads(settings)
-    return {"fn": torch.compile(fn, fullgraph=True, dynamic=False), "inductor": settings.get("inductor", {}),
-            "modules_before": set(id(m) for m in PyCodeCache.modules), "counters_before": _counters()}
+    return {
+        "fn": torch.compile(fn, backend=settings.get("backend", BACKEND), fullgraph=True, dynamic=False),
+        "inductor": settings.get("inductor", {}),
+        "backend": settings.get("backend", BACKEND),
+        "modules_before": set(id(m) for m in PyCodeCache.modules),
+        "counters_before": _counters(),
+    }
 
 
 def call(state, inputs, settings):
@@ -91,7 +132,24 @@ def sync(outputs):
 
 def _counters():
     from torch._dynamo.utils import counters
-    return {f"{group}.{name}": value for group in ("inductor", "aot_autograd") for name, value in counters[group].items()}
+
+    return {
+        f"{group}.{name}": value for group in ("inductor", "aot_autograd") for name, value in counters[group].items()
+    }
+
+
+def cache_stats():
+    """The worker's compiles served by Inductor's FX graph cache (TORCHINDUCTOR_CACHE_DIR, shared by
+    every suite and run on this machine) and those it had to compile."""
+    from torch._dynamo.utils import counters
+
+    return {
+        "cache_hits": counters["inductor"]["fxgraph_cache_hit"],
+        "cache_misses": counters["inductor"]["fxgraph_cache_miss"],
+    }
+
+
+_CODE_LIMIT = 20000  # characters of a kernel's C++ kept in its evidence
 
 
 def _sha256_file(path):
@@ -103,8 +161,9 @@ def _text_section_sha256(so_path):
     """SHA-256 of the .so's .text section alone (objcopy), the machine code without debug info."""
     out = so_path + ".text.bin"
     try:
-        subprocess.run(["objcopy", "-O", "binary", "--only-section=.text", so_path, out], check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["objcopy", "-O", "binary", "--only-section=.text", so_path, out], check=True, capture_output=True
+        )
         return _sha256_file(out)
     except (OSError, subprocess.CalledProcessError):
         return ""
@@ -127,23 +186,43 @@ def evidence(state, inputs):
             stem = os.path.basename(library).split(".")[0]
             command = next((c for c in reversed(_command_lines) if stem in c), "")
             cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
-            kernel = {"name": name, "library": library, "library_sha256": _sha256_file(library),
-                      "text_sha256": _text_section_sha256(library), "command_line": command,
-                      # the same command with the cache directory factored out, comparable across caches
-                      "command_line_normalized": command.replace(cache_dir, "$TORCHINDUCTOR_CACHE_DIR") if cache_dir else command}
+            if not cache_dir:
+                from torch._inductor.runtime.cache_dir_utils import cache_dir as inductor_cache_dir
+
+                cache_dir = inductor_cache_dir()
+            with open(library, "rb") as f:
+                # -g1's debug sections name the kernel's path inside the cache directory: why two
+                # cold compiles give .so files that differ while their .text is the same
+                mentions = f.read().count(cache_dir.encode()) if cache_dir else 0
+            kernel = {
+                "name": name,
+                "library": library,
+                "library_sha256": _sha256_file(library),
+                "cache_dir_mentions": mentions,
+                "text_sha256": _text_section_sha256(library),
+                "command_line": command,
+                # the same command with the cache directory factored out, comparable across caches
+                "command_line_normalized": command.replace(cache_dir, "$TORCHINDUCTOR_CACHE_DIR")
+                if cache_dir
+                else command,
+            }
             if source and os.path.exists(source):
                 kernel["source"] = source
                 kernel["source_sha256"] = _sha256_file(source)
+                with open(source, encoding="utf-8", errors="replace") as f:
+                    kernel["code"] = f.read(_CODE_LIMIT)  # the evidence a report quotes (C1: the constant)
             kernels.append(kernel)
     return {
         # the compiled artifact: every kernel's .so; its source: every kernel's C++ and the g++
         # command that built it (the cache directory factored out)
         "artifact_sha256": hashlib.sha256("".join(k["library_sha256"] for k in kernels).encode()).hexdigest(),
-        "source_sha256": hashlib.sha256("".join(k.get("source_sha256", "") + k["command_line_normalized"]
-                                                for k in kernels).encode()).hexdigest(),
+        "source_sha256": hashlib.sha256(
+            "".join(k.get("source_sha256", "") + k["command_line_normalized"] for k in kernels).encode()
+        ).hexdigest(),
         "artifact_path": kernels[0]["library"] if kernels else "",
         "framework": "torch " + VERSION,
-        "compiler": "torch.compile(fullgraph=True, dynamic=False), Inductor",
+        "compiler": f"torch.compile(backend={state['backend']!r}, fullgraph=True, dynamic=False)",
+        "backend": state["backend"],
         "inductor_config": state["inductor"],
         "wrapper_modules": [m.__file__ for m in new],
         "kernels": kernels,

@@ -6,23 +6,45 @@ fused: jax.jit(graph_fn), compiled once per graph and settings with the XLA opti
 settings["xla"] (lower(...).compile(compiler_options=...)).
 Evidence: the optimized HLO (metadata stripped before hashing: it carries source lines) and the
 executable's fingerprint. XLA:CPU's machine code is not exposed to disassemble.
+Compiles persist in $JAX_COMPILATION_CACHE_DIR when the device sets it (the bridge does).
 """
 
 import hashlib
+import os
 import re
 
+import fusebench_arrays as arrays
 import jax
-
-jax.config.update("jax_enable_x64", True)  # f64 / i64 graphs stay 64-bit, as fusebench's tensors are
-
-import jax.numpy as jnp
+import jax.monitoring
 import ml_dtypes
 import numpy as np
 
-import fusebench_arrays as arrays
+jax.config.update("jax_enable_x64", True)  # f64 / i64 graphs stay 64-bit, as fusebench's tensors are
+if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+    # every executable into the persistent cache (the default keeps only compiles over 1 s, and
+    # fusebench's graphs compile in milliseconds)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
 VERSION = "jax " + jax.__version__ + ", jaxlib " + jax.lib.__version__ if hasattr(jax, "lib") else jax.__version__
 _DEVICE = None
+# The persistent compilation cache's answers (JAX_COMPILATION_CACHE_DIR): jax records each lookup
+# as a monitoring event.
+_CACHE_EVENTS = {"/jax/compilation_cache/cache_hits": 0, "/jax/compilation_cache/cache_misses": 0}
+
+
+def _count_cache_event(event, **kwargs):
+    if event in _CACHE_EVENTS:
+        _CACHE_EVENTS[event] += 1
+
+
+jax.monitoring.register_event_listener(_count_cache_event)
+
+
+def cache_stats():
+    return {
+        "cache_hits": _CACHE_EVENTS["/jax/compilation_cache/cache_hits"],
+        "cache_misses": _CACHE_EVENTS["/jax/compilation_cache/cache_misses"],
+    }
 
 
 def setup(target):

@@ -9,8 +9,8 @@
 // thread count, contraction-only, tile or Newton knob (devices/README.md).
 #include <fmt/format.h>
 
-#include <cmath>
 #include <fmt/ranges.h>
+#include <cmath>
 
 #include <thread>
 
@@ -23,89 +23,136 @@ using engine::OpKind;
 
 std::string jnp_dtype(DType d) {
   switch (d) {
-    case DType::f16: return "jnp.float16";
-    case DType::bf16: return "jnp.bfloat16";
-    case DType::f32: return "jnp.float32";
-    case DType::f64: return "jnp.float64";
-    case DType::boolean: return "jnp.bool_";
-    default: return fmt::format("jnp.{}", [&] {
-      std::string n(dtype_name(d));
-      return (n[0] == 'i' ? "int" : "uint") + n.substr(1);
-    }());
+    case DType::f16:
+      return "jnp.float16";
+    case DType::bf16:
+      return "jnp.bfloat16";
+    case DType::f32:
+      return "jnp.float32";
+    case DType::f64:
+      return "jnp.float64";
+    case DType::boolean:
+      return "jnp.bool_";
+    default:
+      return fmt::format("jnp.{}", [&] {
+        std::string n(dtype_name(d));
+        return (n[0] == 'i' ? "int" : "uint") + n.substr(1);
+      }());
   }
 }
 
-std::string tuple(const std::vector<std::int64_t>& v) { return v.size() == 1 ? fmt::format("({},)", v[0]) : fmt::format("({})", fmt::join(v, ", ")); }
-std::string tuple(const std::vector<int>& v) { return v.size() == 1 ? fmt::format("({},)", v[0]) : fmt::format("({})", fmt::join(v, ", ")); }
+std::string tuple(const std::vector<std::int64_t>& v) {
+  return v.size() == 1 ? fmt::format("({},)", v[0]) : fmt::format("({})", fmt::join(v, ", "));
+}
+std::string tuple(const std::vector<int>& v) {
+  return v.size() == 1 ? fmt::format("({},)", v[0]) : fmt::format("({})", fmt::join(v, ", "));
+}
 
-std::string xla_op(const engine::Node& n, const std::vector<std::string>& a, const engine::EngineOptions& o) {
+std::string xla_op(const engine::Node& n, const std::vector<std::string>& a,
+                   const engine::EngineOptions& o) {
   const bool broadcast = o.scalar_lowering == engine::ScalarLowering::BroadcastTensor;
   const char* keep = n.keepdim ? "True" : "False";
   switch (n.kind) {
-    case OpKind::Add: return fmt::format("jnp.add({}, {})", a[0], a[1]);
-    case OpKind::Sub: return fmt::format("jnp.subtract({}, {})", a[0], a[1]);
-    case OpKind::Mul: return fmt::format("jnp.multiply({}, {})", a[0], a[1]);
-    case OpKind::Div: return fmt::format("jnp.divide({}, {})", a[0], a[1]);
+    case OpKind::Add:
+      return fmt::format("jnp.add({}, {})", a[0], a[1]);
+    case OpKind::Sub:
+      return fmt::format("jnp.subtract({}, {})", a[0], a[1]);
+    case OpKind::Mul:
+      return fmt::format("jnp.multiply({}, {})", a[0], a[1]);
+    case OpKind::Div:
+      return fmt::format("jnp.divide({}, {})", a[0], a[1]);
     case OpKind::AddScalar:
-      return broadcast ? fmt::format("{0} + jnp.full_like({0}, {1})", a[0], n.scalar) : fmt::format("{} + {}", a[0], n.scalar);
+      return broadcast ? fmt::format("{0} + jnp.full_like({0}, {1})", a[0], n.scalar)
+                       : fmt::format("{} + {}", a[0], n.scalar);
     case OpKind::MulScalar:
-      return broadcast ? fmt::format("{0} * jnp.full_like({0}, {1})", a[0], n.scalar) : fmt::format("{} * {}", a[0], n.scalar);
-    case OpKind::Neg: return fmt::format("jnp.negative({})", a[0]);
-    case OpKind::Exp: return fmt::format("jnp.exp({})", a[0]);
-    case OpKind::Sqrt: return fmt::format("jnp.sqrt({})", a[0]);
-    case OpKind::Rsqrt: return fmt::format("lax.rsqrt({})", a[0]);
-    case OpKind::GeluErf: return fmt::format("jax.nn.gelu({}, approximate=False)", a[0]);
-    case OpKind::GeluTanh: return fmt::format("jax.nn.gelu({}, approximate=True)", a[0]);
-    case OpKind::Cast: return fmt::format("{}.astype({})", a[0], jnp_dtype(n.dtype));
-    case OpKind::Sum: return fmt::format("jnp.sum({}, axis={}, keepdims={})", a[0], n.axis, keep);
-    case OpKind::Mean: return fmt::format("jnp.mean({}, axis={}, keepdims={})", a[0], n.axis, keep);
-    case OpKind::Max: return fmt::format("jnp.max({}, axis={}, keepdims={})", a[0], n.axis, keep);
-    case OpKind::LayerNorm: return fmt::format("_layer_norm({}, {}, {}, eps={})", a[0], a[1], a[2], n.eps);
-    case OpKind::Softmax: return fmt::format("jax.nn.softmax({}, axis=-1)", a[0]);
-    case OpKind::Matmul: return fmt::format("jnp.matmul({}, {})", a[0], a[1]);
-    case OpKind::Permute: return fmt::format("jnp.transpose({}, {})", a[0], tuple(n.permutation));
-    case OpKind::Reshape: return fmt::format("jnp.reshape({}, {})", a[0], tuple(n.shape));
+      return broadcast ? fmt::format("{0} * jnp.full_like({0}, {1})", a[0], n.scalar)
+                       : fmt::format("{} * {}", a[0], n.scalar);
+    case OpKind::Neg:
+      return fmt::format("jnp.negative({})", a[0]);
+    case OpKind::Exp:
+      return fmt::format("jnp.exp({})", a[0]);
+    case OpKind::Sqrt:
+      return fmt::format("jnp.sqrt({})", a[0]);
+    case OpKind::Rsqrt:
+      return fmt::format("lax.rsqrt({})", a[0]);
+    case OpKind::GeluErf:
+      return fmt::format("jax.nn.gelu({}, approximate=False)", a[0]);
+    case OpKind::GeluTanh:
+      return fmt::format("jax.nn.gelu({}, approximate=True)", a[0]);
+    case OpKind::Cast:
+      return fmt::format("{}.astype({})", a[0], jnp_dtype(n.dtype));
+    case OpKind::Sum:
+      return fmt::format("jnp.sum({}, axis={}, keepdims={})", a[0], n.axis, keep);
+    case OpKind::Mean:
+      return fmt::format("jnp.mean({}, axis={}, keepdims={})", a[0], n.axis, keep);
+    case OpKind::Max:
+      return fmt::format("jnp.max({}, axis={}, keepdims={})", a[0], n.axis, keep);
+    case OpKind::LayerNorm:
+      return fmt::format("_layer_norm({}, {}, {}, eps={})", a[0], a[1], a[2], n.eps);
+    case OpKind::Softmax:
+      return fmt::format("jax.nn.softmax({}, axis=-1)", a[0]);
+    case OpKind::Matmul:
+      return fmt::format("jnp.matmul({}, {})", a[0], a[1]);
+    case OpKind::Permute:
+      return fmt::format("jnp.transpose({}, {})", a[0], tuple(n.permutation));
+    case OpKind::Reshape:
+      return fmt::format("jnp.reshape({}, {})", a[0], tuple(n.shape));
     case OpKind::Slice:
-      return fmt::format("lax.slice_in_dim({}, {}, {}, axis={})", a[0], n.start, n.start + n.shape[std::size_t(n.axis)], n.axis);
-    case OpKind::Concat: return fmt::format("jnp.concatenate([{}], axis={})", fmt::join(a, ", "), n.axis);
-    case OpKind::Expand: return fmt::format("jnp.broadcast_to({}, {})", a[0], tuple(n.shape));
+      return fmt::format("lax.slice_in_dim({}, {}, {}, axis={})", a[0], n.start,
+                         n.start + n.shape[std::size_t(n.axis)], n.axis);
+    case OpKind::Concat:
+      return fmt::format("jnp.concatenate([{}], axis={})", fmt::join(a, ", "), n.axis);
+    case OpKind::Expand:
+      return fmt::format("jnp.broadcast_to({}, {})", a[0], tuple(n.shape));
     // Task E's ops: jnp's log, the gelu backward by JAX's own autodiff, the mask as a where.
-    case OpKind::Log: return fmt::format("jnp.log({})", a[0]);
+    case OpKind::Log:
+      return fmt::format("jnp.log({})", a[0]);
     case OpKind::GeluTanhBackward:
-      return fmt::format("jax.vjp(lambda v: jax.nn.gelu(v, approximate=True), {1})[1]({0})[0]", a[0], a[1]);
+      return fmt::format("jax.vjp(lambda v: jax.nn.gelu(v, approximate=True), {1})[1]({0})[0]",
+                         a[0], a[1]);
     case OpKind::CausalMask: {
       const auto rows = n.shape[n.shape.size() - 2], cols = n.shape.back();
       const double v = n.scalar;
-      const std::string fill = std::isnan(v) ? "float('nan')" : std::isinf(v) ? (v > 0 ? "float('inf')" : "float('-inf')") : fmt::format("{}", v);
-      return fmt::format("jnp.where(jnp.triu(jnp.ones(({1}, {2}), dtype=bool), 1), jnp.asarray({3}, {0}.dtype), {0})", a[0], rows,
-                         cols, fill);
+      const std::string fill = std::isnan(v)   ? "float('nan')"
+                               : std::isinf(v) ? (v > 0 ? "float('inf')" : "float('-inf')")
+                                               : fmt::format("{}", v);
+      return fmt::format(
+          "jnp.where(jnp.triu(jnp.ones(({1}, {2}), dtype=bool), 1), jnp.asarray({3}, {0}.dtype), "
+          "{0})",
+          a[0], rows, cols, fill);
     }
     // Embedding rows, and their backward as a scatter-add into zeros accumulated in fp32 (fp64 for
     // f64) and rounded once, as the engine's ops define it.
-    case OpKind::GatherRows: return fmt::format("jnp.take({}, {}, axis=0)", a[0], a[1]);
+    case OpKind::GatherRows:
+      return fmt::format("jnp.take({}, {}, axis=0)", a[0], a[1]);
     case OpKind::ScatterAddRows: {
       const std::string acc = n.dtype == DType::f64 ? "jnp.float64" : "jnp.float32";
-      return fmt::format("jnp.zeros(({}, {}), {}).at[{}].add({}.astype({})).astype({})", n.shape[0], n.shape[1], acc, a[1], a[0], acc,
-                         jnp_dtype(n.dtype));
+      return fmt::format("jnp.zeros(({}, {}), {}).at[{}].add({}.astype({})).astype({})", n.shape[0],
+                         n.shape[1], acc, a[1], a[0], acc, jnp_dtype(n.dtype));
     }
-    case OpKind::Input: break;
+    case OpKind::Input:
+      break;
   }
   throw_input_error("device xla: no JAX lowering for op {}", engine::op_name(n.kind));
 }
 
 std::string xla_unsupported(const engine::EngineOptions& o, bool fused) {
   const engine::EngineOptions d;
-  if (o.reduce_tile != d.reduce_tile) return "reduce_tile: XLA:CPU chooses its reduction loops itself; no tile option";
-  if (o.accumulator != d.accumulator) return "accumulator: jnp reductions of f16/bf16 always accumulate in fp32";
+  if (o.reduce_tile != d.reduce_tile)
+    return "reduce_tile: XLA:CPU chooses its reduction loops itself; no tile option";
+  if (o.accumulator != d.accumulator)
+    return "accumulator: jnp reductions of f16/bf16 always accumulate in fp32";
   if (o.rsqrt != d.rsqrt) return "rsqrt: XLA has no Newton-Raphson rsqrt option";
   if (o.div != d.div) return "div: XLA has no Newton-Raphson division option";
   if (o.fma_contraction != d.fma_contraction) {
-    return "fma_contraction: XLA:CPU has no contraction-only switch (xla_cpu_enable_fast_math would also reassociate "
+    return "fma_contraction: XLA:CPU has no contraction-only switch (xla_cpu_enable_fast_math "
+           "would also reassociate "
            "and drop NaN/inf semantics)";
   }
   if (o.threads != int(std::thread::hardware_concurrency())) {
-    return fmt::format("threads={}: XLA:CPU has no thread-count option; it uses every core ({} here)", o.threads,
-                       std::thread::hardware_concurrency());
+    return fmt::format(
+        "threads={}: XLA:CPU has no thread-count option; it uses every core ({} here)", o.threads,
+        std::thread::hardware_concurrency());
   }
   (void)fused;
   return {};
@@ -142,7 +189,8 @@ def _layer_norm(x, weight, bias, eps):
     y = (xf - mean) * lax.rsqrt(var + eps) * weight.astype(compute) + bias.astype(compute)
     return y.astype(x.dtype))";
 
-const char* const kXlaReproMain = R"(_DTYPES = {"f16": jnp.float16, "bf16": jnp.bfloat16, "f32": jnp.float32, "f64": jnp.float64}
+const char* const kXlaReproMain =
+    R"(_DTYPES = {"f16": jnp.float16, "bf16": jnp.bfloat16, "f32": jnp.float32, "f64": jnp.float64}
 
 
 def _input(directory, name, dtype, shape, key):
@@ -178,7 +226,9 @@ FrameworkSpec xla_spec() {
   s.backend_dir = FUSEBENCH_XLA_DIR;
   s.target = "cpu";
   s.pip_install = FUSEBENCH_JAX_PIP;
-  s.cache_env = "";  // no persistent compilation cache unless the user sets one: every process compiles
+  // JAX's persistent compilation cache, <kernel cache>-jax by default: a second run loads each
+  // executable instead of compiling it; task A's cold rounds get an emptied directory of their own.
+  s.cache_env = "JAX_COMPILATION_CACHE_DIR";
   s.preamble = kXlaPreamble;
   s.repro_main = kXlaReproMain;
   s.emit_op = xla_op;

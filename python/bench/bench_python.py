@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Throughput of the Python bindings against the same C++ calls, and against numpy, in one run.
 
-On N f16 pairs (default 2^25), for ulp_diff and error_stats:
+On N f16 pairs (default 2^25) of two kinds of data (DATA_KINDS: b = a moved by -3..3 representable
+steps everywhere, and b = a with every seventh element one step up, numpy.nextafter, the rest
+equal), for ulp_diff and error_stats:
   python  fusebench.ulp_diff(a, b) / fusebench.error_stats(a, b), timed from Python (operand
           checks, the binding, the result objects and the returned distance array included);
   cpp     the same toolkit calls (ulp_diff + summarize; error_stats) on the same memory, timed
@@ -23,16 +25,19 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
 import fusebench
+import numpy as np
 from fusebench import _core
 
 
-def make_pairs(n, seed):
-    """a: f16 normals; b: a moved by -3..3 representable steps (counter-based Philox stream)."""
+def make_pairs(kind, n, seed):
+    """a: f16 normals (counter-based Philox stream); b by kind, see DATA_KINDS."""
     rng = np.random.Generator(np.random.Philox(seed))
     a = rng.standard_normal(n, dtype=np.float32).astype(np.float16)
+    if kind == "every7th-one-step":
+        b = a.copy()
+        b[::7] = np.nextafter(b[::7], np.float16(np.inf))
+        return a, b
     steps = rng.integers(-3, 4, n, dtype=np.int16)
     # Steps move the magnitude bits; near zero only upwards, so that no step crosses the sign
     # (a -3 step from +0 would land on a NaN pattern). Normals stay far below the f16 infinity.
@@ -40,6 +45,11 @@ def make_pairs(n, seed):
     steps = np.where(magnitude < 3, np.abs(steps), steps).astype(np.int16)
     b = (a.view(np.int16) + steps).view(np.float16)
     return a, b
+
+
+# Every element moved (a dense histogram of small distances), and the sparse case of a
+# regression test (most elements equal, a few one step apart).
+DATA_KINDS = ("steps-3..3", "every7th-one-step")
 
 
 def timed(fn):
@@ -69,35 +79,50 @@ def main():
     args = parser.parse_args()
     n = 1 << args.log2n
     print(f"bench_python: {n} f16 pairs, {args.repeats} repeats", file=sys.stderr)
-    a, b = make_pairs(n, args.seed)
-
     result = {
-        "n": n, "dtype": "f16", "repeats": args.repeats, "seed": args.seed,
-        "context": {"python": sys.version.split()[0], "numpy": np.__version__, "fusebench": fusebench.__version__,
-                    "machine": platform.machine(), "cpus": os.cpu_count()},
-        "ops": {},
+        "n": n,
+        "dtype": "f16",
+        "repeats": args.repeats,
+        "seed": args.seed,
+        "context": {
+            "python": sys.version.split()[0],
+            "numpy": np.__version__,
+            "fusebench": fusebench.__version__,
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+        },
+        "data": {},
     }
-    for op in ("ulp_diff", "error_stats"):
-        print(f"bench_python: {op}", file=sys.stderr)
-        python_seconds, cpp_seconds = measure(op, a, b, args.repeats)
-        py, cpp = statistics.median(python_seconds), statistics.median(cpp_seconds)
-        result["ops"][op] = {
-            "python_seconds": python_seconds, "cpp_seconds": cpp_seconds,
-            "python_pairs_per_second": n / py, "cpp_pairs_per_second": n / cpp,
-            "python_over_cpp_throughput": cpp / py,
-            "target_python_over_cpp": 0.8, "meets_target": cpp / py >= 0.8,
-        }
-
-    print("bench_python: numpy.testing.assert_array_max_ulp", file=sys.stderr)
-    numpy_seconds = [timed(lambda: np.testing.assert_array_max_ulp(a, b, maxulp=1000)) for _ in range(args.numpy_repeats)]
-    ulp = result["ops"]["ulp_diff"]
-    numpy_median = statistics.median(numpy_seconds)
-    ulp["numpy_assert_array_max_ulp_seconds"] = numpy_seconds
-    ulp["python_over_numpy_throughput"] = numpy_median / statistics.median(ulp["python_seconds"])
-    ulp["target_python_over_numpy"] = 20.0
-    ulp["meets_numpy_target"] = ulp["python_over_numpy_throughput"] >= 20.0
-    # Same answer, or the comparison means nothing.
-    assert fusebench.ulp_diff(a, b).max == int(np.max(np.testing.assert_array_max_ulp(a, b, maxulp=1000)))
+    for kind in DATA_KINDS:
+        a, b = make_pairs(kind, n, args.seed)
+        ops = result["data"][kind] = {}
+        for op in ("ulp_diff", "error_stats"):
+            print(f"bench_python: {kind}: {op}", file=sys.stderr)
+            python_seconds, cpp_seconds = measure(op, a, b, args.repeats)
+            py, cpp = statistics.median(python_seconds), statistics.median(cpp_seconds)
+            ops[op] = {
+                "python_seconds": python_seconds,
+                "cpp_seconds": cpp_seconds,
+                "python_pairs_per_second": n / py,
+                "cpp_pairs_per_second": n / cpp,
+                "python_over_cpp_throughput": cpp / py,
+                "target_python_over_cpp": 0.8,
+                "meets_target": cpp / py >= 0.8,
+            }
+        print(f"bench_python: {kind}: numpy.testing.assert_array_max_ulp", file=sys.stderr)
+        numpy_seconds = [
+            timed(lambda a=a, b=b: np.testing.assert_array_max_ulp(a, b, maxulp=1000))
+            for _ in range(args.numpy_repeats)
+        ]
+        ulp = ops["ulp_diff"]
+        numpy_median = statistics.median(numpy_seconds)
+        ulp["numpy_assert_array_max_ulp_seconds"] = numpy_seconds
+        ulp["python_over_numpy_throughput"] = numpy_median / statistics.median(ulp["python_seconds"])
+        ulp["target_python_over_numpy"] = 20.0
+        ulp["meets_numpy_target"] = ulp["python_over_numpy_throughput"] >= 20.0
+        # Same answer, or the comparison means nothing.
+        assert fusebench.ulp_diff(a, b).max == int(np.max(np.testing.assert_array_max_ulp(a, b, maxulp=1000)))
+        del a, b
 
     text = json.dumps(result, indent=1)
     directory = os.path.dirname(os.path.abspath(args.out))

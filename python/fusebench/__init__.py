@@ -19,7 +19,7 @@ fixture (see fusebench.pytest_plugin).
 from __future__ import annotations
 
 import json as _json
-from typing import Any, Optional, Tuple
+from typing import Any
 
 import numpy as _np
 
@@ -43,12 +43,26 @@ from ._results import (
     UlpDiffToRef,
     UlpHistogram,
 )
-from ._torch import compare_fused, fp64_reference, FusedComparison
+from ._torch import FusedComparison, compare_fused, fp64_reference
 
 __all__ = [
-    "bit_equal", "ulp_diff", "ulp_error", "error_stats", "diff", "fp64_reference", "compare_fused",
-    "BitEqualResult", "UlpDiffResult", "UlpHistogram", "ErrorStats", "ErrorSummary", "UlpDiffToRef",
-    "Diff", "UlpDiffSummary", "AgainstRef", "FusedComparison",
+    "bit_equal",
+    "ulp_diff",
+    "ulp_error",
+    "error_stats",
+    "diff",
+    "fp64_reference",
+    "compare_fused",
+    "BitEqualResult",
+    "UlpDiffResult",
+    "UlpHistogram",
+    "ErrorStats",
+    "ErrorSummary",
+    "UlpDiffToRef",
+    "Diff",
+    "UlpDiffSummary",
+    "AgainstRef",
+    "FusedComparison",
 ]
 __version__ = "0.1.0"
 
@@ -68,7 +82,9 @@ def _count(fn: str, name: str, value: int, minimum: int) -> int:
     return int(value)
 
 
-def _pair(fn: str, a: Any, b: Any, a_name: str, b_name: str, same_dtype: bool, hint: str = "") -> Tuple[Operand, Operand]:
+def _pair(
+    fn: str, a: Any, b: Any, a_name: str, b_name: str, same_dtype: bool, hint: str = ""
+) -> tuple[Operand, Operand]:
     oa, ob = operand(a, a_name, fn), operand(b, b_name, fn)
     check_same_shape(fn, oa, ob, a_name, b_name)
     if same_dtype:
@@ -76,7 +92,9 @@ def _pair(fn: str, a: Any, b: Any, a_name: str, b_name: str, same_dtype: bool, h
     return oa, ob
 
 
-def bit_equal(a: Any, b: Any, *, nan: str = "bitwise", signed_zero: str = "bitwise", max_indices: int = 16) -> BitEqualResult:
+def bit_equal(
+    a: Any, b: Any, *, nan: str = "bitwise", signed_zero: str = "bitwise", max_indices: int = 16
+) -> BitEqualResult:
     """Bitwise equality of two arrays of one format and shape.
 
     nan: "bitwise" (NaNs compare by their bits, payload and sign included) or "any-nan-equal".
@@ -86,8 +104,9 @@ def bit_equal(a: Any, b: Any, *, nan: str = "bitwise", signed_zero: str = "bitwi
     nan_equal = _policy(fn, "nan", nan, _NAN_POLICIES)
     zeros_equal = _policy(fn, "signed_zero", signed_zero, _ZERO_POLICIES)
     oa, ob = _pair(fn, a, b, "a", "b", same_dtype=True)
-    text = _core.bit_equal(oa.obj, ob.obj, oa.bf16_bits, ob.bf16_bits, nan_equal, zeros_equal,
-                           _count(fn, "max_indices", max_indices, 0))
+    text = _core.bit_equal(
+        oa.obj, ob.obj, oa.bf16_bits, ob.bf16_bits, nan_equal, zeros_equal, _count(fn, "max_indices", max_indices, 0)
+    )
     return BitEqualResult.from_json(_json.loads(text))
 
 
@@ -96,10 +115,17 @@ def ulp_diff(a: Any, b: Any, *, bins: int = 16, max_indices: int = 16) -> UlpDif
     (numpy, uint16/32/64), max with its first index, exact mean / P50 / P99 (numpy "linear"), a
     histogram (0 .. bins-1, then >= bins) and the NaN pairs counted apart."""
     fn = "fusebench.ulp_diff"
-    oa, ob = _pair(fn, a, b, "a", "b", same_dtype=True,
-                   hint=" (cast one, or use ulp_error / error_stats against a reference)")
-    distance, text = _core.ulp_diff(oa.obj, ob.obj, oa.bf16_bits, ob.bf16_bits, _count(fn, "bins", bins, 1),
-                                    _count(fn, "max_indices", max_indices, 0))
+    oa, ob = _pair(
+        fn, a, b, "a", "b", same_dtype=True, hint=" (cast one, or use ulp_error / error_stats against a reference)"
+    )
+    distance, text = _core.ulp_diff(
+        oa.obj,
+        ob.obj,
+        oa.bf16_bits,
+        ob.bf16_bits,
+        _count(fn, "bins", bins, 1),
+        _count(fn, "max_indices", max_indices, 0),
+    )
     return UlpDiffResult.from_json(distance, _json.loads(text))
 
 
@@ -118,13 +144,28 @@ def error_stats(y: Any, ref: Any, *, bins: int = 16, max_indices: int = 16) -> E
     y's format (ulp_diff: max and histogram), and the NaN / inf counts."""
     fn = "fusebench.error_stats"
     oy, oref = _pair(fn, y, ref, "y", "ref", same_dtype=False)
-    text = _core.error_stats(oy.obj, oref.obj, oy.bf16_bits, oref.bf16_bits, _count(fn, "bins", bins, 1),
-                             _count(fn, "max_indices", max_indices, 0))
+    text = _core.error_stats(
+        oy.obj,
+        oref.obj,
+        oy.bf16_bits,
+        oref.bf16_bits,
+        _count(fn, "bins", bins, 1),
+        _count(fn, "max_indices", max_indices, 0),
+    )
     return ErrorStats.from_json(_json.loads(text))
 
 
-def diff(a: Any, b: Any, ref: Optional[Any] = None, *, names: Tuple[str, str] = ("a", "b"), ref_name: str = "ref",
-         bins: int = 16, nan: str = "bitwise", signed_zero: str = "bitwise") -> Diff:
+def diff(
+    a: Any,
+    b: Any,
+    ref: Any | None = None,
+    *,
+    names: tuple[str, str] = ("a", "b"),
+    ref_name: str = "ref",
+    bins: int = 16,
+    nan: str = "bitwise",
+    signed_zero: str = "bitwise",
+) -> Diff:
     """Everything `fusebench-diff A B [--ref REF] --json` reports, from the same C++ function: bit
     equality, the integer ULP distance of a against b (b rounded to a's format when the formats
     differ), abs / rel error of a against b, non-finite counts, and with ref the error statistics
@@ -138,7 +179,18 @@ def diff(a: Any, b: Any, ref: Optional[Any] = None, *, names: Tuple[str, str] = 
     if ref is not None:
         oref = operand(ref, ref_name, fn)
         check_same_shape(fn, oa, oref, a_name, ref_name)
-    text = _core.diff(oa.obj, ob.obj, None if oref is None else oref.obj, oa.bf16_bits, ob.bf16_bits,
-                      False if oref is None else oref.bf16_bits, _count(fn, "bins", bins, 1), nan_equal, zeros_equal,
-                      str(a_name), str(b_name), str(ref_name))
+    text = _core.diff(
+        oa.obj,
+        ob.obj,
+        None if oref is None else oref.obj,
+        oa.bf16_bits,
+        ob.bf16_bits,
+        False if oref is None else oref.bf16_bits,
+        _count(fn, "bins", bins, 1),
+        nan_equal,
+        zeros_equal,
+        str(a_name),
+        str(b_name),
+        str(ref_name),
+    )
     return Diff.from_json(_json.loads(text))

@@ -9,7 +9,7 @@ function and the argument.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Tuple
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +23,7 @@ class Operand:
     obj: Any  # what the C++ module borrows (numpy array or DLPack exporter)
     bf16_bits: bool  # obj holds bfloat16 values as uint16
     dtype: str  # f16, bf16, f32, f64
-    shape: Tuple[int, ...]
+    shape: tuple[int, ...]
     source: Any  # the caller's object, for messages
 
 
@@ -39,9 +39,7 @@ def _dtype_name(x: Any) -> str:
 
 
 def _unsupported_dtype(fn: str, name: str, dtype_name: str) -> TypeError:
-    return TypeError(
-        f"{fn}: {name} has dtype {dtype_name}; fusebench compares float16, bfloat16, float32 or float64"
-    )
+    return TypeError(f"{fn}: {name} has dtype {dtype_name}; fusebench compares float16, bfloat16, float32 or float64")
 
 
 def _check_numpy_layout(fn: str, name: str, x: np.ndarray) -> None:
@@ -99,11 +97,13 @@ def check_same_shape(fn: str, a: Operand, b: Operand, a_name: str, b_name: str) 
 
 def check_same_dtype(fn: str, a: Operand, b: Operand, a_name: str, b_name: str, hint: str = "") -> None:
     if a.dtype != b.dtype:
-        raise TypeError(f"{fn}: {a_name} is {a.dtype} but {b_name} is {b.dtype}; {fn} compares two arrays of one format{hint}")
+        raise TypeError(
+            f"{fn}: {a_name} is {a.dtype} but {b_name} is {b.dtype}; {fn} compares two arrays of one format{hint}"
+        )
 
 
 # ---- elements for messages (a few of them; never on the hot path)
-def element_bits_and_values(op: Operand, indices) -> Tuple[np.ndarray, np.ndarray]:
+def element_bits_and_values(op: Operand, indices) -> tuple[np.ndarray, np.ndarray]:
     """Bits (unsigned integers of the format's width) and values (float64, exact for every format)
     of the elements at the given row-major flat indices."""
     indices = np.asarray(list(indices), dtype=np.int64)

@@ -6,24 +6,24 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 import numpy as np
 
 
 class _FromJson:
-    _json: Dict[str, Any]
+    _json: dict[str, Any]
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The toolkit's JSON object for this result (a fresh copy)."""
         return copy.deepcopy(self._json)
 
 
-def _optional_int(value: Any) -> Optional[int]:
+def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)  # null when nothing was compared
 
 
-def _attach(result: _FromJson, json: Dict[str, Any]) -> _FromJson:
+def _attach(result: _FromJson, json: dict[str, Any]) -> _FromJson:
     object.__setattr__(result, "_json", json)
     return result
 
@@ -33,15 +33,17 @@ class UlpHistogram(_FromJson):
     """Counts of integer ULP distances: bins[k] pairs at distance k for k < at_least_ulp, then
     at_least_count pairs at distance >= at_least_ulp. NaN pairs are never binned."""
 
-    bins: Tuple[int, ...]
+    bins: tuple[int, ...]
     at_least_ulp: int
     at_least_count: int
     nan_pairs: int
 
     @classmethod
-    def from_json(cls, json: Dict[str, Any]) -> "UlpHistogram":
+    def from_json(cls, json: dict[str, Any]) -> UlpHistogram:
         bins = tuple(int(b["count"]) for b in json["bins"])
-        return _attach(cls(bins, int(json["at_least"]["ulp"]), int(json["at_least"]["count"]), int(json["nan_pairs"])), json)
+        return _attach(
+            cls(bins, int(json["at_least"]["ulp"]), int(json["at_least"]["count"]), int(json["nan_pairs"])), json
+        )
 
 
 @dataclass(frozen=True)
@@ -49,14 +51,14 @@ class ErrorSummary(_FromJson):
     """max (first index where it occurs), mean, exact P50 / P99 (numpy's "linear"); None when
     nothing was compared."""
 
-    max: Optional[float]
+    max: float | None
     max_index: int
-    mean: Optional[float]
-    p50: Optional[float]
-    p99: Optional[float]
+    mean: float | None
+    p50: float | None
+    p99: float | None
 
     @classmethod
-    def from_json(cls, json: Dict[str, Any]) -> "ErrorSummary":
+    def from_json(cls, json: dict[str, Any]) -> ErrorSummary:
         return _attach(cls(json["max"], int(json["max_index"]), json["mean"], json["p50"], json["p99"]), json)
 
 
@@ -65,15 +67,17 @@ class BitEqualResult(_FromJson):
     bit_equal: bool
     n: int
     mismatches: int
-    first_mismatch_indices: Tuple[int, ...]
+    first_mismatch_indices: tuple[int, ...]
 
     def __bool__(self) -> bool:
         return self.bit_equal
 
     @classmethod
-    def from_json(cls, json: Dict[str, Any]) -> "BitEqualResult":
+    def from_json(cls, json: dict[str, Any]) -> BitEqualResult:
         return _attach(
-            cls(bool(json["bit_equal"]), int(json["n"]), int(json["mismatches"]), tuple(json["first_mismatch_indices"])),
+            cls(
+                bool(json["bit_equal"]), int(json["n"]), int(json["mismatches"]), tuple(json["first_mismatch_indices"])
+            ),
             json,
         )
 
@@ -86,18 +90,18 @@ class UlpDiffResult(_FromJson):
     per-element distances out."""
 
     distance: np.ndarray = field(repr=False, compare=False)
-    max: Optional[int]
+    max: int | None
     max_index: int
-    mean: Optional[float]
-    p50: Optional[float]
-    p99: Optional[float]
+    mean: float | None
+    p50: float | None
+    p99: float | None
     compared: int
     nan_pairs: int
-    first_nan_indices: Tuple[int, ...]
+    first_nan_indices: tuple[int, ...]
     hist: UlpHistogram
 
     @classmethod
-    def from_json(cls, distance: np.ndarray, json: Dict[str, Any]) -> "UlpDiffResult":
+    def from_json(cls, distance: np.ndarray, json: dict[str, Any]) -> UlpDiffResult:
         return _attach(
             cls(
                 distance,
@@ -119,13 +123,15 @@ class UlpDiffResult(_FromJson):
 class UlpDiffToRef(_FromJson):
     """Integer distance of y to ref rounded to y's format (0 = correctly rounded)."""
 
-    max: Optional[int]
+    max: int | None
     max_index: int
     hist: UlpHistogram
 
     @classmethod
-    def from_json(cls, json: Dict[str, Any]) -> "UlpDiffToRef":
-        return _attach(cls(_optional_int(json["max"]), int(json["max_index"]), UlpHistogram.from_json(json["hist"])), json)
+    def from_json(cls, json: dict[str, Any]) -> UlpDiffToRef:
+        return _attach(
+            cls(_optional_int(json["max"]), int(json["max_index"]), UlpHistogram.from_json(json["hist"])), json
+        )
 
 
 @dataclass(frozen=True)
@@ -144,7 +150,7 @@ class ErrorStats(_FromJson):
     inf_y: int
     inf_ref: int
     mismatches: int
-    first_mismatch_indices: Tuple[int, ...]
+    first_mismatch_indices: tuple[int, ...]
     rel_floor: float
     abs: ErrorSummary
     rel: ErrorSummary
@@ -152,7 +158,7 @@ class ErrorStats(_FromJson):
     ulp_diff: UlpDiffToRef
 
     @classmethod
-    def from_json(cls, json: Dict[str, Any]) -> "ErrorStats":
+    def from_json(cls, json: dict[str, Any]) -> ErrorStats:
         return _attach(
             cls(
                 int(json["n"]),
@@ -179,20 +185,28 @@ class ErrorStats(_FromJson):
 class UlpDiffSummary(_FromJson):
     """A-vs-B integer distances as fusebench-diff reports them (no per-element array)."""
 
-    max: Optional[int]
+    max: int | None
     max_index: int
-    mean: Optional[float]
-    p50: Optional[float]
-    p99: Optional[float]
+    mean: float | None
+    p50: float | None
+    p99: float | None
     compared: int
     nan_pairs: int
     hist: UlpHistogram
 
     @classmethod
-    def from_json(cls, json: Dict[str, Any]) -> "UlpDiffSummary":
+    def from_json(cls, json: dict[str, Any]) -> UlpDiffSummary:
         return _attach(
-            cls(_optional_int(json["max"]), int(json["max_index"]), json["mean"], json["p50"], json["p99"],
-                int(json["compared"]), int(json["nan_pairs"]), UlpHistogram.from_json(json["hist"])),
+            cls(
+                _optional_int(json["max"]),
+                int(json["max_index"]),
+                json["mean"],
+                json["p50"],
+                json["p99"],
+                int(json["compared"]),
+                int(json["nan_pairs"]),
+                UlpHistogram.from_json(json["hist"]),
+            ),
             json,
         )
 
@@ -205,8 +219,10 @@ class AgainstRef(_FromJson):
     b: ErrorStats
 
     @classmethod
-    def from_json(cls, json: Dict[str, Any]) -> "AgainstRef":
-        return _attach(cls(json["ref"], json["ref_dtype"], ErrorStats.from_json(json["a"]), ErrorStats.from_json(json["b"])), json)
+    def from_json(cls, json: dict[str, Any]) -> AgainstRef:
+        return _attach(
+            cls(json["ref"], json["ref_dtype"], ErrorStats.from_json(json["a"]), ErrorStats.from_json(json["b"])), json
+        )
 
 
 @dataclass(frozen=True)
@@ -216,34 +232,47 @@ class Diff(_FromJson):
 
     a: str
     b: str
-    shape: Tuple[int, ...]
+    shape: tuple[int, ...]
     dtype: str
     dtype_b: str
     n: int
     bit_equal: bool
     mismatches: int
-    first_mismatch_indices: Tuple[int, ...]
-    policies: Dict[str, str]
+    first_mismatch_indices: tuple[int, ...]
+    policies: dict[str, str]
     ulp_diff: UlpDiffSummary
     compared: int
     abs: ErrorSummary
     rel: ErrorSummary
     rel_floor: float
-    nan: Dict[str, int]
-    inf: Dict[str, int]
+    nan: dict[str, int]
+    inf: dict[str, int]
     nonfinite_mismatches: int
-    first_nonfinite_mismatch_indices: Tuple[int, ...]
-    against_ref: Optional[AgainstRef]
+    first_nonfinite_mismatch_indices: tuple[int, ...]
+    against_ref: AgainstRef | None
 
     @classmethod
-    def from_json(cls, json: Dict[str, Any]) -> "Diff":
+    def from_json(cls, json: dict[str, Any]) -> Diff:
         return _attach(
             cls(
-                json["a"], json["b"], tuple(json["shape"]), json["dtype"], json["dtype_b"], int(json["n"]),
-                bool(json["bit_equal"]), int(json["mismatches"]), tuple(json["first_mismatch_indices"]),
-                dict(json["policies"]), UlpDiffSummary.from_json(json["ulp_diff"]), int(json["compared"]),
-                ErrorSummary.from_json(json["abs"]), ErrorSummary.from_json(json["rel"]), float(json["rel_floor"]),
-                dict(json["nan"]), dict(json["inf"]), int(json["nonfinite_mismatches"]),
+                json["a"],
+                json["b"],
+                tuple(json["shape"]),
+                json["dtype"],
+                json["dtype_b"],
+                int(json["n"]),
+                bool(json["bit_equal"]),
+                int(json["mismatches"]),
+                tuple(json["first_mismatch_indices"]),
+                dict(json["policies"]),
+                UlpDiffSummary.from_json(json["ulp_diff"]),
+                int(json["compared"]),
+                ErrorSummary.from_json(json["abs"]),
+                ErrorSummary.from_json(json["rel"]),
+                float(json["rel_floor"]),
+                dict(json["nan"]),
+                dict(json["inf"]),
+                int(json["nonfinite_mismatches"]),
                 tuple(json["first_nonfinite_mismatch_indices"]),
                 AgainstRef.from_json(json["against_ref"]) if "against_ref" in json else None,
             ),

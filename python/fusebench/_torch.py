@@ -7,8 +7,9 @@ called and say what is missing when it is not installed.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ def _map_tensors(value: Any, convert: Callable[[Any], Any], torch) -> Any:
     return value
 
 
-def _flatten_tensors(value: Any, torch, path: str = "out") -> List[tuple]:
+def _flatten_tensors(value: Any, torch, path: str = "out") -> list[tuple]:
     if isinstance(value, torch.Tensor):
         return [(path, value)]
     if isinstance(value, (list, tuple)):
@@ -85,9 +86,9 @@ class OutputComparison:
     eager: Any  # ErrorStats
     compiled: Any  # ErrorStats
     not_worse: bool  # compiled ulp_error P99 and max <= eager's
-    worst: List[Dict[str, Any]] = field(repr=False)  # the compiled result's worst elements
+    worst: list[dict[str, Any]] = field(repr=False)  # the compiled result's worst elements
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "eager": self.eager.to_dict(),
@@ -102,23 +103,23 @@ class FusedComparison:
     """compare_fused's result. not_worse is the plan's verdict (task B): for every output, the
     compiled function's ULP error against fp64 is at most eager's at P99 and at the maximum."""
 
-    outputs: List[OutputComparison]
+    outputs: list[OutputComparison]
     not_worse: bool
 
     def __bool__(self) -> bool:
         return self.not_worse
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"not_worse": self.not_worse, "outputs": [o.to_dict() for o in self.outputs]}
 
 
-def _le(x: Optional[float], y: Optional[float]) -> bool:
+def _le(x: float | None, y: float | None) -> bool:
     if x is None:  # nothing compared on the compiled side
         return y is None
     return y is not None and x <= y
 
 
-def worst_elements(y, eager, ref, count: int) -> List[Dict[str, Any]]:
+def worst_elements(y, eager, ref, count: int) -> list[dict[str, Any]]:
     """The count elements of y with the largest ULP error against ref, with eager's and ref's values
     and the bit patterns (y's format)."""
     from . import ulp_error
@@ -136,17 +137,22 @@ def worst_elements(y, eager, ref, count: int) -> List[Dict[str, Any]]:
     width = 2 * y_bits.dtype.itemsize
     rows = []
     for k, index in enumerate(order):
-        rows.append({
-            "index": int(index),
-            "compiled": float(y_values[k]), "compiled_bits": f"0x{int(y_bits[k]):0{width}x}",
-            "eager": float(e_values[k]), "eager_bits": f"0x{int(e_bits[k]):0{width}x}",
-            "ref": float(r_values[k]), "ref_bits": f"0x{int(r_bits[k]):016x}",
-            "compiled_ulp_error": float(errors[index]),
-        })
+        rows.append(
+            {
+                "index": int(index),
+                "compiled": float(y_values[k]),
+                "compiled_bits": f"0x{int(y_bits[k]):0{width}x}",
+                "eager": float(e_values[k]),
+                "eager_bits": f"0x{int(e_bits[k]):0{width}x}",
+                "ref": float(r_values[k]),
+                "ref_bits": f"0x{int(r_bits[k]):016x}",
+                "compiled_ulp_error": float(errors[index]),
+            }
+        )
     return rows
 
 
-def compare_fused(fn: Callable, *inputs: Any, compile: Optional[Callable] = None, worst: int = 8) -> FusedComparison:
+def compare_fused(fn: Callable, *inputs: Any, compile: Callable | None = None, worst: int = 8) -> FusedComparison:
     """Runs fn eagerly, compiled (compile(fn), default torch.compile) and in fp64
     (fp64_reference), and returns both results' error statistics against fp64, the plan's verdict
     (compiled <= eager at P99 and max of ulp_error, per output) and the compiled result's worst
@@ -173,6 +179,7 @@ def compare_fused(fn: Callable, *inputs: Any, compile: Optional[Callable] = None
             continue
         eager_stats, compiled_stats = error_stats(e, r), error_stats(c, r)
         not_worse = _le(compiled_stats.ulp_error.p99, eager_stats.ulp_error.p99) and _le(
-            compiled_stats.ulp_error.max, eager_stats.ulp_error.max)
+            compiled_stats.ulp_error.max, eager_stats.ulp_error.max
+        )
         outputs.append(OutputComparison(name, eager_stats, compiled_stats, not_worse, worst_elements(c, e, r, worst)))
     return FusedComparison(outputs, all(o.not_worse for o in outputs))

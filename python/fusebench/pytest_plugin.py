@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import numpy as np
 import pytest
@@ -53,7 +53,7 @@ def _what(op) -> str:
 class FusebenchFixture:
     """The assertions; each records (measure, figure, limit, verdict) for --fusebench-report."""
 
-    def __init__(self, nodeid: str, records: Optional[List[Dict[str, Any]]]):
+    def __init__(self, nodeid: str, records: list[dict[str, Any]] | None):
         self._nodeid = nodeid
         self._records = records
 
@@ -61,10 +61,16 @@ class FusebenchFixture:
         if isinstance(figure, float) and not np.isfinite(figure):
             figure = str(figure)  # JSON has no inf / NaN
         if self._records is not None:
-            self._records.append({
-                "test": self._nodeid, "assertion": assertion, "measure": measure,
-                "figure": figure, "limit": limit, "verdict": "pass" if passed else "fail",
-            })
+            self._records.append(
+                {
+                    "test": self._nodeid,
+                    "assertion": assertion,
+                    "measure": measure,
+                    "figure": figure,
+                    "limit": limit,
+                    "verdict": "pass" if passed else "fail",
+                }
+            )
 
     def assert_bit_equal(self, a: Any, b: Any, *, nan: str = "bitwise", signed_zero: str = "bitwise") -> None:
         result = _fb.bit_equal(a, b, nan=nan, signed_zero=signed_zero, max_indices=SHOWN_ELEMENTS)
@@ -79,12 +85,14 @@ class FusebenchFixture:
 
     def assert_ulp_within(self, a: Any, b: Any, max_ulp: int) -> None:
         if isinstance(max_ulp, bool) or not isinstance(max_ulp, (int, np.integer)) or max_ulp < 0:
-            raise ValueError(f"assert_ulp_within: max_ulp={max_ulp!r}; expected an integer >= 0 (ulp_diff is an integer distance)")
+            raise ValueError(
+                f"assert_ulp_within: max_ulp={max_ulp!r}; expected an integer >= 0 (ulp_diff is an integer distance)"
+            )
         result = _fb.ulp_diff(a, b, max_indices=SHOWN_ELEMENTS)
         oa, ob = operand(a, "a", "assert_ulp_within"), operand(b, "b", "assert_ulp_within")
         distance = result.distance.reshape(-1)
         offending = np.flatnonzero(distance > max_ulp) if result.nan_pairs == 0 else None
-        nan_against_number: List[int] = []
+        nan_against_number: list[int] = []
         if result.nan_pairs:
             # A NaN pair's distance entry is the type's maximum: tell NaN-vs-NaN (fine) from
             # NaN-vs-number (a failure) by the values.
@@ -105,12 +113,29 @@ class FusebenchFixture:
                 + _describe(oa, ob, worst, "a", "b")
             )
 
-    def assert_error_within(self, y: Any, ref: Any, *, ulp_max: Optional[float] = None, ulp_p99: Optional[float] = None,
-                            ulp_mean: Optional[float] = None, rel_max: Optional[float] = None,
-                            rel_p99: Optional[float] = None, abs_max: Optional[float] = None,
-                            abs_p99: Optional[float] = None, allow_nonfinite_mismatches: bool = False) -> None:
-        limits = {"ulp_error.max": ulp_max, "ulp_error.p99": ulp_p99, "ulp_error.mean": ulp_mean,
-                  "rel.max": rel_max, "rel.p99": rel_p99, "abs.max": abs_max, "abs.p99": abs_p99}
+    def assert_error_within(
+        self,
+        y: Any,
+        ref: Any,
+        *,
+        ulp_max: float | None = None,
+        ulp_p99: float | None = None,
+        ulp_mean: float | None = None,
+        rel_max: float | None = None,
+        rel_p99: float | None = None,
+        abs_max: float | None = None,
+        abs_p99: float | None = None,
+        allow_nonfinite_mismatches: bool = False,
+    ) -> None:
+        limits = {
+            "ulp_error.max": ulp_max,
+            "ulp_error.p99": ulp_p99,
+            "ulp_error.mean": ulp_mean,
+            "rel.max": rel_max,
+            "rel.p99": rel_p99,
+            "abs.max": abs_max,
+            "abs.p99": abs_p99,
+        }
         if all(v is None for v in limits.values()):
             raise ValueError("assert_error_within: give at least one limit (ulp_max=, rel_p99=, ...)")
         stats = _fb.error_stats(y, ref, max_indices=SHOWN_ELEMENTS)
@@ -123,20 +148,29 @@ class FusebenchFixture:
             passed = figure is not None and figure <= limit
             self._record("assert_error_within", measure, figure, limit, passed)
             if not passed:
-                broken.append(f"{measure} = {figure:.6g} > {limit:.6g}" if figure is not None
-                              else f"{measure}: nothing compared (limit {limit:.6g})")
+                broken.append(
+                    f"{measure} = {figure:.6g} > {limit:.6g}"
+                    if figure is not None
+                    else f"{measure}: nothing compared (limit {limit:.6g})"
+                )
         if not allow_nonfinite_mismatches:
             self._record("assert_error_within", "nonfinite_mismatches", stats.mismatches, 0, stats.mismatches == 0)
             if stats.mismatches:
                 broken.append(f"{stats.mismatches} non-finite mismatches")
         if broken:
             oy, oref = operand(y, "y", "assert_error_within"), operand(ref, "ref", "assert_error_within")
-            worst: List[int] = []
-            for index in (stats.ulp_error.max_index, stats.abs.max_index, stats.rel.max_index, *stats.first_mismatch_indices):
+            worst: list[int] = []
+            for index in (
+                stats.ulp_error.max_index,
+                stats.abs.max_index,
+                stats.rel.max_index,
+                *stats.first_mismatch_indices,
+            ):
                 if index >= 0 and index not in worst:
                     worst.append(index)
             raise AssertionError(
-                f"fusebench: {_what(oy)} against reference {_what(oref)}: " + "; ".join(broken)
+                f"fusebench: {_what(oy)} against reference {_what(oref)}: "
+                + "; ".join(broken)
                 + " ; worst elements (max ulp_error, abs, rel, then non-finite mismatches):"
                 + _describe(oy, oref, worst, "y", "ref")
             )
@@ -148,29 +182,42 @@ class FusebenchFixture:
             for stat in ("p99", "max"):
                 figure = getattr(out.compiled.ulp_error, stat)
                 limit = getattr(out.eager.ulp_error, stat)
-                self._record("assert_fused_not_worse", f"{out.name}.ulp_error.{stat}", figure, limit,
-                             figure is not None and limit is not None and figure <= limit)
+                self._record(
+                    "assert_fused_not_worse",
+                    f"{out.name}.ulp_error.{stat}",
+                    figure,
+                    limit,
+                    figure is not None and limit is not None and figure <= limit,
+                )
             if not out.not_worse:
                 rows = "".join(
                     f"\n  [{w['index']}] compiled={w['compiled']:.9g} ({w['compiled_bits']}) eager={w['eager']:.9g} "
                     f"({w['eager_bits']}) ref={w['ref']:.17g} ({w['ref_bits']}) ulp_error={w['compiled_ulp_error']:.4g}"
-                    for w in out.worst)
+                    for w in out.worst
+                )
                 lines.append(
                     f"{out.name}: compiled ulp_error p99 {out.compiled.ulp_error.p99} max {out.compiled.ulp_error.max} "
-                    f"vs eager p99 {out.eager.ulp_error.p99} max {out.eager.ulp_error.max}; worst compiled elements:{rows}")
+                    f"vs eager p99 {out.eager.ulp_error.p99} max {out.eager.ulp_error.max}; worst compiled elements:{rows}"
+                )
         if not comparison.not_worse:
-            raise AssertionError("fusebench: the compiled function is less accurate than eager against fp64:\n" + "\n".join(lines))
+            raise AssertionError(
+                "fusebench: the compiled function is less accurate than eager against fp64:\n" + "\n".join(lines)
+            )
         return comparison
 
 
 # ---- pytest hooks
-_REPORT_KEY = pytest.StashKey[Optional[List[Dict[str, Any]]]]()  # the records, None without the option
+_REPORT_KEY = pytest.StashKey[list[dict[str, Any]] | None]()  # the records, None without the option
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("fusebench")
-    group.addoption("--fusebench-report", metavar="PATH", default=None,
-                    help="write a JSON summary of every fusebench assertion (test id, measure, figure, verdict) to PATH")
+    group.addoption(
+        "--fusebench-report",
+        metavar="PATH",
+        default=None,
+        help="write a JSON summary of every fusebench assertion (test id, measure, figure, verdict) to PATH",
+    )
 
 
 def pytest_configure(config):

@@ -53,7 +53,8 @@ std::optional<DType> dtype_from_dlpack(nb::dlpack::dtype dtype) {
 std::string dlpack_dtype_string(nb::dlpack::dtype dtype) {
   static const char* names[] = {"int", "uint", "float", "?", "bfloat", "complex", "bool"};
   const char* name = dtype.code < 7 ? names[dtype.code] : "float8/6/4";
-  return std::string(name) + std::to_string(int(dtype.bits)) + (dtype.lanes != 1 ? "x" + std::to_string(dtype.lanes) : "");
+  return std::string(name) + std::to_string(int(dtype.bits)) +
+         (dtype.lanes != 1 ? "x" + std::to_string(dtype.lanes) : "");
 }
 
 // `name` is the Python argument's name, for the messages. bf16_bits: the operand holds bfloat16
@@ -62,8 +63,12 @@ std::string dlpack_dtype_string(nb::dlpack::dtype dtype) {
 Tensor borrow_operand(nb::handle object, const std::string& name, bool bf16_bits) {
   Borrowed array;
   if (!nb::try_cast(object, array, /*convert=*/false)) {
-    throw nb::type_error((name + ": expected a CPU array (numpy, or an object exposing DLPack or the array "
-                                 "interface), got " + nb::type_name(object.type()).c_str()).c_str());
+    throw nb::type_error(
+        (name +
+         ": expected a CPU array (numpy, or an object exposing DLPack or the array "
+         "interface), got " +
+         nb::type_name(object.type()).c_str())
+            .c_str());
   }
   std::optional<DType> dtype;
   if (bf16_bits) {
@@ -72,17 +77,20 @@ Tensor borrow_operand(nb::handle object, const std::string& name, bool bf16_bits
     dtype = dtype_from_dlpack(array.dtype());
   }
   if (!dtype) {
-    throw nb::type_error((name + ": dtype " + dlpack_dtype_string(array.dtype()) +
-                          " is not a floating type fusebench compares (float16, bfloat16, float32, float64)")
-                             .c_str());
+    throw nb::type_error(
+        (name + ": dtype " + dlpack_dtype_string(array.dtype()) +
+         " is not a floating type fusebench compares (float16, bfloat16, float32, float64)")
+            .c_str());
   }
   fusebench::Shape shape(array.ndim()), strides(array.ndim());
   for (std::size_t i = 0; i < array.ndim(); ++i) {
     shape[i] = std::int64_t(array.shape(i));
     strides[i] = array.stride(i);
     if (strides[i] < 0 && shape[i] > 1) {
-      throw nb::value_error((name + ": negative strides cannot be viewed without a copy; pass a contiguous "
-                                   "array (numpy.ascontiguousarray)").c_str());
+      throw nb::value_error(
+          (name + ": negative strides cannot be viewed without a copy; pass a contiguous "
+                  "array (numpy.ascontiguousarray)")
+              .c_str());
     }
     if (shape[i] <= 1) strides[i] = 0;
   }
@@ -90,7 +98,8 @@ Tensor borrow_operand(nb::handle object, const std::string& name, bool bf16_bits
   // storage shares ownership of it. Released with the GIL held: every Tensor made here dies
   // before the binding returns, or inside a result whose owner is a Python capsule.
   auto owner = std::make_shared<Borrowed>(array);
-  return Tensor::borrow(*dtype, std::move(shape), std::move(strides), array.data(), std::move(owner));
+  return Tensor::borrow(*dtype, std::move(shape), std::move(strides), array.data(),
+                        std::move(owner));
 }
 
 // A toolkit tensor handed to numpy without a copy: the capsule owns a Tensor (sharing the buffer).
@@ -100,12 +109,23 @@ nb::object to_numpy(const Tensor& tensor) {
   std::vector<std::size_t> shape(kept->shape().begin(), kept->shape().end());
   nb::dlpack::dtype dtype;
   switch (kept->dtype()) {
-    case DType::u16: dtype = nb::dtype<std::uint16_t>(); break;
-    case DType::u32: dtype = nb::dtype<std::uint32_t>(); break;
-    case DType::u64: dtype = nb::dtype<std::uint64_t>(); break;
-    case DType::f64: dtype = nb::dtype<double>(); break;
-    case DType::f32: dtype = nb::dtype<float>(); break;
-    default: throw std::logic_error("to_numpy: unexpected result dtype");
+    case DType::u16:
+      dtype = nb::dtype<std::uint16_t>();
+      break;
+    case DType::u32:
+      dtype = nb::dtype<std::uint32_t>();
+      break;
+    case DType::u64:
+      dtype = nb::dtype<std::uint64_t>();
+      break;
+    case DType::f64:
+      dtype = nb::dtype<double>();
+      break;
+    case DType::f32:
+      dtype = nb::dtype<float>();
+      break;
+    default:
+      throw std::logic_error("to_numpy: unexpected result dtype");
   }
   nb::ndarray<nb::numpy> array(kept->raw_data(), shape.size(), shape.data(), owner, nullptr, dtype);
   return array.cast();
@@ -122,18 +142,20 @@ fusebench::ZeroPolicy zero_policy(bool zeros_equal) {
 }
 
 // ---- bindings
-std::string bit_equal(nb::handle a, nb::handle b, bool a_bf16, bool b_bf16, bool nan_equal, bool zeros_equal,
-                      std::size_t max_indices) {
+std::string bit_equal(nb::handle a, nb::handle b, bool a_bf16, bool b_bf16, bool nan_equal,
+                      bool zeros_equal, std::size_t max_indices) {
   const Tensor ta = borrow_operand(a, "a", a_bf16), tb = borrow_operand(b, "b", b_bf16);
   fusebench::BitEqualResult result;
   {
     nb::gil_scoped_release release;
-    result = fusebench::bit_equal(ta, tb, {nan_policy(nan_equal), zero_policy(zeros_equal), max_indices});
+    result = fusebench::bit_equal(ta, tb,
+                                  {nan_policy(nan_equal), zero_policy(zeros_equal), max_indices});
   }
   return dump(fusebench::to_json(result));
 }
 
-nb::tuple ulp_diff(nb::handle a, nb::handle b, bool a_bf16, bool b_bf16, int bins, std::size_t max_indices) {
+nb::tuple ulp_diff(nb::handle a, nb::handle b, bool a_bf16, bool b_bf16, int bins,
+                   std::size_t max_indices) {
   const Tensor ta = borrow_operand(a, "a", a_bf16), tb = borrow_operand(b, "b", b_bf16);
   fusebench::UlpDiffResult result;
   fusebench::UlpDiffSummary summary;
@@ -159,7 +181,8 @@ nb::object ulp_error(nb::handle y, nb::handle ref, bool y_bf16, bool ref_bf16) {
   return to_numpy(error);
 }
 
-std::string error_stats(nb::handle y, nb::handle ref, bool y_bf16, bool ref_bf16, int bins, std::size_t max_indices) {
+std::string error_stats(nb::handle y, nb::handle ref, bool y_bf16, bool ref_bf16, int bins,
+                        std::size_t max_indices) {
   const Tensor ty = borrow_operand(y, "y", y_bf16), tref = borrow_operand(ref, "ref", ref_bf16);
   fusebench::ErrorStats stats;
   {
@@ -169,8 +192,9 @@ std::string error_stats(nb::handle y, nb::handle ref, bool y_bf16, bool ref_bf16
   return dump(fusebench::to_json(stats));
 }
 
-std::string diff(nb::handle a, nb::handle b, nb::handle ref, bool a_bf16, bool b_bf16, bool ref_bf16, int bins,
-                 bool nan_equal, bool zeros_equal, std::string a_name, std::string b_name, std::string ref_name) {
+std::string diff(nb::handle a, nb::handle b, nb::handle ref, bool a_bf16, bool b_bf16,
+                 bool ref_bf16, int bins, bool nan_equal, bool zeros_equal, std::string a_name,
+                 std::string b_name, std::string ref_name) {
   const Tensor ta = borrow_operand(a, a_name, a_bf16), tb = borrow_operand(b, b_name, b_bf16);
   std::optional<Tensor> tref;
   if (!ref.is_none()) tref = borrow_operand(ref, ref_name, ref_bf16);
@@ -191,8 +215,8 @@ std::string diff(nb::handle a, nb::handle b, nb::handle ref, bool a_bf16, bool b
 
 // ---- in-process C++ timing, for the benchmark (bench/bench_python.py): the same toolkit call
 // on the same borrowed memory, timed in C++ without Python in the loop. Returns seconds per call.
-std::vector<double> time_cpp(const std::string& op, nb::handle a, nb::handle b, bool a_bf16, bool b_bf16,
-                             int repeats) {
+std::vector<double> time_cpp(const std::string& op, nb::handle a, nb::handle b, bool a_bf16,
+                             bool b_bf16, int repeats) {
   const Tensor ta = borrow_operand(a, "a", a_bf16), tb = borrow_operand(b, "b", b_bf16);
   std::vector<double> seconds;
   nb::gil_scoped_release release;
@@ -201,14 +225,16 @@ std::vector<double> time_cpp(const std::string& op, nb::handle a, nb::handle b, 
     if (op == "ulp_diff") {
       auto result = fusebench::ulp_diff(ta, tb);
       auto summary = fusebench::summarize(result);
-      if (summary.compared > std::uint64_t(ta.numel())) throw std::logic_error("time_cpp: impossible count");
+      if (summary.compared > std::uint64_t(ta.numel()))
+        throw std::logic_error("time_cpp: impossible count");
     } else if (op == "error_stats") {
       auto stats = fusebench::error_stats(ta, tb);
       if (stats.count != ta.numel()) throw std::logic_error("time_cpp: impossible count");
     } else {
       throw fusebench::InputError("time_cpp: unknown op '" + op + "' (ulp_diff, error_stats)");
     }
-    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return seconds;
 }
@@ -237,9 +263,9 @@ NB_MODULE(_core, m) {
   m.def("ulp_diff", &ulp_diff);
   m.def("ulp_error", &ulp_error);
   m.def("error_stats", &error_stats);
-  m.def("diff", &diff, nb::arg("a"), nb::arg("b"), nb::arg("ref").none(), nb::arg("a_bf16"), nb::arg("b_bf16"),
-        nb::arg("ref_bf16"), nb::arg("bins"), nb::arg("nan_equal"), nb::arg("zeros_equal"), nb::arg("a_name"),
-        nb::arg("b_name"), nb::arg("ref_name"));
+  m.def("diff", &diff, nb::arg("a"), nb::arg("b"), nb::arg("ref").none(), nb::arg("a_bf16"),
+        nb::arg("b_bf16"), nb::arg("ref_bf16"), nb::arg("bins"), nb::arg("nan_equal"),
+        nb::arg("zeros_equal"), nb::arg("a_name"), nb::arg("b_name"), nb::arg("ref_name"));
   m.def("time_cpp", &time_cpp);
   m.def("borrowed_address", &borrowed_address);
 }

@@ -7,12 +7,11 @@ import pathlib
 import subprocess
 import sys
 
+import fusebench
 import ml_dtypes
 import numpy as np
-import pytest
-
-import fusebench
 import oracles
+import pytest
 
 ALL16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
 RNG_SEED = 20261201
@@ -28,10 +27,14 @@ def partner_patterns(fmt):
     edges, infinities and NaNs, and a random permutation."""
     rng = np.random.Generator(np.random.Philox(RNG_SEED))
     a = np.concatenate([ALL16] * 6)
-    shifts = np.concatenate([
-        np.zeros(1 << 16, np.int64), np.ones(1 << 16, np.int64), np.full(1 << 16, -3, np.int64),
-        rng.integers(-40, 41, 1 << 16),
-    ])
+    shifts = np.concatenate(
+        [
+            np.zeros(1 << 16, np.int64),
+            np.ones(1 << 16, np.int64),
+            np.full(1 << 16, -3, np.int64),
+            rng.integers(-40, 41, 1 << 16),
+        ]
+    )
     b_shifted = ((a[: shifts.size].astype(np.int64) + shifts) & 0xFFFF).astype(np.uint16)
     b_sign = a[(1 << 16) * 4 : (1 << 16) * 5] ^ np.uint16(0x8000)  # same magnitude, other sign
     b_random = rng.permutation(ALL16)
@@ -89,7 +92,9 @@ def test_bit_equal_every_pattern(fmt, nan, signed_zero):
 
 def reference_near(y_values, rng):
     """fp64 references near y: y itself, y moved by a fraction of its spacing, 0, and random."""
-    ref = y_values + rng.uniform(-2, 2, y_values.size) * oracles.spacing(np.where(np.isfinite(y_values), y_values, 0), "f16")
+    ref = y_values + rng.uniform(-2, 2, y_values.size) * oracles.spacing(
+        np.where(np.isfinite(y_values), y_values, 0), "f16"
+    )
     ref[::7] = y_values[::7]
     ref[::11] = 0.0
     return ref
@@ -138,19 +143,37 @@ def test_error_stats_every_pattern(fmt):
         assert got.mean == pytest.approx(want["mean"], rel=1e-12), name
     # ulp_diff against ref rounded to y's format
     with np.errstate(over="ignore"):
-        rounded = ref.astype(np.float16).view(np.uint16) if fmt == "f16" else ref.astype(ml_dtypes.bfloat16).view(np.uint16)
+        rounded = (
+            ref.astype(np.float16).view(np.uint16) if fmt == "f16" else ref.astype(ml_dtypes.bfloat16).view(np.uint16)
+        )
     distance, nan = oracles.ulp_distance(ALL16, rounded, fmt)
     assert stats.ulp_diff.max == int(distance[~nan].max())
     assert stats.ulp_diff.hist.nan_pairs == int(nan.sum())
     d = stats.to_dict()
-    assert set(d) >= {"n", "compared", "dtype", "ref_dtype", "nan", "inf", "mismatches", "abs", "rel", "ulp_error", "ulp_diff"}
+    assert set(d) >= {
+        "n",
+        "compared",
+        "dtype",
+        "ref_dtype",
+        "nan",
+        "inf",
+        "mismatches",
+        "abs",
+        "rel",
+        "ulp_error",
+        "ulp_diff",
+    }
     assert "ulp" not in d  # the fractional and the integer measure never share a key
 
 
 def test_result_dicts_are_json():
     a = np.array([1, 2, np.nan], np.float16)
-    for result in (fusebench.bit_equal(a, a), fusebench.ulp_diff(a, a), fusebench.error_stats(a, a.astype(np.float64)),
-                   fusebench.diff(a, a, a.astype(np.float64))):
+    for result in (
+        fusebench.bit_equal(a, a),
+        fusebench.ulp_diff(a, a),
+        fusebench.error_stats(a, a.astype(np.float64)),
+        fusebench.diff(a, a, a.astype(np.float64)),
+    ):
         assert json.loads(json.dumps(result.to_dict(), allow_nan=False)) == result.to_dict()
 
 
@@ -196,18 +219,44 @@ def test_array_interface_exporter():
     "call,error,words",
     [
         (lambda: fusebench.ulp_diff(np.zeros(3, np.int32), np.zeros(3, np.int32)), TypeError, ["a", "int32"]),
-        (lambda: fusebench.ulp_diff(np.zeros(3, np.float16), np.zeros(3, np.float32)), TypeError, ["a is f16", "b is f32"]),
-        (lambda: fusebench.ulp_diff(np.zeros(3, np.float16), np.zeros(4, np.float16)), ValueError, ["shapes differ", "(3,)", "(4,)"]),
-        (lambda: fusebench.error_stats(np.zeros((2, 3), np.float16), np.zeros((3, 2))), ValueError, ["y (2, 3)", "ref (3, 2)"]),
+        (
+            lambda: fusebench.ulp_diff(np.zeros(3, np.float16), np.zeros(3, np.float32)),
+            TypeError,
+            ["a is f16", "b is f32"],
+        ),
+        (
+            lambda: fusebench.ulp_diff(np.zeros(3, np.float16), np.zeros(4, np.float16)),
+            ValueError,
+            ["shapes differ", "(3,)", "(4,)"],
+        ),
+        (
+            lambda: fusebench.error_stats(np.zeros((2, 3), np.float16), np.zeros((3, 2))),
+            ValueError,
+            ["y (2, 3)", "ref (3, 2)"],
+        ),
         (lambda: fusebench.ulp_error(np.zeros(3, np.float16), [0.0, 1.0, 2.0]), TypeError, ["ref", "list"]),
-        (lambda: fusebench.bit_equal(np.zeros(8, np.float32)[::-1], np.zeros(8, np.float32)), ValueError, ["a", "strides"]),
-        (lambda: fusebench.bit_equal(np.zeros(4, [("x", "<f2"), ("y", "u1")])["x"], np.zeros(4, np.float16)), ValueError,
-         ["a", "strides"]),
+        (
+            lambda: fusebench.bit_equal(np.zeros(8, np.float32)[::-1], np.zeros(8, np.float32)),
+            ValueError,
+            ["a", "strides"],
+        ),
+        (
+            lambda: fusebench.bit_equal(np.zeros(4, [("x", "<f2"), ("y", "u1")])["x"], np.zeros(4, np.float16)),
+            ValueError,
+            ["a", "strides"],
+        ),
         (lambda: fusebench.bit_equal(np.zeros(3, ">f4"), np.zeros(3, ">f4")), TypeError, ["a", "big-endian"]),
-        (lambda: fusebench.bit_equal(np.zeros(3, np.float16), np.zeros(3, np.float16), nan="maybe"), ValueError, ["nan", "maybe"]),
+        (
+            lambda: fusebench.bit_equal(np.zeros(3, np.float16), np.zeros(3, np.float16), nan="maybe"),
+            ValueError,
+            ["nan", "maybe"],
+        ),
         (lambda: fusebench.ulp_diff(np.zeros(3, np.float16), np.zeros(3, np.float16), bins=0), ValueError, ["bins"]),
-        (lambda: fusebench.diff(np.zeros(3, np.float16), np.zeros(2, np.float16), names=("left", "right")), ValueError,
-         ["left", "right"]),
+        (
+            lambda: fusebench.diff(np.zeros(3, np.float16), np.zeros(2, np.float16), names=("left", "right")),
+            ValueError,
+            ["left", "right"],
+        ),
     ],
 )
 def test_bad_operands_name_the_argument(call, error, words):
@@ -236,8 +285,11 @@ def test_diff_matches_fusebench_diff_json(tmp_path, fmt_b):
     ref = rng.standard_normal((33, 17)) * 4
     ref[0, :3] = [np.inf, np.nan, 0.0]
     a = ref.astype(np.float16)
-    b = {"f16": (ref * (1 + 1e-3)).astype(np.float16), "f32": (ref * (1 + 1e-6)).astype(np.float32),
-         "bf16": ref.astype(ml_dtypes.bfloat16)}[fmt_b]
+    b = {
+        "f16": (ref * (1 + 1e-3)).astype(np.float16),
+        "f32": (ref * (1 + 1e-6)).astype(np.float32),
+        "bf16": ref.astype(ml_dtypes.bfloat16),
+    }[fmt_b]
     b[0, 1] = 1.0
     paths = [str(tmp_path / f"{n}.npy") for n in ("a", "b", "ref")]
     for path, array in zip(paths, (a, b, ref)):

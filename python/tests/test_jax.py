@@ -1,10 +1,9 @@
 """JAX arrays (CPU) through DLPack, bfloat16 included (skipped where jax is not installed)."""
 
-import numpy as np
-import pytest
-
 import fusebench
+import numpy as np
 import oracles
+import pytest
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")

@@ -18,7 +18,10 @@ def run_sample(tmp_path, *args):
     shutil.copytree(SAMPLE, project)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--no-header", *args, "test_sample.py"],
-        cwd=project, capture_output=True, text=True, timeout=120,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -30,7 +33,10 @@ def test_sample_project_one_pass_one_fail_with_report(tmp_path):
     assert "1 failed, 1 passed" in output, output
     # The failing assertion's message: what was compared, the count, and the element with its
     # index, both values and both bit patterns.
-    assert "fusebench: f16[4] is not bit-equal to f16[4] (nan=bitwise, signed_zero=bitwise): 1 of 4 elements differ; first ones:" in output, output
+    assert (
+        "fusebench: f16[4] is not bit-equal to f16[4] (nan=bitwise, signed_zero=bitwise): 1 of 4 elements differ; first ones:"
+        in output
+    ), output
     assert "[2] a=3.00195312 (0x4201) b=3 (0x4200)" in output, output
 
     summary = json.loads(report.read_text())

@@ -1,10 +1,9 @@
 """PyTorch operands and helpers (skipped where torch is not installed in the test environment)."""
 
-import numpy as np
-import pytest
-
 import fusebench
+import numpy as np
 import oracles
+import pytest
 
 torch = pytest.importorskip("torch")
 
@@ -21,14 +20,15 @@ def test_torch_tensors_every_pattern(dtype, fmt):
     np.testing.assert_array_equal(result.distance[~nan].astype(np.uint64), expected[~nan])
     assert result.nan_pairs == int(nan.sum())
     with np.errstate(invalid="ignore"):
-        ref = torch.from_numpy(oracles.bits_to_values(ALL16, fmt) * (1 + 2.0 ** -12))
-    np.testing.assert_array_equal(fusebench.ulp_error(a, ref),
-                                  oracles.ulp_error(oracles.bits_to_values(ALL16, fmt), ref.numpy(), fmt))
+        ref = torch.from_numpy(oracles.bits_to_values(ALL16, fmt) * (1 + 2.0**-12))
+    np.testing.assert_array_equal(
+        fusebench.ulp_error(a, ref), oracles.ulp_error(oracles.bits_to_values(ALL16, fmt), ref.numpy(), fmt)
+    )
 
 
 def test_torch_layouts_and_grad():
     x = torch.randn(32, 48, dtype=torch.float32, generator=torch.Generator().manual_seed(7), requires_grad=True)
-    y = x.detach() * (1 + 2.0 ** -20)
+    y = x.detach() * (1 + 2.0**-20)
     for view in (lambda t: t, lambda t: t.T, lambda t: t[::2, 3:]):
         got = fusebench.ulp_diff(view(x), view(y))
         want = fusebench.ulp_diff(view(x).detach().contiguous().numpy(), view(y).contiguous().numpy())
@@ -87,7 +87,9 @@ def test_compare_fused_with_torch_compile_and_the_fixture(fusebench):
     result = fb.compare_fused(chain, x)  # compile=torch.compile
     out = result.outputs[0]
     assert out.eager.n == x.numel() and out.compiled.n == x.numel()
-    rule = out.compiled.ulp_error.p99 <= out.eager.ulp_error.p99 and out.compiled.ulp_error.max <= out.eager.ulp_error.max
+    rule = (
+        out.compiled.ulp_error.p99 <= out.eager.ulp_error.p99 and out.compiled.ulp_error.max <= out.eager.ulp_error.max
+    )
     assert result.not_worse == rule
     assert len(out.worst) == 8 and out.worst[0]["compiled_ulp_error"] == out.compiled.ulp_error.max
     if rule:

@@ -1,7 +1,10 @@
 """Helpers shared by the report sections: benchmark rows, name fields, and the report's one number
 format (three significant figures, thousands separators, units in the column headers)."""
+
 from __future__ import annotations
 
+import functools
+import json
 import math
 
 
@@ -17,6 +20,38 @@ def benchmarks(run: dict, prefix: str = "") -> list[dict]:
         out.append(b)
     has_median = any(b.get("aggregate_name") == "median" for b in out)
     return [b for b in out if (b.get("aggregate_name") == "median") == has_median]
+
+
+@functools.lru_cache(maxsize=64)
+def _registered_axes(text: str) -> dict[str, dict[str, str]]:
+    return json.loads(text)
+
+
+def axes(run: dict, b: dict) -> dict[str, str]:
+    """A benchmark's axes, {'family': 'C1', 'dtype': 'f16', 'scalar': '0.7', ...}, from the structured
+    record the suites write (context entry "fusebench_axes": registered name -> axes, see
+    suites/support/cases.hpp). Google Benchmark appends its own segments to a run's name
+    (/iterations:1/manual_time, /real_time, /threads:2), so the registered name is the longest prefix
+    the record knows. 'family' is the name's first segment ('E' for E/Alignment), 'case_family' the
+    registered family. Results written before the record existed, and benchmarks registered without
+    the helper, fall back to the name's fields."""
+    text = run.get("context", {}).get("fusebench_axes")
+    if text:
+        registered = _registered_axes(text)
+        name = b.get("run_name", b["name"])
+        while name:
+            record = registered.get(name)
+            if record is not None:
+                family = record.get("family", name)
+                return {
+                    "family": family.split("/")[0],
+                    "case_family": family,
+                    **{k: v for k, v in record.items() if k != "family"},
+                }
+            if "/" not in name:
+                break
+            name = name.rsplit("/", 1)[0]
+    return name_fields(b["name"])
 
 
 def name_fields(name: str) -> dict[str, str]:

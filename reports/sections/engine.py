@@ -1,13 +1,16 @@
 """The system under test: eager vs fused speed against the memory copy, each kernel's arithmetic
 ceiling and the fp32 peak, all measured in the same run."""
+
 from __future__ import annotations
 
-from .common import benchmarks, copy_bandwidth, gbps, name_fields, num, pct, seconds
+from reports import claims
+
+from .common import axes, benchmarks, copy_bandwidth, gbps, num, pct, seconds
 from .plots import EAGER, FUSED, close, figure
 
 PATHS = ["eager", "fused", "fused_fma"]
 KERNELS = ["Chain", "LayerNorm", "Softmax", "Matmul"]
-TARGETS = {"Chain": 0.70, "LayerNorm": 0.50, "Softmax": 0.50}
+TARGETS = claims.targets("engine_throughput")
 
 
 def _by_family(run: dict) -> dict[str, dict[str, dict]]:
@@ -15,7 +18,7 @@ def _by_family(run: dict) -> dict[str, dict[str, dict]]:
     fused kernels (names with a device field, e.g. .../device:torch): those are _frameworks'."""
     out: dict[str, dict[str, dict]] = {}
     for b in benchmarks(run):
-        f = name_fields(b["name"])
+        f = axes(run, b)
         if b.get("error_occurred") or "device" in f:
             continue
         out.setdefault(f["family"], {})[f.get("path", "-")] = b
@@ -26,14 +29,14 @@ def _frameworks(run: dict) -> dict[str, dict[str, dict]]:
     """family -> device -> the framework device's fused benchmark measured in this run."""
     out: dict[str, dict[str, dict]] = {}
     for b in benchmarks(run):
-        f = name_fields(b["name"])
+        f = axes(run, b)
         if not b.get("error_occurred") and "device" in f and f.get("path") == "fused":
             out.setdefault(f["family"], {})[f["device"]] = b
     return out
 
 
-def _shape(b: dict) -> str:
-    f = name_fields(b["name"])
+def _shape(run: dict, b: dict) -> str:
+    f = axes(run, b)
     if "shape" in f:
         return f["shape"]
     return f"n = {num(int(f['n']))}" if f.get("n", "").isdigit() else "—"
@@ -42,52 +45,138 @@ def _shape(b: dict) -> str:
 def _kernels(b: dict) -> list[tuple[str, float]]:
     """(kernel name, its own bytes_per_second) from the benchmark's label and k<i> counters."""
     names = dict(item.split("=", 1) for item in b.get("label", "").split() if "=" in item)
-    return [(names.get(f"k{i}", f"k{i}"), b[f"k{i}_bytes_per_second"])
-            for i in range(int(b.get("kernels", 0))) if f"k{i}_bytes_per_second" in b]
+    return [
+        (names.get(f"k{i}", f"k{i}"), b[f"k{i}_bytes_per_second"])
+        for i in range(int(b.get("kernels", 0)))
+        if f"k{i}_bytes_per_second" in b
+    ]
+
+
+def _device_paths(run: dict) -> dict[str, dict[str, dict]]:
+    """family -> path -> benchmark, on a framework device's own run (names end in /device:NAME)."""
+    out: dict[str, dict[str, dict]] = {}
+    for b in benchmarks(run):
+        f = axes(run, b)
+        if not b.get("error_occurred") and "device" in f and "path" in f:
+            out.setdefault(f["family"], {})[f["path"]] = b
+    return out
+
+
+def _speed_verdicts(s, paths: dict[str, dict[str, dict]], copy_bw):
+    """Speed is a verdict on a fuser too: fused faster than eager, each a share of the copy."""
+    for family in TARGETS:
+        eager, fused = paths.get(family, {}).get("eager"), paths.get(family, {}).get("fused")
+        if eager is not None and fused is not None:
+            s.verdict(f"fused {family} is faster than eager", claims.decide_speedup(family, eager, fused, copy_bw))
+
+
+def render_framework(s, run: dict, result):
+    """A framework device's run: its compiled and eager paths against the same run's copy."""
+    paths = _device_paths(run)
+    copy_bw = copy_bandwidth(run)
+    _speed_verdicts(s, paths, copy_bw)
+    for family, target in TARGETS.items():
+        if "fused" in paths.get(family, {}):
+            s.verdict(
+                f"fused {family} reaches {pct(target, 2)} of the copy bandwidth",
+                claims.not_this_devices_target(family, target),
+            )
+    rows = []
+    for family in KERNELS:
+        eager = paths.get(family, {}).get("eager")
+        for path, b in sorted(paths.get(family, {}).items()):
+            speedup = seconds(eager) / seconds(b) if eager is not None and path != "eager" else None
+            rows.append(
+                [
+                    family,
+                    path,
+                    _shape(run, b),
+                    num(seconds(b) * 1e3),
+                    f"{num(speedup)}×" if speedup else "—",
+                    gbps(b.get("bytes_per_second")),
+                    pct(b["bytes_per_second"] / copy_bw) if copy_bw and "bytes_per_second" in b else "—",
+                    num(b.get("bridge_overhead_ms")),
+                    num(b.get("ulp_max")),
+                ]
+            )
+    s.table(
+        [
+            "kernel",
+            "path",
+            "shape",
+            "time (ms)",
+            "speed-up vs eager",
+            "GB/s",
+            "of copy",
+            "bridge overhead (ms)",
+            "ULP max vs fp64",
+        ],
+        rows,
+        caption=f"The framework's own run times (measured inside it); copy {gbps(copy_bw)} GB/s:",
+    )
 
 
 def render(s, run: dict, result):
+    if claims.is_framework(s.device):
+        render_framework(s, run, result)
+        return
     fam = _by_family(run)
     frameworks = _frameworks(run)
     copy_bw = copy_bandwidth(run)
     peak = fam.get("Fp32Peak", {}).get("-")
-    ceilings = {name_fields(b["name"]).get("op"): b for b in benchmarks(run, "ComputeCeiling/")}
+    ceilings = {axes(run, b).get("op"): b for b in benchmarks(run, "ComputeCeiling/")}
     # ---- verdicts: fused kernels against their targets, with the ceiling that bounds them
     for family, target in TARGETS.items():
         b = fam.get(family, {}).get("fused")
         if b is None or not copy_bw or "bytes_per_second" not in b:
             continue
         share = b["bytes_per_second"] / copy_bw
-        evidence = f"Decided by: fused {family} moves {gbps(b['bytes_per_second'])} GB/s, {pct(share)} of the copy " \
-                   f"(target {pct(target, 2)})"
+        evidence = (
+            f"fused {family} moves {gbps(b['bytes_per_second'])} GB/s, {pct(share)} of the copy "
+            f"(target {pct(target, 2)})"
+        )
         if "fused_fma" in fam.get(family, {}):
             evidence += f"; with FMA contraction {pct(fam[family]['fused_fma']['bytes_per_second'] / copy_bw)}"
         for device, fb in sorted(frameworks.get(family, {}).items()):
             if "bytes_per_second" in fb:
-                evidence += (f"; {device}'s fused kernel {pct(fb['bytes_per_second'] / copy_bw)} of the same copy "
-                             f"({num(seconds(fb) / seconds(b))}× fusebench's time)")
+                evidence += (
+                    f"; {device}'s fused kernel {pct(fb['bytes_per_second'] / copy_bw)} of the same copy "
+                    f"({num(seconds(fb) / seconds(b))}× fusebench's time)"
+                )
         if family in ceilings:
             ceiling = ceilings[family]["bytes_per_second"] / copy_bw
-            evidence += (f"; its arithmetic ceiling is {pct(ceiling)} of the copy"
-                         + (", below the target: reaching it needs cheaper per-element math, not better memory access"
-                            if ceiling < target else ""))
+            evidence += f"; its arithmetic ceiling is {pct(ceiling)} of the copy" + (
+                ", below the target: reaching it needs cheaper per-element math, not better memory access"
+                if ceiling < target
+                else ""
+            )
         above_ceiling = family in ceilings and b["bytes_per_second"] > 1.05 * ceilings[family]["bytes_per_second"]
         if share > 1.0 or above_ceiling:
             # A kernel that reads and writes its bytes cannot outrun a copy of them, nor its own
             # arithmetic ceiling: the yardsticks were measured under a different load than the kernel.
-            s.verdict(f"fused {family} reaches {pct(target, 2)} of the copy bandwidth", "inconclusive",
-                      f"{pct(share)} of copy: yardsticks suspect",
-                      evidence + ". Not judged: " + ("above the copy" if share > 1.0 else "above its own arithmetic ceiling")
-                      + ", which a kernel that reads and writes its bytes cannot be; the machine's load changed between "
-                      "the measurements of this run. Rerun on a quiet machine, or with repetitions (full profile).")
+            s.verdict(
+                f"fused {family} reaches {pct(target, 2)} of the copy bandwidth",
+                claims.yardsticks_suspect(
+                    f"fused {family}",
+                    share,
+                    target,
+                    evidence,
+                    "above the copy" if share > 1.0 else "above its own arithmetic ceiling",
+                ),
+            )
             continue
-        s.verdict(f"fused {family} reaches {pct(target, 2)} of the copy bandwidth",
-                  "supported" if share >= target else "contradicted", f"{pct(share)} of copy", evidence + ".")
+        s.verdict(
+            f"fused {family} reaches {pct(target, 2)} of the copy bandwidth",
+            claims.decide_share_target(f"fused {family}", share, target, evidence),
+        )
+    _speed_verdicts(s, fam, copy_bw)
     _plot(s, fam, copy_bw, ceilings)
-    s.paragraph(f"Yardsticks of this run: memory copy {gbps(copy_bw)} GB/s of traffic (read + written, on the kernels' "
-                f"threads); fp32 FMA peak {num(peak['gflops']) if peak else '—'} GFLOP/s on all threads. Bandwidth counts "
-                "the bytes each path moves (fused: kernel inputs and outputs; eager: every op's operands and result). "
-                "fused_fma is the fused path with the FMA-contraction knob on (off by default).")
+    s.paragraph(
+        f"Yardsticks of this run: memory copy {gbps(copy_bw)} GB/s of traffic (read + written, on the kernels' "
+        f"threads); fp32 FMA peak {num(peak['gflops']) if peak else '—'} GFLOP/s on all threads. Bandwidth counts "
+        "the bytes each path moves (fused: kernel inputs and outputs; eager: every op's operands and result). "
+        "fused_fma is the fused path with the FMA-contraction knob on (off by default)."
+    )
     rows = []
     for family in KERNELS:
         paths = fam.get(family, {})
@@ -99,56 +188,119 @@ def render(s, run: dict, result):
             share = b["bytes_per_second"] / copy_bw if copy_bw and "bytes_per_second" in b else None
             ceiling = ceilings.get(family)
             speedup = seconds(eager) / seconds(b) if eager is not None and path != "eager" else None
-            rows.append([family, path, b.get("label", "").split("=")[-1] if path != "eager" or int(b.get("kernels", 0)) == 1
-                         else f"{num(b.get('kernels', 0))} kernels", _shape(b), num(seconds(b) * 1e3),
-                         f"{num(speedup)}×" if speedup else "—", gbps(b.get("bytes_per_second")), pct(share),
-                         pct(b["bytes_per_second"] / ceiling["bytes_per_second"]) if ceiling and path == "fused" else "—",
-                         num(b.get("ulp_max")), num(b.get("ulp_p99")),
-                         f"{num(b['gflops'])} ({pct(b['gflops'] / peak['gflops'])} of peak)" if "gflops" in b and peak else "—"])
+            rows.append(
+                [
+                    family,
+                    path,
+                    b.get("label", "").split("=")[-1]
+                    if path != "eager" or int(b.get("kernels", 0)) == 1
+                    else f"{num(b.get('kernels', 0))} kernels",
+                    _shape(run, b),
+                    num(seconds(b) * 1e3),
+                    f"{num(speedup)}×" if speedup else "—",
+                    gbps(b.get("bytes_per_second")),
+                    pct(share),
+                    pct(b["bytes_per_second"] / ceiling["bytes_per_second"]) if ceiling and path == "fused" else "—",
+                    num(b.get("ulp_max")),
+                    num(b.get("ulp_p99")),
+                    f"{num(b['gflops'])} ({pct(b['gflops'] / peak['gflops'])} of peak)"
+                    if "gflops" in b and peak
+                    else "—",
+                ]
+            )
         for device, b in sorted(frameworks.get(family, {}).items()):
             share = b["bytes_per_second"] / copy_bw if copy_bw and "bytes_per_second" in b else None
-            rows.append([family, f"fused on {device}", "framework", _shape(b), num(seconds(b) * 1e3), "—",
-                         gbps(b.get("bytes_per_second")), pct(share), "—", num(b.get("ulp_max")), num(b.get("ulp_p99")), "—"])
-    s.table(["kernel", "path", "kernels run", "shape", "time (ms)", "speed-up vs eager", "GB/s", "of copy",
-             "of its ceiling", "ULP max vs fp64", "ULP P99 vs fp64", "GEMM GFLOP/s"], rows)
+            rows.append(
+                [
+                    family,
+                    f"fused on {device}",
+                    "framework",
+                    _shape(run, b),
+                    num(seconds(b) * 1e3),
+                    "—",
+                    gbps(b.get("bytes_per_second")),
+                    pct(share),
+                    "—",
+                    num(b.get("ulp_max")),
+                    num(b.get("ulp_p99")),
+                    "—",
+                ]
+            )
+    s.table(
+        [
+            "kernel",
+            "path",
+            "kernels run",
+            "shape",
+            "time (ms)",
+            "speed-up vs eager",
+            "GB/s",
+            "of copy",
+            "of its ceiling",
+            "ULP max vs fp64",
+            "ULP P99 vs fp64",
+            "GEMM GFLOP/s",
+        ],
+        rows,
+    )
     mm = fam.get("Matmul", {})
     if "eager" in mm and "fused" in mm:
         ratio = seconds(mm["fused"]) / seconds(mm["eager"])
-        s.paragraph(f"Matmul: fused takes {num(ratio)}× eager's time ({'slower' if ratio > 1 else 'faster'} in this run). "
-                    "Both paths call the same GEMM (Eigen, fp32 "
-                    "accumulation, the same thread pool); a plain matmul has nothing to fuse, and the paths differ only in "
-                    "how the f16 operands are widened and the result narrowed (eager: whole-tensor conversions; fused: "
-                    "one task per row inside the kernel). So the gap is that conversion work or the machine's state during "
-                    "the run (whole-op rates: eager "
-                    f"{num(mm['eager'].get('gflops'))}, fused {num(mm['fused'].get('gflops'))} GFLOP/s); tools/compare "
-                    "on a second run tells which.")
+        s.paragraph(
+            f"Matmul: fused takes {num(ratio)}× eager's time ({'slower' if ratio > 1 else 'faster'} in this run). "
+            "Both paths call the same GEMM (Eigen, fp32 "
+            "accumulation, the same thread pool); a plain matmul has nothing to fuse, and the paths differ only in "
+            "how the f16 operands are widened and the result narrowed (eager: whole-tensor conversions; fused: "
+            "one task per row inside the kernel). So the gap is that conversion work or the machine's state during "
+            "the run (whole-op rates: eager "
+            f"{num(mm['eager'].get('gflops'))}, fused {num(mm['fused'].get('gflops'))} GFLOP/s); tools/compare "
+            "on a second run tells which."
+        )
     chain = fam.get("Chain", {})
     if "eager" in chain and "fused" in chain:
         speedup = seconds(chain["eager"]) / seconds(chain["fused"])
         bytes_ratio = chain["eager"]["bytes_moved"] / chain["fused"]["bytes_moved"]
-        s.paragraph(f"Fusion speed-up on the element-wise chain: {num(speedup)}× against a ratio of bytes moved of "
-                    f"{num(bytes_ratio)}×.")
+        s.paragraph(
+            f"Fusion speed-up on the element-wise chain: {num(speedup)}× against a ratio of bytes moved of "
+            f"{num(bytes_ratio)}×."
+        )
         if copy_bw:
             listing = [[name, gbps(bw), pct(bw / copy_bw)] for name, bw in _kernels(chain["eager"])]
-            s.table(["eager kernel of the chain", "GB/s", "of copy"], listing,
-                    summary=f"The chain's {len(listing)} eager kernels, each against the copy")
+            s.table(
+                ["eager kernel of the chain", "GB/s", "of copy"],
+                listing,
+                summary=f"The chain's {len(listing)} eager kernels, each against the copy",
+            )
     if ceilings and copy_bw:
-        s.table(["kernel", "ceiling GB/s", "ceiling of copy", "fused GB/s", "fused share of its ceiling"],
-                [[op, gbps(c["bytes_per_second"]), pct(c["bytes_per_second"] / copy_bw),
-                  gbps(fam[op]["fused"]["bytes_per_second"]) if "fused" in fam.get(op, {}) else "—",
-                  pct(fam[op]["fused"]["bytes_per_second"] / c["bytes_per_second"]) if "fused" in fam.get(op, {}) else "—"]
-                 for op, c in sorted(ceilings.items())],
-                caption="Arithmetic ceilings (ComputeCeiling): each fused kernel's per-element work — f16 widening, the "
-                        "shared math, f16 narrowing — on L1-resident rows on the kernels' threads, counted in the bytes "
-                        "the kernel moves per element. A kernel cannot beat its ceiling however fast memory is.")
+        s.table(
+            ["kernel", "ceiling GB/s", "ceiling of copy", "fused GB/s", "fused share of its ceiling"],
+            [
+                [
+                    op,
+                    gbps(c["bytes_per_second"]),
+                    pct(c["bytes_per_second"] / copy_bw),
+                    gbps(fam[op]["fused"]["bytes_per_second"]) if "fused" in fam.get(op, {}) else "—",
+                    pct(fam[op]["fused"]["bytes_per_second"] / c["bytes_per_second"])
+                    if "fused" in fam.get(op, {})
+                    else "—",
+                ]
+                for op, c in sorted(ceilings.items())
+            ],
+            caption="Arithmetic ceilings (ComputeCeiling): each fused kernel's per-element work — f16 widening, the "
+            "shared math, f16 narrowing — on L1-resident rows on the kernels' threads, counted in the bytes "
+            "the kernel moves per element. A kernel cannot beat its ceiling however fast memory is.",
+        )
     cold, hit = fam.get("CompileCold", {}).get("-"), fam.get("CacheHit", {}).get("-")
     if cold and hit:
-        s.paragraph(f"Cold compile of one fused kernel: {num(cold['compile_ms'])} ms; warm cache hit (key + artifact "
-                    f"SHA-256 check): {num(seconds(hit) * 1e6)} µs.")
+        s.paragraph(
+            f"Cold compile of one fused kernel: {num(cold['compile_ms'])} ms; warm cache hit (key + artifact "
+            f"SHA-256 check): {num(seconds(hit) * 1e6)} µs."
+        )
 
 
 def _plot(s, fam, copy_bw, ceilings):
     import numpy as np
+
     if not copy_bw:
         return
     families = [f for f in KERNELS if f in fam and f != "Matmul"]
@@ -174,6 +326,10 @@ def _plot(s, fam, copy_bw, ceilings):
     ax.invert_yaxis()
     ax.set_xlabel("GB/s of traffic")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    s.figure(fig, "engine_bandwidth", "Engine: each path's bandwidth against the copy and the kernel's arithmetic "
-             "ceiling, measured in the same run (Matmul is compute-bound: see its GFLOP/s in the table)")
+    s.figure(
+        fig,
+        "engine_bandwidth",
+        "Engine: each path's bandwidth against the copy and the kernel's arithmetic "
+        "ceiling, measured in the same run (Matmul is compute-bound: see its GFLOP/s in the table)",
+    )
     close(fig)

@@ -1,23 +1,37 @@
 """Tasks A, B, C1, C2, C3 and D of the plan: one render function each, over a suite's JSON and the
 evidence files it wrote to its dump directory. Each states its verdict with the condition that
 decided it, then its figure, then its tables (long ones collapsed)."""
+
 from __future__ import annotations
 
 import json
 import pathlib
-import sys
 
-from .common import benchmarks, name_fields, num, pct, yesno
-from .plots import EAGER, EMULATED, FUSED, close, figure
+from reports import claims
+from tools.runs import dump_dir
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tools"))
-from runs import dump_dir  # noqa: E402
+from .common import axes, benchmarks, num, pct, yesno
+from .plots import EAGER, FUSED, close, figure
 
 DTYPES = ("f16", "bf16", "f32")
 
 
 def _rows(run: dict, prefix: str) -> list[tuple[dict, dict]]:
-    return [(name_fields(b["name"]), b) for b in benchmarks(run, prefix) if not b.get("error_occurred")]
+    return [(axes(run, b), b) for b in benchmarks(run, prefix) if not b.get("error_occurred")]
+
+
+def _nothing_measured(run: dict, prefix: str) -> str:
+    """Why a task has no measured case: its cases' skip messages (e.g. "n/a on torch: no tile size"),
+    or that the run has none."""
+    skipped = [b for b in benchmarks(run, prefix) if b.get("error_occurred")]
+    if not skipped:
+        return f"no {prefix.rstrip('/')} benchmark in this run"
+    messages = list(dict.fromkeys(b.get("error_message", "?") for b in skipped))
+    return (
+        f"all {len(skipped)} {prefix.rstrip('/')} cases skipped: "
+        + "; ".join(messages[:2])
+        + (f" (and {len(messages) - 2} other reasons)" if len(messages) > 2 else "")
+    )
 
 
 def _evidence(result, pattern: str) -> list[tuple[pathlib.Path, dict]]:
@@ -25,50 +39,74 @@ def _evidence(result, pattern: str) -> list[tuple[pathlib.Path, dict]]:
 
 
 # ---- A
+A_CLAIM = "fused execution and its compilation are bit-deterministic"
+
+
 def render_a(s, run, result):
     rows = _rows(run, "A/")
+    refused = claims.na_reasons(benchmarks(run, "A/"))
     if not rows:
-        s.paragraph("No A benchmark in this run.")
+        s.verdict(A_CLAIM, claims.decide_a(rows, refused or [_nothing_measured(run, "A/")]))
         return
-    table, failures, control_same = [], [], []
+    table = []
     for f, b in rows:
-        config = f"{f['dtype']}, {f['threads']} threads"
-        checks = {"distinct output hashes = 1": b["distinct_hashes"] == 1, "kernel hash stable": b["kernel_hash_stable"] == 1,
-                  "0 ULP vs round 1": b["max_ulp_vs_round1"] == 0, "control caught": b["negative_control_detected"] == 1}
-        failures += [f"{config}: {what}" for what, ok in checks.items() if not ok]
-        if b.get("negative_control_outputs_differ", 1) == 0:
-            control_same.append(f["dtype"])
-        table.append([f["dtype"], f["threads"], num(b["runs"]), num(b["distinct_hashes"]), yesno(b["kernel_hash_stable"] == 1),
-                      num(b["max_ulp_vs_round1"]), yesno(b["negative_control_detected"] == 1),
-                      yesno(b.get("negative_control_outputs_differ", 0) == 1) if "negative_control_outputs_differ" in b else "—",
-                      num(b["real_time"])])
-    runs_per = sorted({int(b["runs"]) for _, b in rows})
-    control = (f"the negative control (FMA contraction flipped) was caught by the kernel hash in every configuration; "
-               + (f"but in {', '.join(sorted(set(control_same)))} its outputs were bit-identical to round 1's, so there only "
-                  "the kernel hash caught it (the contraction's fp32-level differences did not survive rounding to "
-                  f"{'/'.join(sorted(set(control_same)))} in these runs)" if control_same
-                  else "its outputs changed in every configuration"))
-    if failures:
-        s.verdict("fused execution and its compilation are bit-deterministic", "contradicted",
-                  f"{len(failures)} failed checks", "Failed: " + "; ".join(failures) + ".")
-    else:
-        s.verdict("fused execution and its compilation are bit-deterministic", "supported",
-                  f"{len(rows)}/{len(rows)} configs: 1 hash, 0 ULP",
-                  f"Decided by: in all {len(rows)} dtype × thread configurations, {'/'.join(map(str, runs_per))} runs per "
-                  f"round gave 1 distinct output MD5, round 2 (cache cleared, fresh process) rebuilt the same kernel hash "
-                  f"and 0 ULP against round 1; {control}.")
-    s.paragraph("Graph matmul → add → layernorm → gelu. Round 1 and round 2 (after clearing the kernel cache, in a fresh "
-                "process) each run the graph; the negative control recompiles with FMA contraction flipped and must "
-                "change the kernel hash.")
-    s.table(["dtype", "threads", "runs", "distinct output MD5s", "kernel hash stable", "max ULP vs round 1",
-             "control caught (kernel hash)", "control changed outputs", "time / run (ms)"], table)
+        table.append(
+            [
+                f["dtype"],
+                f["threads"],
+                num(b["runs"]),
+                num(b["distinct_hashes"]),
+                yesno(b.get("kernel_source_stable", -1) == 1),
+                _flag(b.get("kernel_text_stable", -1)),
+                yesno(b["kernel_hash_stable"] == 1),
+                num(b["max_ulp_vs_round1"]),
+                claims.A_CONTROLS.get(int(b.get("negative_control_knob", 1)), "none"),
+                _flag(b["negative_control_detected"]),
+                _flag(b.get("negative_control_outputs_differ", -1)),
+                num(b["real_time"]),
+            ]
+        )
+    s.verdict(A_CLAIM, claims.decide_a(rows, refused))
+    s.paragraph(
+        "Graph matmul → add → layernorm → gelu. Round 1 and round 2 (after clearing the kernel cache, in a fresh "
+        "process) each run the graph; the negative control recompiles with one option flipped that the device "
+        "realises (FMA contraction; on XLA per-op rounding, xla_allow_excess_precision) and must change the "
+        "kernel. A kernel's identity is its code: the generated source with its compile command (XLA: the "
+        "optimized HLO without metadata) and its machine code (.text) where the device has any; the binary's "
+        "own hash is shown beside them."
+    )
+    s.table(
+        [
+            "dtype",
+            "threads",
+            "runs",
+            "distinct output MD5s",
+            "generated code stable",
+            ".text stable",
+            "binary stable",
+            "max ULP vs round 1",
+            "negative control",
+            "control caught",
+            "control changed outputs",
+            "time / run (ms)",
+        ],
+        table,
+    )
+
+
+def _flag(value) -> str:
+    """A 1 / 0 / -1 counter: yes, no, or — where the device has nothing to compare."""
+    return "—" if value is None or value < 0 else yesno(value == 1)
 
 
 # ---- C1
+C1_CLAIM = "instruction selection (immediate vs broadcast tensor) changes last bits"
+
+
 def render_c1(s, run, result):
     rows = _rows(run, "C1/")
     if not rows:
-        s.paragraph("No C1 benchmark in this run.")
+        s.verdict(C1_CLAIM, claims.not_applicable(_nothing_measured(run, "C1/")))
         return
     fused = {(f["dtype"], f["scalar"], f["shape"], f["lowering"]): b for f, b in rows if f["exec"] == "fused"}
     eager = {(f["dtype"], f["scalar"], f["shape"], f["lowering"]): b for f, b in rows if f["exec"] == "eager"}
@@ -77,30 +115,19 @@ def render_c1(s, run, result):
     dtypes = [d for d in DTYPES if any(k[0] == d for k in fused)]
     scalars = sorted({k[1] for k in fused}, key=float)
     shapes = sorted({k[2] for k in fused}, key=lambda x: [int(v) for v in x.split("x")])
-    # ---- verdict
-    inexact = [(k, b) for k, b in fused.items() if k[3] == "immediate" and float(k[1]) != 0.5 and k[0] != "f32"]
-    exact = [(k, b) for k, b in fused.items() if k[3] == "immediate" and float(k[1]) == 0.5]
-    differ = [k for k, b in inexact if b["frac_ulp0"] < 1]
-    agree = [k for k, b in exact if b["frac_ulp0"] == 1]
-    instr = [b for k, b in fused.items() if k[3] == "immediate"]
-    instr_differ = [b for b in instr if b["instructions_differ"] == 1]
-    f32_rows = [b for k, b in fused.items() if k[0] == "f32" and k[3] == "immediate"]
-    ok = len(differ) == len(inexact) and len(agree) == len(exact) and len(instr_differ) == len(instr)
-    verdict = "supported" if ok else ("inconclusive" if len(instr_differ) < len(instr) else "contradicted")
-    share_range = [1 - b["frac_ulp0"] for _, b in inexact]
-    s.verdict("instruction selection (immediate vs broadcast tensor) changes last bits", verdict,
-              f"{len(differ)}/{len(inexact)} inexact f16/bf16 cases differ",
-              f"Decided by: the two lowerings differ in {len(differ)}/{len(inexact)} inexact f16/bf16 cases "
-              + (f"({pct(min(share_range))} to {pct(max(share_range))} of elements 1 ULP or more apart)" if share_range else "")
-              + f", agree in {len(agree)}/{len(exact)} exact-scalar controls (0.5), and the fused kernels' instruction "
-              f"histograms differ in {len(instr_differ)}/{len(instr)}. "
-              + (f"f32 agrees bit for bit in {sum(b['frac_ulp0'] == 1 for b in f32_rows)}/{len(f32_rows)} (the broadcast "
-                 "tensor holds the same fp32 constant the immediate uses)." if f32_rows else ""))
+    if claims.is_framework(s.device):
+        inexact = [k for k in fused if k[3] == "immediate" and float(k[1]) != 0.5 and k[0] != "f32"]
+        files = _evidence(result, "C1_dtype-f16_scalar-0.7_*exec-fused*.json")
+        s.verdict(C1_CLAIM, claims.decide_c1_framework(eager, fused, inexact, files[0][1] if files else None))
+    else:
+        s.verdict(C1_CLAIM, claims.decide_c1(fused))
     _c1_plot(s, fused, dtypes, scalars, shapes[-1])
     if same:
-        s.paragraph(f"Eager and fused agree: {len(same)}/{len(fused)} fused rows have the same shares and ULP figures as "
-                    "the eager row of the same configuration, so each configuration is shown once"
-                    + ("." if len(same) == len(fused) else "; the others are marked."))
+        s.paragraph(
+            f"Eager and fused agree: {len(same)}/{len(fused)} fused rows have the same shares and ULP figures as "
+            "the eager row of the same configuration, so each configuration is shown once"
+            + ("." if len(same) == len(fused) else "; the others are marked.")
+        )
     header = ["dtype", "shape"] + [f"×{sc}" for sc in scalars]
     grid = []
     for d in dtypes:
@@ -110,8 +137,12 @@ def render_c1(s, run, result):
                 b = fused.get((d, sc, shape, "immediate"))
                 cells.append("—" if b is None else pct(1 - b["frac_ulp0"]))
             grid.append([d, shape] + cells)
-    s.table(header, grid, caption="Share of elements whose two lowerings are 1 ULP or more apart (dtype × scalar; "
-                                  "0.5 is the exact-scalar control):")
+    s.table(
+        header,
+        grid,
+        caption="Share of elements whose two lowerings are 1 ULP or more apart (dtype × scalar; "
+        "0.5 is the exact-scalar control):",
+    )
     detail = []
     for d in dtypes:
         for sc in scalars:
@@ -119,14 +150,42 @@ def render_c1(s, run, result):
                 b, o = fused.get((d, sc, shape, "immediate")), fused.get((d, sc, shape, "broadcast"))
                 if b is None:
                     continue
-                detail.append([d, sc, shape, pct(b["frac_ulp0"]), pct(b["frac_ulp1"]), pct(b["frac_ulp_ge2"]),
-                               num(b["ulp_max_between"]), num(b["ulp_p99"]), num(b["ulp_max"]),
-                               num(o["ulp_p99"]) if o else "—", num(o["ulp_max"]) if o else "—",
-                               yesno(b["instructions_differ"] == 1) if b["instructions_differ"] >= 0 else "n/a",
-                               "yes" if (d, sc, shape, "immediate") in same else "no"])
-    s.table(["dtype", "scalar", "shape", "ULP = 0", "ULP = 1", "ULP ≥ 2", "max ULP apart", "immediate P99 (ULP)",
-             "immediate max (ULP)", "broadcast P99 (ULP)", "broadcast max (ULP)", "instructions differ",
-             "eager identical"], detail, summary=f"All {len(detail)} configurations (errors against fp64)")
+                detail.append(
+                    [
+                        d,
+                        sc,
+                        shape,
+                        pct(b["frac_ulp0"]),
+                        pct(b["frac_ulp1"]),
+                        pct(b["frac_ulp_ge2"]),
+                        num(b["ulp_max_between"]),
+                        num(b["ulp_p99"]),
+                        num(b["ulp_max"]),
+                        num(o["ulp_p99"]) if o else "—",
+                        num(o["ulp_max"]) if o else "—",
+                        yesno(b["instructions_differ"] == 1) if b["instructions_differ"] >= 0 else "n/a",
+                        "yes" if (d, sc, shape, "immediate") in same else "no",
+                    ]
+                )
+    s.table(
+        [
+            "dtype",
+            "scalar",
+            "shape",
+            "ULP = 0",
+            "ULP = 1",
+            "ULP ≥ 2",
+            "max ULP apart",
+            "immediate P99 (ULP)",
+            "immediate max (ULP)",
+            "broadcast P99 (ULP)",
+            "broadcast max (ULP)",
+            "instructions differ",
+            "eager identical",
+        ],
+        detail,
+        summary=f"All {len(detail)} configurations (errors against fp64)",
+    )
     _c1_evidence(s, result)
     _c1_sass(s, run)
 
@@ -134,24 +193,49 @@ def render_c1(s, run, result):
 def _sass_rows(run: dict, prefix: str) -> list[tuple[dict, dict]]:
     """The CUDA device's SASS evidence: kernels compiled by NVRTC for named architectures and
     disassembled (cuobjdump), which needs the CUDA toolkit but no GPU."""
-    return [(name_fields(b["name"]), b) for b in benchmarks(run, prefix) if not b.get("error_occurred")]
+    return [(axes(run, b), b) for b in benchmarks(run, prefix) if not b.get("error_occurred")]
 
 
 def _c1_sass(s, run):
     rows = _sass_rows(run, "SASS/C1/")
     if not rows:
         return
-    table = [[f["dtype"], f["arch"], num(b["immediate_fmul_constant_operand"]), num(b["broadcast_fmul_constant_operand"]),
-              num(b["immediate_ldg"]), num(b["broadcast_ldg"]), num(b["immediate_instructions"]),
-              num(b["broadcast_instructions"]), yesno(b["sass_differ"] == 1)] for f, b in rows]
+    table = [
+        [
+            f["dtype"],
+            f["arch"],
+            num(b["immediate_fmul_constant_operand"]),
+            num(b["broadcast_fmul_constant_operand"]),
+            num(b["immediate_ldg"]),
+            num(b["broadcast_ldg"]),
+            num(b["immediate_instructions"]),
+            num(b["broadcast_instructions"]),
+            yesno(b["sass_differ"] == 1),
+        ]
+        for f, b in rows
+    ]
     differ = sum(b["sass_differ"] == 1 for _, b in rows)
-    s.paragraph(f"On a GPU (CUDA device, SASS compiled by NVRTC and disassembled without a GPU): the two lowerings of "
-                f"×0.7 give different machine code in {differ}/{len(rows)} dtype × architecture cases; the immediate "
-                "lowering multiplies by an immediate operand, the broadcast lowering loads the scalar tensor instead "
-                "(more LDG). The CUDA kernels have not been run on a GPU here.")
-    s.table(["dtype", "arch", "FMUL with constant operand (immediate)", "FMUL with constant operand (broadcast)",
-             "LDG (immediate)", "LDG (broadcast)", "instructions (immediate)", "instructions (broadcast)", "SASS differs"],
-            table, summary=f"SASS of the two lowerings, {len(table)} dtype × architecture cases")
+    s.paragraph(
+        f"On a GPU (CUDA device, SASS compiled by NVRTC and disassembled without a GPU): the two lowerings of "
+        f"×0.7 give different machine code in {differ}/{len(rows)} dtype × architecture cases; the immediate "
+        "lowering multiplies by an immediate operand, the broadcast lowering loads the scalar tensor instead "
+        "(more LDG). The CUDA kernels have not been run on a GPU here."
+    )
+    s.table(
+        [
+            "dtype",
+            "arch",
+            "FMUL with constant operand (immediate)",
+            "FMUL with constant operand (broadcast)",
+            "LDG (immediate)",
+            "LDG (broadcast)",
+            "instructions (immediate)",
+            "instructions (broadcast)",
+            "SASS differs",
+        ],
+        table,
+        summary=f"SASS of the two lowerings, {len(table)} dtype × architecture cases",
+    )
 
 
 def _c1_evidence(s, result):
@@ -161,26 +245,45 @@ def _c1_evidence(s, result):
         return
     evidence = files[0][1]
     a, b = evidence["immediate"], evidence["broadcast"]
-    s.paragraph("Trace of the two fused kernels (f16, ×0.7): immediate — " + "; ".join(a["notes"][:1]) +
-                ". broadcast — " + "; ".join(b["notes"][:1]) + ".")
+    s.paragraph(
+        "Trace of the two fused kernels (f16, ×0.7): immediate — "
+        + "; ".join(a["notes"][:1])
+        + ". broadcast — "
+        + "; ".join(b["notes"][:1])
+        + "."
+    )
     mnemonics = sorted(set(a["instructions"]) | set(b["instructions"]))
-    changed = [[m, num(a["instructions"].get(m, 0)), num(b["instructions"].get(m, 0))] for m in mnemonics
-               if a["instructions"].get(m, 0) != b["instructions"].get(m, 0)]
-    s.table(["mnemonic", "immediate (count)", "broadcast (count)"], changed or [["(none)", "—", "—"]],
-            summary=f"{len(changed)} instruction mnemonics whose counts differ between the two kernels (objdump)")
+    changed = [
+        [m, num(a["instructions"].get(m, 0)), num(b["instructions"].get(m, 0))]
+        for m in mnemonics
+        if a["instructions"].get(m, 0) != b["instructions"].get(m, 0)
+    ]
+    s.table(
+        ["mnemonic", "immediate (count)", "broadcast (count)"],
+        changed or [["(none)", "—", "—"]],
+        summary=f"{len(changed)} instruction mnemonics whose counts differ between the two kernels (objdump)",
+    )
 
 
 def _c1_plot(s, fused, dtypes, scalars, shape):
-    data = [(d, sc, fused[(d, sc, shape, "immediate")]) for d in dtypes if d != "f32" for sc in scalars
-            if (d, sc, shape, "immediate") in fused]
+    data = [
+        (d, sc, fused[(d, sc, shape, "immediate")])
+        for d in dtypes
+        if d != "f32"
+        for sc in scalars
+        if (d, sc, shape, "immediate") in fused
+    ]
     if not data:
         return
     fig, axes = figure(8, 3.2)
     ax = axes[0][0]
     labels = [f"{d}\n×{sc}" for d, sc, _ in data]
     bottom = [0.0] * len(data)
-    for key, name, color in [("frac_ulp0", "ULP = 0", "#4c9a2a"), ("frac_ulp1", "ULP = 1", "#e3a21a"),
-                             ("frac_ulp_ge2", "ULP ≥ 2", "#c0392b")]:
+    for key, name, color in [
+        ("frac_ulp0", "ULP = 0", "#4c9a2a"),
+        ("frac_ulp1", "ULP = 1", "#e3a21a"),
+        ("frac_ulp_ge2", "ULP ≥ 2", "#c0392b"),
+    ]:
         values = [100 * b[key] for _, _, b in data]
         ax.bar(labels, values, bottom=bottom, label=name, color=color)
         bottom = [x + y for x, y in zip(bottom, values)]
@@ -193,53 +296,130 @@ def _c1_plot(s, fused, dtypes, scalars, shape):
 
 
 # ---- C2
+C2_CLAIM = "reduction order (tile size) changes last bits; each order is self-deterministic"
+
+
 def render_c2(s, run, result):
-    rows = _rows(run, "C2/")
-    if not rows:
-        s.paragraph("No C2 benchmark in this run.")
+    threads_rows = _rows(run, "C2/knob:threads/")
+    rows = [(f, b) for f, b in _rows(run, "C2/") if "tile" in f]
+    refused = claims.na_reasons(benchmarks(run, "C2/"))
+    if claims.is_framework(s.device) or not rows:
+        s.verdict(
+            C2_CLAIM,
+            claims.decide_c2_threads(threads_rows, refused)
+            if threads_rows or refused
+            else claims.not_applicable(_nothing_measured(run, "C2/")),
+        )
+        _c2_threads_table(s, threads_rows)
         return
     configs = list(dict.fromkeys((f["out"], f["acc"], f["shape"]) for f, _ in rows))
     groups = {}
     for c in configs:
-        group = sorted([(int(f["tile"]), b) for f, b in rows if (f["out"], f["acc"], f["shape"]) == c], key=lambda t: t[0])
+        group = sorted(
+            [(int(f["tile"]), b) for f, b in rows if (f["out"], f["acc"], f["shape"]) == c], key=lambda t: t[0]
+        )
         groups[c] = group
+
     # An f32 output with an "f32" accumulator repeats the storage-accumulator run (the storage dtype is f32):
     # keep one of two identical groups.
     def signature(group):
-        return [(t, b.get("ulp_max"), b.get("ulp_p99"), tuple(sorted((k, v) for k, v in b.items() if k.startswith("ulp_vs_tile"))))
-                for t, b in group]
+        return [
+            (
+                t,
+                b.get("ulp_max"),
+                b.get("ulp_p99"),
+                tuple(sorted((k, v) for k, v in b.items() if k.startswith("ulp_vs_tile"))),
+            )
+            for t, b in group
+        ]
+
     shown, dropped = [], []
     for c in configs:
-        twin = next((o for o in shown if o[0] == c[0] and o[2] == c[2] and signature(groups[o]) == signature(groups[c])), None)
+        twin = next(
+            (o for o in shown if o[0] == c[0] and o[2] == c[2] and signature(groups[o]) == signature(groups[c])), None
+        )
         (dropped if twin else shown).append(c)
-    deterministic = all(b["self_deterministic"] == 1 for _, b in rows)
-    where = {c: max((b.get(f"ulp_vs_tile{o}", 0) for t, b in groups[c] for o, _ in groups[c]), default=0) for c in configs}
-    differs = [c for c in shown if where[c] >= 1]
-    agrees = [c for c in shown if where[c] == 0]
-    describe = lambda cs: ", ".join(f"out {o}/acc {a}/{sh}" + (f" (up to {num(where[(o, a, sh)])} ULP)" if where[(o, a, sh)] else "")
-                                    for o, a, sh in cs)
-    s.verdict("reduction order (tile size) changes last bits; each order is self-deterministic",
-              "supported" if deterministic and differs else "contradicted",
-              f"tiles differ in {len(differs)}/{len(configs)} configs",
-              f"Decided by: every configuration self-deterministic: {yesno(deterministic)}; tiles differ by ≥ 1 ULP in "
-              f"{describe(differs) or 'none'}; every tile agrees at 0 ULP in {describe(agrees) or 'none'}.")
+    where = {
+        c: max((b.get(f"ulp_vs_tile{o}", 0) for t, b in groups[c] for o, _ in groups[c]), default=0) for c in configs
+    }
+    s.verdict(C2_CLAIM, claims.decide_c2(rows, shown, where))
     _c2_heatmaps(s, shown, groups, where)
+    _c2_threads_table(s, threads_rows)
     if dropped:
         kinds = sorted({(o, a) for o, a, _ in dropped})
-        s.paragraph("Not shown: " + ", ".join(f"out {o}/acc {a}" for o, a in kinds) + " — identical tile by tile to the "
-                    "same output with the other accumulator (for an f32 output the storage dtype is f32, so both "
-                    "accumulators are the same).")
+        s.paragraph(
+            "Not shown: " + ", ".join(f"out {o}/acc {a}" for o, a in kinds) + " — identical tile by tile to the "
+            "same output with the other accumulator (for an f32 output the storage dtype is f32, so both "
+            "accumulators are the same)."
+        )
     table = []
     for c in shown:
         for t, b in groups[c]:
-            table.append([c[0], c[1], c[2], num(t), yesno(b["self_deterministic"] == 1), num(b["runs"]), num(b["ulp_p50"]),
-                          num(b["ulp_p99"]), num(b["ulp_max"]), num(b["abs_err_max"])])
-    s.table(["out", "acc", "shape", "tile", "self-deterministic", "runs", "ULP P50 vs fp64", "ULP P99 vs fp64",
-             "ULP max vs fp64", "abs err max"], table, summary=f"Each tile against fp64 ({len(table)} rows)")
+            table.append(
+                [
+                    c[0],
+                    c[1],
+                    c[2],
+                    num(t),
+                    yesno(b["self_deterministic"] == 1),
+                    num(b["runs"]),
+                    num(b["ulp_p50"]),
+                    num(b["ulp_p99"]),
+                    num(b["ulp_max"]),
+                    num(b["abs_err_max"]),
+                ]
+            )
+    s.table(
+        [
+            "out",
+            "acc",
+            "shape",
+            "tile",
+            "self-deterministic",
+            "runs",
+            "ULP P50 vs fp64",
+            "ULP P99 vs fp64",
+            "ULP max vs fp64",
+            "abs err max",
+        ],
+        table,
+        summary=f"Each tile against fp64 ({len(table)} rows)",
+    )
+
+
+def _c2_threads_table(s, threads_rows):
+    if threads_rows:
+        s.table(
+            [
+                "out",
+                "shape",
+                "max ULP, 1 vs 2 threads",
+                "sums that differ",
+                "self-deterministic",
+                "runs",
+                "ULP max vs fp64 (1 thread)",
+                "ULP max vs fp64 (2 threads)",
+            ],
+            [
+                [
+                    f["out"],
+                    f["shape"],
+                    num(b["ulp_between_orders"]),
+                    pct(b["frac_differ_between_orders"]),
+                    yesno(b["self_deterministic"] == 1),
+                    num(b["runs"]),
+                    num(b["ulp_max_threads1"]),
+                    num(b["ulp_max_threads2"]),
+                ]
+                for f, b in threads_rows
+            ],
+            caption="The same sum at 1 and at 2 threads (the order a thread count changes):",
+        )
 
 
 def _c2_heatmaps(s, shown, groups, where):
     import numpy as np
+
     if not shown:
         return
     cols = min(4, len(shown))
@@ -256,8 +436,15 @@ def _c2_heatmaps(s, shown, groups, where):
         ax.set_yticks(range(len(tiles)), [str(t) for t in tiles])
         ax.grid(False)
         for (y, x), v in np.ndenumerate(matrix):
-            ax.text(x, y, "—" if np.isnan(v) else f"{v:.0f}", ha="center", va="center", fontsize=9.5,
-                    color="white" if v > vmax / 2 else "black")
+            ax.text(
+                x,
+                y,
+                "—" if np.isnan(v) else f"{v:.0f}",
+                ha="center",
+                va="center",
+                fontsize=9.5,
+                color="white" if v > vmax / 2 else "black",
+            )
         ax.set_title(f"out {c[0]}, acc {c[1]}\n{c[2]}")
     for j in range(len(shown), nrows * cols):
         axes[j // cols][j % cols].set_visible(False)
@@ -268,65 +455,154 @@ def _c2_heatmaps(s, shown, groups, where):
 
 
 # ---- C3
-C3_MODE_LABEL = {"ieee": "IEEE ops (rsqrt: sqrt, then divide)", "newton-bittrick": "Newton from bit-trick seed",
-                 "newton-hw": "Newton from rsqrtss/rcpss"}
+C3_MODE_LABEL = {
+    "ieee": "IEEE ops (rsqrt: sqrt, then divide)",
+    "newton-bittrick": "Newton from bit-trick seed",
+    "newton-hw": "Newton from rsqrtss/rcpss",
+}
+
+
+C3_CLAIM = "iterative approximations differ from IEEE, and more iterations lower the error"
 
 
 def render_c3(s, run, result):
     rows = _rows(run, "C3/")
-    if not rows:
-        s.paragraph("No C3 benchmark in this run.")
+    refused = claims.na_reasons(benchmarks(run, "C3/"))
+    newton = [(f, b) for f, b in rows if f["mode"] != "ieee"]
+    if claims.is_framework(s.device) or not newton:
+        ieee = [(f, b) for f, b in rows if f["mode"] == "ieee"]
+        evidence = {
+            op: e for op in ("rsqrt", "div") for _, e in _evidence(result, f"C3_op-{op}_dtype-f32_mode-ieee_*.json")[:1]
+        }
+        s.verdict(
+            C3_CLAIM,
+            claims.decide_c3_ieee(ieee, claims.c3_emitted(evidence), refused)
+            if ieee or refused
+            else claims.not_applicable(_nothing_measured(run, "C3/")),
+        )
+        _c3_ieee_table(s, rows)
         return
-    improving, seeds_differ, failing = [], [], []
+    series, seeds_differ = [], []
     for op in ("rsqrt", "div"):
         for dtype in DTYPES:
             ieee = next((b for f, b in rows if (f["op"], f["dtype"], f["mode"]) == (op, dtype, "ieee")), None)
             for mode in ("newton-bittrick", "newton-hw"):
-                p99 = {int(f["iters"]): b["ulp_p99"] for f, b in rows if (f["op"], f["dtype"], f["mode"]) == (op, dtype, mode)}
+                p99 = {
+                    int(f["iters"]): b["ulp_p99"]
+                    for f, b in rows
+                    if (f["op"], f["dtype"], f["mode"]) == (op, dtype, mode)
+                }
                 if len(p99) == 4:
-                    good = p99[1] < p99[0] and p99[3] <= p99[1]
-                    improving.append(good)
-                    if not good:
-                        failing.append(f"{op} {dtype} {mode}: P99 {num(p99[0])} → {num(p99[1])} → {num(p99[3])} ULP")
+                    series.append((f"{op} {dtype} {mode}", p99))
                 if ieee is not None and 0 in p99:
                     seeds_differ.append(p99[0] != ieee["ulp_p99"])
     ieee_rows = [(f, b) for f, b in rows if f["mode"] == "ieee"]
-    inexact = [f"{f['op']} {f['dtype']}: {pct(b['frac_correctly_rounded'])} correctly rounded, max {num(b['ulp_max'])} ULP"
-               for f, b in ieee_rows if b["frac_correctly_rounded"] < 1]
+    inexact = [
+        f"{f['op']} {f['dtype']}: {pct(b['frac_correctly_rounded'])} correctly rounded, max {num(b['ulp_max'])} ULP"
+        for f, b in ieee_rows
+        if b["frac_correctly_rounded"] < 1
+    ]
     exact = [f"{f['op']} {f['dtype']}" for f, b in ieee_rows if b["frac_correctly_rounded"] == 1]
-    ieee_text = ("The IEEE path is not always correctly rounded: rsqrt is 1/sqrt(x), two correctly rounded operations; "
-                 + "; ".join(inexact) + (f" (100 % in {', '.join(exact)})." if exact else ".")) if inexact else \
-                "The IEEE path is correctly rounded in every configuration."
-    ok = all(improving) and all(seeds_differ)
-    s.verdict("iterative approximations differ from IEEE, and more iterations lower the error",
-              "supported" if ok else "contradicted", f"{sum(improving)}/{len(improving)} series improve",
-              f"Decided by: the P99 error falls from 0 to 1 iteration and does not rise at 3 in {sum(improving)}/"
-              f"{len(improving)} series" + (f" (not in: {'; '.join(failing)})" if failing else "")
-              + f"; the 0-iteration seeds differ from the IEEE path in {sum(seeds_differ)}/{len(seeds_differ)}. "
-              + ieee_text)
+    ieee_text = (
+        (
+            "The IEEE path is not always correctly rounded: rsqrt is 1/sqrt(x), two correctly rounded operations; "
+            + "; ".join(inexact)
+            + (f" (100 % in {', '.join(exact)})." if exact else ".")
+        )
+        if inexact
+        else "The IEEE path is correctly rounded in every configuration."
+    )
+    s.verdict(C3_CLAIM, claims.decide_c3(series, seeds_differ, ieee_text))
     _c3_plot(s, rows)
     _c3_histograms(s, result)
     _c3_sass(s, run)
-    s.paragraph("Input U(0.01, 100); ULP error against fp64 in the result's format; 'correctly rounded' is the share "
-                "of results equal to the fp64 value rounded once to the dtype.")
-    table = [[f["op"], f["dtype"], C3_MODE_LABEL.get(f["mode"], f["mode"]), f["iters"] if f["mode"] != "ieee" else "—",
-              num(b["ulp_p50"]), num(b["ulp_p99"]), num(b["ulp_max"]), pct(b["frac_correctly_rounded"])] for f, b in rows]
-    s.table(["op", "dtype", "method", "iterations", "ULP P50", "ULP P99", "ULP max", "correctly rounded"], table,
-            summary=f"All {len(table)} configurations")
+    s.paragraph(
+        "Input U(0.01, 100); ULP error against fp64 in the result's format; 'correctly rounded' is the share "
+        "of results equal to the fp64 value rounded once to the dtype."
+    )
+    table = [
+        [
+            f["op"],
+            f["dtype"],
+            C3_MODE_LABEL.get(f["mode"], f["mode"]),
+            f["iters"] if f["mode"] != "ieee" else "—",
+            num(b["ulp_p50"]),
+            num(b["ulp_p99"]),
+            num(b["ulp_max"]),
+            pct(b["frac_correctly_rounded"]),
+        ]
+        for f, b in rows
+    ]
+    s.table(
+        ["op", "dtype", "method", "iterations", "ULP P50", "ULP P99", "ULP max", "correctly rounded"],
+        table,
+        summary=f"All {len(table)} configurations",
+    )
+
+
+def _c3_ieee_table(s, rows):
+    table = [
+        [
+            f["op"],
+            f["dtype"],
+            pct(b.get("fused_vs_eager_frac_equal")),
+            num(b.get("fused_vs_eager_ulp_max")),
+            pct(b["frac_correctly_rounded"]),
+            pct(b.get("eager_frac_correctly_rounded")),
+            num(b["ulp_max"]),
+            num(b.get("eager_ulp_max")),
+        ]
+        for f, b in rows
+        if f["mode"] == "ieee"
+    ]
+    if table:
+        s.table(
+            [
+                "op",
+                "dtype",
+                "compiled = eager",
+                "max ULP compiled vs eager",
+                "compiled correctly rounded",
+                "eager correctly rounded",
+                "compiled ULP max vs fp64",
+                "eager ULP max vs fp64",
+            ],
+            table,
+            caption="IEEE rsqrt and division, compiled against the device's eager op and against fp64 "
+            "(input U(0.01, 100)):",
+        )
 
 
 def _c3_sass(s, run):
     rows = _sass_rows(run, "SASS/C3/")
     if not rows:
         return
-    table = [[f["op"], f["dtype"], C3_MODE_LABEL.get(f["mode"], f["mode"]), f["iters"] if f["mode"] != "ieee" else "—",
-              f["arch"], num(b.get("MUFU.RSQ", 0)), num(b.get("MUFU.RCP", 0)), num(b.get("FFMA", 0)), num(b.get("FMUL", 0)),
-              num(b.get("FADD", 0)), num(b.get("instructions", 0))] for f, b in rows]
-    s.paragraph("On a GPU (CUDA device, SASS compiled by NVRTC for each architecture and disassembled without a GPU): "
-                "the hardware seed is one MUFU.RSQ / MUFU.RCP, and each Newton step adds multiplies and adds. MUFU.RCP "
-                "also counts the kernel's grid-stride index division. Not run on a GPU here.")
-    s.table(["op", "dtype", "method", "iterations", "arch", "MUFU.RSQ", "MUFU.RCP", "FFMA", "FMUL", "FADD", "instructions"],
-            table, summary=f"SASS instruction counts, {len(table)} kernels")
+    table = [
+        [
+            f["op"],
+            f["dtype"],
+            C3_MODE_LABEL.get(f["mode"], f["mode"]),
+            f["iters"] if f["mode"] != "ieee" else "—",
+            f["arch"],
+            num(b.get("MUFU.RSQ", 0)),
+            num(b.get("MUFU.RCP", 0)),
+            num(b.get("FFMA", 0)),
+            num(b.get("FMUL", 0)),
+            num(b.get("FADD", 0)),
+            num(b.get("instructions", 0)),
+        ]
+        for f, b in rows
+    ]
+    s.paragraph(
+        "On a GPU (CUDA device, SASS compiled by NVRTC for each architecture and disassembled without a GPU): "
+        "the hardware seed is one MUFU.RSQ / MUFU.RCP, and each Newton step adds multiplies and adds. MUFU.RCP "
+        "also counts the kernel's grid-stride index division. Not run on a GPU here."
+    )
+    s.table(
+        ["op", "dtype", "method", "iterations", "arch", "MUFU.RSQ", "MUFU.RCP", "FFMA", "FMUL", "FADD", "instructions"],
+        table,
+        summary=f"SASS instruction counts, {len(table)} kernels",
+    )
 
 
 def _c3_plot(s, rows):
@@ -340,10 +616,15 @@ def _c3_plot(s, rows):
                 h = ax.axhline(max(ieee["ulp_max"], 1e-3), color=colors[dtype], linestyle=":", linewidth=1.5)
                 handles[f"{dtype} IEEE ops (reference)"] = h
             for mode, style in (("newton-bittrick", "-o"), ("newton-hw", "--s")):
-                series = sorted((int(f["iters"]), b["ulp_max"]) for f, b in rows
-                                if (f["op"], f["dtype"], f["mode"]) == (op, dtype, mode))
+                series = sorted(
+                    (int(f["iters"]), b["ulp_max"])
+                    for f, b in rows
+                    if (f["op"], f["dtype"], f["mode"]) == (op, dtype, mode)
+                )
                 if series:
-                    (h,) = ax.plot([x for x, _ in series], [max(y, 1e-3) for _, y in series], style, color=colors[dtype])
+                    (h,) = ax.plot(
+                        [x for x, _ in series], [max(y, 1e-3) for _, y in series], style, color=colors[dtype]
+                    )
                     handles[f"{dtype} {C3_MODE_LABEL[mode]}"] = h
         ax.set_yscale("log")
         ax.set_xlabel("Newton iterations")
@@ -354,14 +635,28 @@ def _c3_plot(s, rows):
     coincide = []
     for op in ("rsqrt", "div"):
         for dtype in DTYPES:
-            ieee = next((b["ulp_max"] for f, b in rows if (f["op"], f["dtype"], f["mode"]) == (op, dtype, "ieee")), None)
-            last = [b["ulp_max"] for f, b in rows if (f["op"], f["dtype"]) == (op, dtype) and f["mode"] != "ieee"
-                    and f["iters"] == "3"]
+            ieee = next(
+                (b["ulp_max"] for f, b in rows if (f["op"], f["dtype"], f["mode"]) == (op, dtype, "ieee")), None
+            )
+            last = [
+                b["ulp_max"]
+                for f, b in rows
+                if (f["op"], f["dtype"]) == (op, dtype) and f["mode"] != "ieee" and f["iters"] == "3"
+            ]
             if ieee is not None and last and all(abs(v - ieee) <= 0.01 * max(ieee, 1e-9) for v in last):
                 coincide.append(f"{op} {dtype}")
-    s.figure(fig, "c3_iterations", "C3: max ULP error against Newton iterations (log axis); dotted: the IEEE path of the "
-             "same dtype." + (f" At 3 iterations both Newton curves lie on the IEEE line in {', '.join(coincide)}: "
-                              "there the result's rounding, not the method, sets the error." if coincide else ""))
+    s.figure(
+        fig,
+        "c3_iterations",
+        "C3: max ULP error against Newton iterations (log axis); dotted: the IEEE path of the "
+        "same dtype."
+        + (
+            f" At 3 iterations both Newton curves lie on the IEEE line in {', '.join(coincide)}: "
+            "there the result's rounding, not the method, sets the error."
+            if coincide
+            else ""
+        ),
+    )
     close(fig)
 
 
@@ -377,10 +672,16 @@ def _c3_histograms(s, result):
         counts = data["integer_ulp_histogram"]
         total = sum(counts)
         iters = path.name.split("iters-")[1].split("_")[0]
-        ax.bar([k + i * width for k in range(len(counts))], [100 * c / total for c in counts], width=width,
-               label=f"{iters} iterations")
-    ax.set_xticks([k + 0.4 - width / 2 for k in range(len(counts))],
-                  [str(k) for k in range(len(counts) - 1)] + [f"≥{len(counts) - 1}"])
+        ax.bar(
+            [k + i * width for k in range(len(counts))],
+            [100 * c / total for c in counts],
+            width=width,
+            label=f"{iters} iterations",
+        )
+    ax.set_xticks(
+        [k + 0.4 - width / 2 for k in range(len(counts))],
+        [str(k) for k in range(len(counts) - 1)] + [f"≥{len(counts) - 1}"],
+    )
     ax.set_xlabel("integer ULP distance to the correctly rounded result")
     ax.set_ylabel("% of elements")
     ax.set_title("rsqrt f32, Newton from the bit-trick seed")
@@ -390,17 +691,15 @@ def _c3_histograms(s, result):
 
 
 # ---- D
+D_CLAIM = "pure data movement is bit-identical between eager and fused"
+
+
 def render_d(s, run, result):
     rows = _rows(run, "D/")
+    s.verdict(D_CLAIM, claims.decide_d(rows) if rows else claims.not_applicable(_nothing_measured(run, "D/")))
     if not rows:
-        s.paragraph("No D benchmark in this run.")
         return
     counter = [(f, b) for f, b in rows if b["bit_equal"] != 1]
-    s.verdict("pure data movement is bit-identical between eager and fused", "supported" if not counter else "contradicted",
-              f"{len(rows) - len(counter)}/{len(rows)} bit-equal",
-              f"Decided by: {len(rows) - len(counter)}/{len(rows)} subgraph × dtype × shape checks bit-equal"
-              + (": " + "; ".join(f"{b['name']} differs in {num(b['mismatches'])} elements" for _, b in counter)
-                 if counter else "; no exception."))
     shapes = list(dict.fromkeys(f["shape"] for f, _ in rows))
     subgraphs = list(dict.fromkeys(f["subgraph"] for f, _ in rows))
     table = []
@@ -413,88 +712,270 @@ def render_d(s, run, result):
             if any(c != "—" for c in cells):
                 table.append([sub, dtype] + cells)
     if counter:
-        s.table(["benchmark", "mismatches"], [[b["name"], num(b["mismatches"])] for _, b in counter],
-                caption="Counter-examples (evidence in the dump directory):")
+        s.table(
+            ["benchmark", "mismatches"],
+            [[b["name"], num(b["mismatches"])] for _, b in counter],
+            caption="Counter-examples (evidence in the dump directory):",
+        )
     else:
-        s.paragraph("The promotion chains (concat of the dtype with f32; f16 with bf16, which promotes to f32) widen "
-                    "exactly in both executors, so they stay bit-equal too.")
-    s.table(["subgraph", "dtype"] + [f"bit-equal {sh}" for sh in shapes], table,
-            summary=f"Every check: {len(subgraphs)} subgraphs × dtypes × {len(shapes)} shapes")
+        s.paragraph(
+            "The promotion chains (concat of the dtype with f32; f16 with bf16, which promotes to f32) widen "
+            "exactly in both executors, so they stay bit-equal too."
+        )
+    s.table(
+        ["subgraph", "dtype"] + [f"bit-equal {sh}" for sh in shapes],
+        table,
+        summary=f"Every check: {len(subgraphs)} subgraphs × dtypes × {len(shapes)} shapes",
+    )
 
 
 # ---- B
-def _dist(name: str) -> str:
-    return "uniform" if name.startswith("U") or name == "uniform" else "heavy"
+_dist = claims.b_distribution
 
 
 def render_b(s, run, result):
     rows = _rows(run, "B/")
     if not rows:
-        s.paragraph("No B benchmark in this run.")
+        s.verdict("fused error ≤ eager error", claims.not_applicable(_nothing_measured(run, "B/")))
         return
     evidence = [e for _, e in _evidence(result, "B_*.json")]
     chains = list(dict.fromkeys(f["chain"] for f, _ in rows))
-    for chain in chains:
-        measured = [(f, b) for f, b in rows if f["chain"] == chain and f["dtype"] != "f32"]
-        if not measured:
-            continue
-        failed, margins, setmax_worse = [], [], []
-        for f, b in measured:
-            where = f"{f['dtype']}/{f['dist']}"
-            for stat, key in (("P99", "ulp_p99"), ("max", "ulp_max")):
-                fused, eager = b[f"fused_{key}"], b[f"eager_{key}"]
-                margins.append((fused - eager, where, stat, fused, eager))
-                if fused > eager:
-                    failed.append(f"{stat} in {where}: fused {num(fused)} vs eager {num(eager)} ULP "
-                                  f"({'+' if fused >= eager else ''}{pct(fused / eager - 1 if eager else None)})")
-            if b["fused_setmax_p99"] > b["eager_setmax_p99"]:
-                setmax_worse.append(f"{where} ({num(b['fused_setmax_p99'])} vs {num(b['eager_setmax_p99'])})")
-        sets = sum(int(b["sets"]) for _, b in measured)
-        counter = sum(int(b["counterexamples"]) for _, b in measured)
-        condition = "pooled ULP error against fp64 of every f16 and bf16 input distribution: fused P99 ≤ eager P99 and fused max ≤ eager max"
-        extra = ""
-        if counter:
-            extra += (f" Not covered by that condition: {num(counter)} of {num(sets)} input sets are counter-examples "
-                      "(the set's fused max above its eager max)")
-            extra += (f", and the P99 of the per-set maxima is worse fused in {', '.join(setmax_worse)}." if setmax_worse else ".")
-        if failed:
-            worse = [m for m in margins if m[0] > 0]
-            smallest = min(worse, key=lambda m: m[0] / m[4])
-            s.verdict(f"{chain}: fused error ≤ eager error (P99, max)", "contradicted",
-                      f"worse fused in {len(worse)}/{len(margins)} checks, from +{pct(smallest[0] / smallest[4], 2)}",
-                      f"Decided by: {condition}. Failed: {'; '.join(failed)}." + extra)
-        else:
-            closest = max(margins, key=lambda m: m[0] / max(m[4], 1e-30))
-            identical = all(m[0] == 0 for m in margins)
-            s.verdict(f"{chain}: fused error ≤ eager error (P99, max)", "supported",
-                      f"{num(counter)}/{num(sets)} sets counter-examples" if counter
-                      else ("fused = eager" if identical else "fused ≤ eager everywhere"),
-                      f"Decided by: {condition}: holds in all {len(measured)}"
-                      + (", where fused and eager are identical (same P99 and max)." if identical else
-                         f" (closest: {closest[2]} in {closest[1]}, fused {num(closest[3])} vs eager {num(closest[4])} ULP).")
-                      + extra)
+    cells = claims.b_cells(result)
+    cfg = claims.b_config()
+    deciding = cfg["measures"][cfg["deciding_measure"]]
+    s.paragraph(
+        f"How a chain is decided: on the {deciding['label']}, because {deciding['why']}. The ULP error, the plan's "
+        "pooled rule and torch's accuracy rule are judged beside it, each with its own outcome; the intervals "
+        "of every part are in the table below the verdicts."
+    )
+    verdicts = {chain: claims.decide_b(chain, chain_cells) for chain, chain_cells in cells.items()}
+    for chain, v in verdicts.items():
+        s.verdict(f"{chain}: fused error ≤ eager error", v)
+    _b_intervals(s, verdicts)
+    _b_conditioned(s, rows)
+    _b_neighbour_metrics(s, cells)
     _b_plots(s, evidence, chains)
-    s.paragraph("Per chain × dtype × input distribution: ULP error against fp64 pooled over all elements of all input "
-                "sets, the P99 of the per-set maxima, and counter-example sets (the set's fused max above its eager max). "
-                "'emulated vs eager' is the control: fused with per-op rounding emulated, max ULP apart from eager "
-                "(0 = the fused and eager difference is rounding between ops and nothing else).")
+    s.paragraph(
+        "Per chain × dtype × input distribution: ULP error against fp64 pooled over all elements of all input "
+        "sets, the P99 of the per-set maxima, and counter-example sets (the set's fused max above its eager max). "
+        "'emulated vs eager' is the control: fused with per-op rounding emulated, max ULP apart from eager "
+        "(0 = the fused and eager difference is rounding between ops and nothing else)."
+    )
     table = []
     for f, b in rows:
         if f["dtype"] == "f32":
             continue
-        table.append([f["chain"], f["dtype"], f["dist"], num(b["eager_ulp_p99"]), num(b["fused_ulp_p99"]),
-                      num(b["eager_ulp_max"]), num(b["fused_ulp_max"]), num(b["eager_setmax_p99"]), num(b["fused_setmax_p99"]),
-                      f"{num(b['counterexamples'])}/{num(b['sets'])}", num(b["emulated_vs_eager_max_ulp"])])
-    s.table(["chain", "dtype", "inputs", "P99 eager (ULP)", "P99 fused (ULP)", "max eager (ULP)", "max fused (ULP)",
-             "set-max P99 eager (ULP)", "set-max P99 fused (ULP)", "counter-example sets", "emulated vs eager (ULP)"], table)
-    s.table(["chain", "dtype", "inputs", "P50 eager (ULP)", "P50 fused (ULP)", "set-max P50 eager (ULP)",
-             "set-max P50 fused (ULP)", "abs err max eager", "abs err max fused", "rel err P99 eager", "rel err P99 fused"],
-            [[f["chain"], f["dtype"], f["dist"], num(b["eager_ulp_p50"]), num(b["fused_ulp_p50"]), num(b["eager_setmax_p50"]),
-              num(b["fused_setmax_p50"]), num(b["eager_abs_err_max"]), num(b["fused_abs_err_max"]),
-              num(b["eager_rel_err_p99"]), num(b["fused_rel_err_p99"])] for f, b in rows if f["dtype"] != "f32"],
-            summary="Medians, absolute and relative errors of the same rows")
+        table.append(
+            [
+                f["chain"],
+                f["dtype"],
+                f["dist"],
+                num(b["eager_ulp_p99"]),
+                num(b["fused_ulp_p99"]),
+                num(b["eager_ulp_max"]),
+                num(b["fused_ulp_max"]),
+                num(b["eager_setmax_p99"]),
+                num(b["fused_setmax_p99"]),
+                f"{num(b['counterexamples'])}/{num(b['sets'])}",
+                num(b["emulated_vs_eager_max_ulp"]),
+            ]
+        )
+    s.table(
+        [
+            "chain",
+            "dtype",
+            "inputs",
+            "P99 eager (ULP)",
+            "P99 fused (ULP)",
+            "max eager (ULP)",
+            "max fused (ULP)",
+            "set-max P99 eager (ULP)",
+            "set-max P99 fused (ULP)",
+            "counter-example sets",
+            "emulated vs eager (ULP)",
+        ],
+        table,
+    )
+    s.table(
+        [
+            "chain",
+            "dtype",
+            "inputs",
+            "P50 eager (ULP)",
+            "P50 fused (ULP)",
+            "set-max P50 eager (ULP)",
+            "set-max P50 fused (ULP)",
+            "abs err max eager",
+            "abs err max fused",
+            "rel err P99 eager",
+            "rel err P99 fused",
+        ],
+        [
+            [
+                f["chain"],
+                f["dtype"],
+                f["dist"],
+                num(b["eager_ulp_p50"]),
+                num(b["fused_ulp_p50"]),
+                num(b["eager_setmax_p50"]),
+                num(b["fused_setmax_p50"]),
+                num(b["eager_abs_err_max"]),
+                num(b["fused_abs_err_max"]),
+                num(b["eager_rel_err_p99"]),
+                num(b["fused_rel_err_p99"]),
+            ]
+            for f, b in rows
+            if f["dtype"] != "f32"
+        ],
+        summary="Medians, absolute and relative errors of the same rows",
+    )
     _b_floor(s, rows)
     _b_counterexamples(s, evidence)
+
+
+def _b_intervals(s, verdicts):
+    """Each chain's judged parts on every measure (the deciding one first): statistic, interval of
+    fused − eager, outcome, and for an undecided part the sets that would decide it."""
+    table = []
+    for chain, v in verdicts.items():
+        # the deciding verdict's condition starts with its measure's label
+        measured = [(v.condition.split(":", 1)[0] + " (deciding)", v)]
+        measured += [(name.removesuffix(" (not deciding)"), o) for name, o in v.beside if o.parts]
+        for measure, verdict in measured:
+            for where, part in verdict.parts:
+                table.append(
+                    [
+                        chain,
+                        measure,
+                        where,
+                        part.key_figure,
+                        part.label,
+                        part.interval.split("; ", 1)[1] if part.interval else "—",
+                    ]
+                )
+    if not table:
+        return
+    cfg = claims.b_config()
+    s.table(
+        ["chain", "measure", "inputs and statistic", "fused − eager, 95 % interval", "outcome", "to decide"],
+        table,
+        caption=f"Paired bootstrap over input sets ({num(cfg['resamples'])} resamples, seed {cfg['seed']}): for a "
+        "per-set statistic, the relative change of its mean over sets, fused against eager; for 'share of sets "
+        "worse', the share of sets where fused is worse minus the share where eager is. Tolerances: "
+        + "; ".join(
+            f"{st['label']} {pct(st['relative_tolerance'])}"
+            + (f", share worse {num(st['share_worse_tolerance'])}" if st.get("share_worse_tolerance") else "")
+            for st in cfg["statistics"].values()
+        )
+        + " (tools/thresholds.json). An undecided part's sets to decide: n · (half-width ÷ |estimate − "
+        "tolerance|)², the half-width on the side facing the tolerance shrinking as 1/√n.",
+        summary=f"Every judged part: {len(table)} intervals of fused − eager, the deciding measure's first",
+    )
+
+
+def _b_conditioned(s, rows):
+    """The conditioned error's pooled figures beside the counter-examples' conditioning."""
+    table = [
+        [
+            f["chain"],
+            f["dtype"],
+            f["dist"],
+            num(b.get("eager_cond_p50")),
+            num(b.get("fused_cond_p50")),
+            num(b.get("eager_cond_p99")),
+            num(b.get("fused_cond_p99")),
+            num(b.get("eager_cond_max")),
+            num(b.get("fused_cond_max")),
+            num(b.get("cond_counterexamples")),
+            f"{num(b.get('counterexamples_well_conditioned'))} / {num(b.get('counterexamples_ill_conditioned'))}",
+        ]
+        for f, b in rows
+        if f["dtype"] != "f32" and "eager_cond_p99" in b
+    ]
+    if not table:
+        return
+    s.table(
+        [
+            "chain",
+            "dtype",
+            "inputs",
+            "P50 eager",
+            "P50 fused",
+            "P99 eager",
+            "P99 fused",
+            "max eager",
+            "max fused",
+            "sets worse fused",
+            "ULP counter-examples well / ill",
+        ],
+        table,
+        caption="Conditioned error: each element's error against fp64 in units of the rounding error its "
+        "computation cannot avoid at the output dtype (an fp64 running error bound, propagated op by op; "
+        "docs/conditioned-error.md), pooled over all elements of all sets. 1 means the element is as accurate "
+        "as that bound allows. 'sets worse fused': sets whose fused conditioned max exceeds eager's. A ULP "
+        "counter-example is ill-conditioned when its element's condition (bound over the reference's spacing) "
+        "exceeds the dump's ill_conditioned_above.",
+    )
+
+
+def _b_neighbour_metrics(s, cells):
+    """msprobe's compare metrics and torch's accuracy rule per chain × dtype × distribution, from the
+    per-set figures, so a team can set fusebench's figures beside its own tools'."""
+    import numpy as np
+
+    table = []
+    for chain, chain_cells in cells.items():
+        for c in chain_cells:
+            if c.dtype == "f32" or "cosine" not in c.per_set:
+                continue
+            col = c.per_set
+            same = claims.torch_same_sets(c)
+
+            def pair(name, reduce, col=col):
+                f, e = col[name]
+                return f"{num(reduce(e))}\u2009/\u2009{num(reduce(f))}"  # thin spaces: the table fits 1280 px
+
+            table.append(
+                [
+                    chain,
+                    f"{c.dtype}/{c.dist}",
+                    pair("cosine", np.nanmin),
+                    pair("max_abs_err", np.nanmax),
+                    pair("max_rel_err", np.nanmax),
+                    pair("one_thousandth_err_ratio", np.nanmean),
+                    pair("five_thousandths_err_ratio", np.nanmean),
+                    pair("rmse_vs_fp64", np.nanmean),
+                    "—" if same is None else f"{num(int(same.sum()))}/{num(same.size)}",
+                ]
+            )
+    if not table:
+        return
+    tol = claims.b_config()["torch_same"]
+    s.table(
+        [
+            "chain",
+            "dtype/inputs",
+            "cosine",
+            "max abs",
+            "max rel",
+            "1‰ ratio",
+            "5‰ ratio",
+            "RMSE",
+            "torch same",
+        ],
+        table,
+        caption="The metrics neighbouring tools use, each cell eager / fused, against fp64: msprobe's compare "
+        "metrics (cosine similarity, the worst set; max absolute and relative error, the worst set; the "
+        "one-thousandth and five-thousandths error ratios, the share of elements whose relative error is below "
+        "0.001 / 0.005, mean over sets; msprobe calls them trend indicators, its rule of thumb is cosine > 0.99 "
+        "and max abs err < 0.001), the RMSE (mean over sets), and the sets passing "
+        "torch._dynamo.utils.same(eager, fused, fp64) "
+        f"as torch 2.15 applies it: allclose at {num(tol['tol'])}, else RMSE(fused) ≤ "
+        f"{num(tol['multiplier_low_precision'])} · RMSE(eager) + {num(tol['tol'] / 10)} for f16/bf16. Sources, "
+        "read and checked: msprobe's debug/accuracy_tools/msprobe/core/compare/npy_compare.py (Ascend mstt) and "
+        "torch/_dynamo/utils.py (same, rmse) of the installed torch; definitions in docs/conditioned-error.md.",
+        summary="msprobe's metrics and torch's accuracy rule, eager / fused",
+    )
 
 
 def _b_floor(s, rows):
@@ -508,29 +989,54 @@ def _b_floor(s, rows):
         same = all(b[f"eager_{k}"] == b[f"fused_{k}"] for k in ("ulp_max", "ulp_p99", "abs_err_max"))
         # At the worst element |y - ref| <= abs_err_max and its ULP error is |y - ref| / spacing(ref), so
         # spacing(ref) <= abs_err_max / ulp_max and |ref| < 2^24 * spacing(ref) (f32: 24-bit significand).
-        bound = b["eager_abs_err_max"] / b["eager_ulp_max"] * 2 ** 24 if b["eager_ulp_max"] > 0 else None
-        table.append([f["chain"], f["dist"], num(b["eager_ulp_p99"]), num(b["eager_ulp_max"]), num(b["eager_abs_err_max"]),
-                      num(b["eager_rel_err_p99"]), num(bound), yesno(same)])
+        bound = b["eager_abs_err_max"] / b["eager_ulp_max"] * 2**24 if b["eager_ulp_max"] > 0 else None
+        table.append(
+            [
+                f["chain"],
+                f["dist"],
+                num(b["eager_ulp_p99"]),
+                num(b["eager_ulp_max"]),
+                num(b["eager_abs_err_max"]),
+                num(b["eager_rel_err_p99"]),
+                num(bound),
+                yesno(same),
+            ]
+        )
     worst = max(floor, key=lambda fb: fb[1]["eager_ulp_max"])
-    tight = [(f, b) for f, b in floor if b["eager_ulp_max"] > 1000
-             and b["eager_abs_err_max"] / b["eager_ulp_max"] * 2 ** 24 < 1e-3]
+    tight = [
+        (f, b)
+        for f, b in floor
+        if b["eager_ulp_max"] > 1000 and b["eager_abs_err_max"] / b["eager_ulp_max"] * 2**24 < 1e-3
+    ]
     large = [(f, b) for f, b in floor if b["eager_ulp_max"] > 1000]
-    s.table(["chain", "inputs", "P99 (ULP)", "max (ULP)", "abs err max", "rel err P99", "|reference| at the max is below",
-             "fused = eager"], table,
-            caption=f"f32 floor control. Eager and fused store the same fp32 values, so they agree. The maxima reach "
-                    f"{num(worst[1]['eager_ulp_max'])} ULP while the absolute error stays at most "
-                    f"{num(max(b['eager_abs_err_max'] for _, b in floor))}. At the worst element |y − ref| ≤ abs err max "
-                    "and ULP error = |y − ref| ÷ spacing(ref), so |ref| < abs err max ÷ ULP max × 2²⁴ (last column, from "
-                    f"this run's counters). In {len(tight)} of the {len(large)} rows above 1,000 ULP that bound is below "
-                    "10⁻³ against inputs of order 1: the worst element is an output near zero, where an earlier op's fp32 "
-                    "rounding error — absolute in size — is many of the tiny result's ULPs (cancellation in x·a + b, or "
-                    "x − mean in layernorm). Where the bound is large it says nothing: the largest absolute error may sit at "
-                    "another, larger output than the worst-ULP element.")
+    s.table(
+        [
+            "chain",
+            "inputs",
+            "P99 (ULP)",
+            "max (ULP)",
+            "abs err max",
+            "rel err P99",
+            "|reference| at the max is below",
+            "fused = eager",
+        ],
+        table,
+        caption=f"f32 floor control. Eager and fused store the same fp32 values, so they agree. The maxima reach "
+        f"{num(worst[1]['eager_ulp_max'])} ULP while the absolute error stays at most "
+        f"{num(max(b['eager_abs_err_max'] for _, b in floor))}. At the worst element |y − ref| ≤ abs err max "
+        "and ULP error = |y − ref| ÷ spacing(ref), so |ref| < abs err max ÷ ULP max × 2²⁴ (last column, from "
+        f"this run's counters). In {len(tight)} of the {len(large)} rows above 1,000 ULP that bound is below "
+        "10⁻³ against inputs of order 1: the worst element is an output near zero, where an earlier op's fp32 "
+        "rounding error — absolute in size — is many of the tiny result's ULPs (cancellation in x·a + b, or "
+        "x − mean in layernorm). Where the bound is large it says nothing: the largest absolute error may sit at "
+        "another, larger output than the worst-ULP element.",
+    )
 
 
 def _b_plots(s, evidence, chain_order):
     import numpy as np
     from matplotlib.ticker import NullFormatter, ScalarFormatter
+
     evidence = [e for e in evidence if e["dtype"] in ("f16", "bf16")]
     if not evidence:
         s.paragraph("No B evidence files in the dump directory (tools/run writes them).")
@@ -555,8 +1061,14 @@ def _b_plots(s, evidence, chain_order):
                 for path, color in (("eager", EAGER), ("fused", FUSED)):
                     xs = np.sort(np.maximum(np.asarray(e[f"{path}_set_max_ulp"], dtype=float), 1e-2))
                     values.append(xs)
-                    (h,) = ax.plot(xs, np.arange(1, len(xs) + 1) / len(xs), style, color=color,
-                                   linewidth=2.6 if path == "eager" else 1.4, drawstyle="steps-post")
+                    (h,) = ax.plot(
+                        xs,
+                        np.arange(1, len(xs) + 1) / len(xs),
+                        style,
+                        color=color,
+                        linewidth=2.6 if path == "eager" else 1.4,
+                        drawstyle="steps-post",
+                    )
                     handles[f"{path}, {dist} inputs"] = h
             if values:
                 lo, hi = min(v.min() for v in values), max(v.max() for v in values)
@@ -568,8 +1080,15 @@ def _b_plots(s, evidence, chain_order):
                     ax.xaxis.set_major_formatter(formatter)
                     ax.locator_params(axis="x", nbins=3)
             if coincide:
-                ax.text(0.04, 0.96, "fused = eager:\ncurves coincide", transform=ax.transAxes, va="top",
-                        fontsize=9.5, bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "none"})
+                ax.text(
+                    0.04,
+                    0.96,
+                    "fused = eager:\ncurves coincide",
+                    transform=ax.transAxes,
+                    va="top",
+                    fontsize=9.5,
+                    bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "none"},
+                )
             ax.set_title(f"{chain}\n{dtype}" if row == 0 else dtype)
             if col == 0:
                 ax.set_ylabel("share of sets (CDF)")
@@ -577,8 +1096,12 @@ def _b_plots(s, evidence, chain_order):
                 ax.tick_params(labelleft=False)
     fig.supxlabel("per-set max ULP error against fp64 (log axis where the values span decades)", fontsize=10)
     fig.legend(handles.values(), handles.keys(), loc="outside upper center", ncol=min(4, max(2, len(chains) + 1)))
-    s.figure(fig, "b_set_maxima", "B: distribution (CDF) of each input set's maximum ULP error against fp64, eager "
-             "(thick) vs fused (thin); further left is better.")
+    s.figure(
+        fig,
+        "b_set_maxima",
+        "B: distribution (CDF) of each input set's maximum ULP error against fp64, eager "
+        "(thick) vs fused (thin); further left is better.",
+    )
     close(fig)
 
 
@@ -596,32 +1119,84 @@ def _b_counterexamples(s, evidence):
         groups.setdefault((e["chain"], e["dtype"], _dist(e["distribution"])), []).append((severity, e, c))
 
     def line(severity, e, c):
-        return [e["chain"], e["dtype"], _dist(e["distribution"]), num(c["set"]), num(c["seed"]), num(c["element"]),
-                num(c.get("reference_value")), num(c["fused_ulp_max"]), num(c["eager_ulp_max"]), num(severity),
-                c["first_divergent_op"]]
-    header = ["chain", "dtype", "inputs", "set", "seed", "element", "reference value", "fused (ULP)", "eager (ULP)",
-              "fused − eager (ULP)", "first divergent op"]
-    s.table(["chain", "dtype", "inputs", "counter-example sets", "worst fused − eager (ULP)"],
-            [[k[0], k[1], k[2], num(len(v)), num(v[0][0])] for k, v in sorted(groups.items(), key=lambda kv: -kv[1][0][0])],
-            caption=f"Counter-examples: {num(len(rows))} input sets where the fused max ULP error exceeds eager's, by "
-                    "chain, dtype and input distribution, worst first:")
+        return [
+            e["chain"],
+            e["dtype"],
+            _dist(e["distribution"]),
+            num(c["set"]),
+            num(c["seed"]),
+            num(c["element"]),
+            num(c.get("reference_value")),
+            num(c["fused_ulp_max"]),
+            num(c["eager_ulp_max"]),
+            num(severity),
+            c.get("conditioning", "—"),
+            c["first_divergent_op"],
+        ]
+
+    header = [
+        "chain",
+        "dtype",
+        "inputs",
+        "set",
+        "seed",
+        "element",
+        "reference value",
+        "fused (ULP)",
+        "eager (ULP)",
+        "fused − eager (ULP)",
+        "conditioning",
+        "first divergent op",
+    ]
+    s.table(
+        ["chain", "dtype", "inputs", "counter-example sets", "of them ill-conditioned", "worst fused − eager (ULP)"],
+        [
+            [k[0], k[1], k[2], num(len(v)), num(sum(c.get("conditioning") == "ill" for _, _, c in v)), num(v[0][0])]
+            for k, v in sorted(groups.items(), key=lambda kv: -kv[1][0][0])
+        ],
+        caption=f"Counter-examples: {num(len(rows))} input sets where the fused max ULP error exceeds eager's, by "
+        "chain, dtype and input distribution, worst first:",
+    )
     worst = sorted([r for v in groups.values() for r in v[:3]], key=lambda r: -r[0])
-    s.table(header, [line(*r) for r in worst],
-            caption="The three most severe of each group, by severity (fused − eager). 'first divergent op' is the first op, "
-                    "in graph order, whose fused intermediate (from a probe run storing every op) has a larger max ULP "
-                    "error against fp64 than eager's:")
-    s.table(header, [line(*r) for r in rows[:200]],
-            summary=f"All {num(len(rows))} counter-examples by severity" + (" (the first 200)" if len(rows) > 200 else "")
-                    + "; per-op errors are in the dump directory")
+    s.table(
+        header,
+        [line(*r) for r in worst],
+        caption="The three most severe of each group, by severity (fused − eager). 'first divergent op' is the first op, "
+        "in graph order, whose fused intermediate (from a probe run storing every op) has a larger max ULP "
+        "error against fp64 than eager's:",
+    )
+    s.table(
+        header,
+        [line(*r) for r in rows[:200]],
+        summary=f"All {num(len(rows))} counter-examples by severity"
+        + (" (the first 200)" if len(rows) > 200 else "")
+        + "; per-op errors are in the dump directory",
+    )
 
 
 # ---- a suite this report has no renderer for (E's training suite, until it has one)
 def render_unjudged(s, run):
     rows = [b for b in benchmarks(run) if not b.get("error_occurred")]
-    s.paragraph(f"The suite ran ({len(rows)} benchmarks), but this report has no renderer for it yet: no verdict is drawn. "
-                "Its counters as recorded:")
-    skip = {"name", "run_name", "run_type", "family_index", "per_family_instance_index", "repetitions", "repetition_index",
-            "threads", "iterations", "time_unit", "cpu_time"}
+    s.paragraph(
+        f"The suite ran ({len(rows)} benchmarks), but this report has no renderer for it yet: no verdict is drawn. "
+        "Its counters as recorded:"
+    )
+    skip = {
+        "name",
+        "run_name",
+        "run_type",
+        "family_index",
+        "per_family_instance_index",
+        "repetitions",
+        "repetition_index",
+        "threads",
+        "iterations",
+        "time_unit",
+        "cpu_time",
+    }
     for b in rows:
-        s.table(["counter", "value"], [[k, num(v) if isinstance(v, (int, float)) else str(v)] for k, v in b.items()
-                                        if k not in skip], summary=b["name"])
+        s.table(
+            ["counter", "value"],
+            [[k, num(v) if isinstance(v, (int, float)) else str(v)] for k, v in b.items() if k not in skip],
+            summary=b["name"],
+        )

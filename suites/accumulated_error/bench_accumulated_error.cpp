@@ -6,14 +6,20 @@
 // Counters: ULP / abs / rel error at P50 / P99 / max over all elements of all sets, per path; the
 // P50 / P99 / max of the per-set maxima; whether fused <= eager at P99 and max; counter-examples
 // (sets where the fused max exceeds eager's); and the emulate-per-op-rounding control (ULP distance
-// between fused-with-emulated-rounding and eager). Per-set maxima and counter-examples, each with
-// the first op where the fused error exceeds eager's, go to the dump directory.
+// between fused-with-emulated-rounding and eager). Beside the ULP error, the conditioned error
+// (|y - ref| in units of the fp64 reference's running error bound, docs/conditioned-error.md) at
+// P50 / P99 / max per path, and counter-examples labelled well- or ill-conditioned. Per-set
+// maxima, counter-examples (each with the first op where the fused error exceeds eager's) and the
+// per-set figures of both paths (ULP and conditioned error, msprobe's metrics, the RMSE of
+// torch._dynamo.utils.same; schema in docs/conditioned-error.md) go to the dump directory.
 #include <map>
 #include <thread>
 
 #include "fusebench/compare.hpp"
+#include "fusebench/engine/reference_ops.hpp"
 #include "fusebench/error_stats.hpp"
 #include "fusebench/rng.hpp"
+#include "support/cases.hpp"
 #include "support/engine_support.hpp"
 #include "thread_pool.hpp"
 
@@ -30,7 +36,8 @@ struct Chain {
 
 std::vector<Chain> chains() {
   return {
-      {"mul_add_gelu_mul", [](DType d, bool quick) {
+      {"mul_add_gelu_mul",
+       [](DType d, bool quick) {
          Graph g;
          const Shape s = quick ? Shape{16, 256} : Shape{64, 1024};
          std::vector<NodeId> x;
@@ -38,7 +45,8 @@ std::vector<Chain> chains() {
          g.mark_output(g.mul(g.gelu(g.add(g.mul(x[0], x[1]), x[2])), x[3]));
          return g;
        }},
-      {"layernorm", [](DType d, bool quick) {
+      {"layernorm",
+       [](DType d, bool quick) {
          Graph g;
          const Shape s = quick ? Shape{16, 256} : Shape{64, 1024};
          const auto x = g.input("x", s, d);
@@ -46,25 +54,31 @@ std::vector<Chain> chains() {
          g.mark_output(g.layernorm(x, gamma, beta));
          return g;
        }},
-      {"softmax", [](DType d, bool quick) {
+      {"softmax",
+       [](DType d, bool quick) {
          Graph g;
          const Shape s = quick ? Shape{16, 256} : Shape{64, 1024};
          g.mark_output(g.softmax(g.input("x", s, d)));
          return g;
        }},
-      {"matmul_add_layernorm", [](DType d, bool quick) {
+      {"matmul_add_layernorm",
+       [](DType d, bool quick) {
          Graph g;
          const std::int64_t m = quick ? 16 : 64, k = quick ? 128 : 512, n = quick ? 128 : 512;
-         const auto x = g.input("x", {m, k}, d), w = g.input("w", {k, n}, d), b = g.input("b", {n}, d);
+         const auto x = g.input("x", {m, k}, d), w = g.input("w", {k, n}, d),
+                    b = g.input("b", {n}, d);
          const auto gamma = g.input("gamma", {n}, d), beta = g.input("beta", {n}, d);
          g.mark_output(g.layernorm(g.add(g.matmul(x, w), b), gamma, beta));
          return g;
        }},
-      {"attention", [](DType d, bool quick) {
+      {"attention",
+       [](DType d, bool quick) {
          Graph g;
          const std::int64_t b = quick ? 2 : 4, s = quick ? 32 : 128, h = quick ? 32 : 64;
-         const auto q = g.input("q", {b, s, h}, d), k = g.input("k", {b, s, h}, d), v = g.input("v", {b, s, h}, d);
-         const auto scores = g.mul_scalar(g.matmul(q, g.transpose(k, 1, 2)), 1.0 / std::sqrt(double(h)));
+         const auto q = g.input("q", {b, s, h}, d), k = g.input("k", {b, s, h}, d),
+                    v = g.input("v", {b, s, h}, d);
+         const auto scores =
+             g.mul_scalar(g.matmul(q, g.transpose(k, 1, 2)), 1.0 / std::sqrt(double(h)));
          g.mark_output(g.matmul(g.softmax(scores), v));
          return g;
        }},
@@ -97,7 +111,8 @@ engine::Inputs inputs_for(const Graph& g, bool heavy, std::uint64_t seed, std::u
 Graph with_all_outputs(const Graph& g) {
   Graph probe = g;
   for (const auto& n : g.nodes()) {
-    if (n.kind != engine::OpKind::Input && !engine::is_data_movement(n.kind)) probe.mark_output(n.id);
+    if (n.kind != engine::OpKind::Input && !engine::is_data_movement(n.kind))
+      probe.mark_output(n.id);
   }
   return probe;
 }
@@ -116,8 +131,118 @@ Tensor concat_flat(const std::vector<Tensor>& parts) {
 
 double percentile_of(std::vector<double> v, double p) { return percentile(v, p); }
 
-void run_case(benchmark::State& state, const std::string& name, const Chain& chain, std::size_t chain_index, DType dtype,
-              bool heavy, const SuiteConfig& config) {
+// A counter-example's element is ill-conditioned when its error bound exceeds this many times the
+// output's own rounding, u |ref|: the computation then amplifies its roundings by more than 100
+// (about 6.6 of the output's bits), and no path can be accurate there.
+constexpr double kIllConditioned = 100;
+
+// Percentiles of the finite values of v (NaN marks a pair that was not compared).
+double finite_percentile(const std::vector<double>& v, double p) {
+  std::vector<double> finite;
+  finite.reserve(v.size());
+  for (double x : v) {
+    if (!std::isnan(x)) finite.push_back(x);
+  }
+  return percentile(finite, p);
+}
+double finite_max(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) {
+    if (!std::isnan(x)) m = std::max(m, x);
+  }
+  return m;
+}
+
+// One path's figures on one input set, against the fp64 reference: the ULP and conditioned error
+// at P99 and max, and the metrics neighbouring tools report (docs/conditioned-error.md):
+// msprobe's cosine similarity, max abs / max rel error and the shares of elements whose relative
+// error is below 0.001 and 0.005 (msprobe core/compare/npy_compare.py), and the RMSE that
+// torch._dynamo.utils.same compares (rmse(fp64_ref, res)).
+struct SetFigures {
+  double ulp_p99 = 0, ulp_max = 0, cond_p99 = 0, cond_max = 0;
+  double cosine = 0, max_abs = 0, max_rel = 0, ratio_0_001 = 0, ratio_0_005 = 0, rmse = 0;
+};
+
+SetFigures set_figures(const Tensor& y, const Tensor& ref, const ErrorStats& stats,
+                       const std::vector<double>& conditioned) {
+  SetFigures f;
+  f.ulp_p99 = stats.ulp_error.p99;
+  f.ulp_max = stats.ulp_error.max;
+  f.cond_p99 = finite_percentile(conditioned, 0.99);
+  f.cond_max = finite_max(conditioned);
+  const Tensor yd = y.to(DType::f64).contiguous(), rd = ref.to(DType::f64).contiguous();
+  const auto py = yd.span<double>(), pr = rd.span<double>();
+  // msprobe: at a zero reference both sides get machine epsilon added before dividing.
+  constexpr double kFloatEpsilon = std::numeric_limits<double>::epsilon();
+  double dot = 0, yy = 0, rr = 0, squared = 0;
+  std::int64_t compared = 0, below_0_001 = 0, below_0_005 = 0;
+  for (std::size_t i = 0; i < py.size(); ++i) {
+    if (!std::isfinite(py[i]) || !std::isfinite(pr[i])) continue;
+    ++compared;
+    dot += py[i] * pr[i];
+    yy += py[i] * py[i];
+    rr += pr[i] * pr[i];
+    const double diff = py[i] - pr[i];
+    squared += diff * diff;
+    f.max_abs = std::max(f.max_abs, std::abs(diff));
+    const double b = pr[i] == 0 ? kFloatEpsilon : pr[i],
+                 n = pr[i] == 0 ? py[i] + kFloatEpsilon : py[i];
+    const double rel = std::abs((n - b) / b);
+    f.max_rel = std::max(f.max_rel, rel);
+    below_0_001 += rel < 0.001;
+    below_0_005 += rel < 0.005;
+  }
+  const double norm_y = std::sqrt(yy), norm_r = std::sqrt(rr);
+  f.cosine = norm_y <= kFloatEpsilon && norm_r <= kFloatEpsilon ? 1.0
+             : norm_y <= kFloatEpsilon || norm_r <= kFloatEpsilon
+                 ? std::numeric_limits<double>::quiet_NaN()
+                 : dot / (norm_y * norm_r);
+  f.ratio_0_001 =
+      compared ? double(below_0_001) / double(compared) : std::numeric_limits<double>::quiet_NaN();
+  f.ratio_0_005 =
+      compared ? double(below_0_005) / double(compared) : std::numeric_limits<double>::quiet_NaN();
+  f.rmse =
+      compared ? std::sqrt(squared / double(compared)) : std::numeric_limits<double>::quiet_NaN();
+  return f;
+}
+
+// torch.allclose(a, b, atol=tol, rtol=tol): |a - b| <= tol + tol |b| everywhere (same's first test,
+// which passes a pair before the RMSE rule is consulted).
+bool allclose(const Tensor& a, const Tensor& b, double tol) {
+  const Tensor ad = a.to(DType::f64).contiguous(), bd = b.to(DType::f64).contiguous();
+  const auto pa = ad.span<double>(), pb = bd.span<double>();
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    if (!(std::abs(pa[i] - pb[i]) <= tol + tol * std::abs(pb[i])) && !(pa[i] == pb[i]))
+      return false;
+  }
+  return true;
+}
+
+// The per-set figures of one path as columns: {"ulp_p99": [set 0, set 1, ...], ...}.
+nlohmann::json set_columns(const std::vector<SetFigures>& sets) {
+  nlohmann::json out;
+  auto column = [&](const char* name, double SetFigures::*field) {
+    nlohmann::json values = nlohmann::json::array();
+    for (const SetFigures& s : sets)
+      values.push_back(std::isfinite(s.*field) ? nlohmann::json(s.*field)
+                                               : nlohmann::json(nullptr));
+    out[name] = std::move(values);
+  };
+  column("ulp_p99", &SetFigures::ulp_p99);
+  column("ulp_max", &SetFigures::ulp_max);
+  column("cond_p99", &SetFigures::cond_p99);
+  column("cond_max", &SetFigures::cond_max);
+  column("cosine", &SetFigures::cosine);
+  column("max_abs_err", &SetFigures::max_abs);
+  column("max_rel_err", &SetFigures::max_rel);
+  column("one_thousandth_err_ratio", &SetFigures::ratio_0_001);
+  column("five_thousandths_err_ratio", &SetFigures::ratio_0_005);
+  column("rmse_vs_fp64", &SetFigures::rmse);
+  return out;
+}
+
+void run_case(benchmark::State& state, const std::string& name, const Chain& chain,
+              std::size_t chain_index, DType dtype, bool heavy, const SuiteConfig& config) {
   const int sets = config.quick() ? 100 : 1000;
   const std::uint64_t seed = 9000 + chain_index;
   const Graph g = chain.build(dtype, config.quick());
@@ -125,17 +250,26 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
   auto fused = make_executor(config, true, {});
   engine::EngineOptions emulate;
   emulate.emulate_per_op_rounding = true;
-  auto fused_emulated = make_executor(config, true, emulate);
+  // a device without per-op rounding (a torch.compile backend that is not Inductor) has no
+  // emulated path: emulated_vs_eager_max_ulp is then -1
+  auto fused_emulated = not_applicable(config, true, emulate).empty()
+                            ? make_executor(config, true, emulate)
+                            : nullptr;
   std::vector<Tensor> refs, eager_out, fused_out;
   std::vector<double> eager_set_max, fused_set_max;
+  std::vector<double> eager_conditioned, fused_conditioned;  // every element of every set
+  std::vector<SetFigures> eager_sets, fused_sets;
+  std::vector<bool> sets_allclose;
+  int cond_counterexamples = 0, well_conditioned = 0, ill_conditioned = 0;
   double emulated_gap = 0, fused_seconds = 0;
   nlohmann::json counterexamples = nlohmann::json::array();
   {  // compile every kernel before anything is timed
     const engine::Inputs warm = inputs_for(g, heavy, seed, 0);
     fused->run(g, warm);
-    fused_emulated->run(g, warm);
+    if (fused_emulated) fused_emulated->run(g, warm);
   }
-  Progress progress(fmt::format("B {} {} {}", chain.name, dtype_name(dtype), heavy ? "heavy" : "uniform"), sets);
+  Progress progress(
+      fmt::format("B {} {} {}", chain.name, dtype_name(dtype), heavy ? "heavy" : "uniform"), sets);
   // A set's accuracy work (its inputs, the fp64 reference, the error statistics) is
   // single-threaded and independent of the other sets': it runs on every core, a batch of sets at
   // a time. The executors run between those phases with the machine to themselves, so the fused
@@ -144,8 +278,11 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
   cpu::ThreadPool accuracy_pool(int(std::max(1u, std::thread::hardware_concurrency())));
   struct SetWork {
     engine::Inputs in;
-    Tensor ref, eager, fused, fused_emulated;
+    Tensor ref, bound, eager, fused, fused_emulated;
     ErrorStats eager_stats, fused_stats;
+    std::vector<double> eager_conditioned, fused_conditioned;
+    SetFigures eager_figures, fused_figures;
+    bool allclose = false;
     double emulated_gap = 0;
   };
   for (auto _ : state) {
@@ -156,21 +293,30 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
       accuracy_pool.parallel_for(batch_end - batch, [&](std::int64_t k) {
         SetWork& w = work[std::size_t(k)];
         w.in = inputs_for(g, heavy, seed, std::uint64_t(batch + k));
-        w.ref = engine::fp64_reference(g, w.in)[0];
+        engine::BoundedReference bounded = engine::fp64_reference_with_bound(g, w.in);
+        w.ref = std::move(bounded.outputs[0]);
+        w.bound = std::move(bounded.bounds[0]);
       });
       for (int s = batch; s < batch_end; ++s) {
         SetWork& w = slot(s);
         w.eager = eager->run(g, w.in).outputs[0];
         const auto start = std::chrono::steady_clock::now();
         w.fused = fused->run(g, w.in).outputs[0];
-        fused_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        w.fused_emulated = fused_emulated->run(g, w.in).outputs[0];
+        fused_seconds +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (fused_emulated) w.fused_emulated = fused_emulated->run(g, w.in).outputs[0];
       }
       accuracy_pool.parallel_for(batch_end - batch, [&](std::int64_t k) {
         SetWork& w = work[std::size_t(k)];
-        w.emulated_gap = double(ulp_diff(w.fused_emulated, w.eager).max_distance);
+        w.emulated_gap =
+            fused_emulated ? double(ulp_diff(w.fused_emulated, w.eager).max_distance) : -1;
         w.eager_stats = error_stats(w.eager, w.ref);
         w.fused_stats = error_stats(w.fused, w.ref);
+        w.eager_conditioned = engine::conditioned_error(w.eager, w.ref, w.bound);
+        w.fused_conditioned = engine::conditioned_error(w.fused, w.ref, w.bound);
+        w.eager_figures = set_figures(w.eager, w.ref, w.eager_stats, w.eager_conditioned);
+        w.fused_figures = set_figures(w.fused, w.ref, w.fused_stats, w.fused_conditioned);
+        w.allclose = allclose(w.fused, w.eager, 1e-4);
       });
       for (int s = batch; s < batch_end; ++s) {
         SetWork& w = slot(s);
@@ -179,6 +325,14 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
         emulated_gap = std::max(emulated_gap, w.emulated_gap);
         eager_set_max.push_back(es.ulp_error.max);
         fused_set_max.push_back(fs.ulp_error.max);
+        eager_sets.push_back(w.eager_figures);
+        fused_sets.push_back(w.fused_figures);
+        sets_allclose.push_back(w.allclose);
+        eager_conditioned.insert(eager_conditioned.end(), w.eager_conditioned.begin(),
+                                 w.eager_conditioned.end());
+        fused_conditioned.insert(fused_conditioned.end(), w.fused_conditioned.begin(),
+                                 w.fused_conditioned.end());
+        cond_counterexamples += w.fused_figures.cond_max > w.eager_figures.cond_max;
         if (fs.ulp_error.max > es.ulp_error.max) {
           // Localise: per op, the max ULP error of each path's intermediates against fp64; the first
           // op (in graph order) where fused is worse.
@@ -195,11 +349,30 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
             ops.push_back({{"op", n.name}, {"eager_ulp_max", ue}, {"fused_ulp_max", uf}});
             if (first.empty() && uf > ue) first = n.name;
           }
-          counterexamples.push_back({{"set", s}, {"seed", seed}, {"stream_base", std::uint64_t(s) * 64},
-                                     {"element", fs.ulp_error.max_index}, {"fused_ulp_max", fs.ulp_error.max},
-                                     {"eager_ulp_max", es.ulp_error.max}, {"fused_value", w.fused.value_at(fs.ulp_error.max_index)},
-                                     {"reference_value", w.ref.value_at(fs.ulp_error.max_index)},
-                                     {"first_divergent_op", first.empty() ? "(final rounding)" : first}, {"ops", ops}});
+          const std::int64_t at = fs.ulp_error.max_index;
+          const double bound = w.bound.value_at(at),
+                       condition = engine::condition_of(bound, w.ref.value_at(at), dtype);
+          const bool ill = !(condition <= kIllConditioned);
+          (ill ? ill_conditioned : well_conditioned) += 1;
+          counterexamples.push_back(
+              {{"set", s},
+               {"seed", seed},
+               {"stream_base", std::uint64_t(s) * 64},
+               {"error_bound", bound},
+               {"condition",
+                std::isfinite(condition) ? nlohmann::json(condition) : nlohmann::json("inf")},
+               {"conditioning", ill ? "ill" : "well"},
+               {"fused_cond_error", w.fused_conditioned[std::size_t(at)]},
+               {"eager_cond_error", w.eager_conditioned[std::size_t(at)]},
+               {"fused_cond_max", w.fused_figures.cond_max},
+               {"eager_cond_max", w.eager_figures.cond_max},
+               {"element", fs.ulp_error.max_index},
+               {"fused_ulp_max", fs.ulp_error.max},
+               {"eager_ulp_max", es.ulp_error.max},
+               {"fused_value", w.fused.value_at(fs.ulp_error.max_index)},
+               {"reference_value", w.ref.value_at(fs.ulp_error.max_index)},
+               {"first_divergent_op", first.empty() ? "(final rounding)" : first},
+               {"ops", ops}});
         }
         refs.push_back(w.ref);
         eager_out.push_back(w.eager);
@@ -230,11 +403,36 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
   state.counters["fused_le_eager_p99"] = fs.ulp_error.p99 <= es.ulp_error.p99 ? 1 : 0;
   state.counters["fused_le_eager_max"] = fs.ulp_error.max <= es.ulp_error.max ? 1 : 0;
   state.counters["counterexamples"] = double(counterexamples.size());
-  state.counters["emulated_vs_eager_max_ulp"] = emulated_gap;
-  write_evidence(config, name, {{"chain", chain.name}, {"dtype", dtype_name(dtype)},
-                                {"distribution", heavy ? "N(0,3^2) with 0.1% outliers x20" : "U(-1,1)"},
-                                {"eager_set_max_ulp", eager_set_max}, {"fused_set_max_ulp", fused_set_max},
-                                {"counterexamples", counterexamples}});
+  state.counters["emulated_vs_eager_max_ulp"] = fused_emulated ? emulated_gap : -1;
+  const double eager_cond_p99 = finite_percentile(eager_conditioned, 0.99),
+               fused_cond_p99 = finite_percentile(fused_conditioned, 0.99);
+  const double eager_cond_max = finite_max(eager_conditioned),
+               fused_cond_max = finite_max(fused_conditioned);
+  state.counters["eager_cond_p50"] = finite_percentile(eager_conditioned, 0.5);
+  state.counters["eager_cond_p99"] = eager_cond_p99;
+  state.counters["eager_cond_max"] = eager_cond_max;
+  state.counters["fused_cond_p50"] = finite_percentile(fused_conditioned, 0.5);
+  state.counters["fused_cond_p99"] = fused_cond_p99;
+  state.counters["fused_cond_max"] = fused_cond_max;
+  state.counters["fused_le_eager_cond_p99"] = fused_cond_p99 <= eager_cond_p99 ? 1 : 0;
+  state.counters["fused_le_eager_cond_max"] = fused_cond_max <= eager_cond_max ? 1 : 0;
+  state.counters["cond_counterexamples"] = cond_counterexamples;
+  state.counters["counterexamples_well_conditioned"] = well_conditioned;
+  state.counters["counterexamples_ill_conditioned"] = ill_conditioned;
+  write_evidence(config, name,
+                 {{"chain", chain.name},
+                  {"dtype", dtype_name(dtype)},
+                  {"distribution", heavy ? "N(0,3^2) with 0.1% outliers x20" : "U(-1,1)"},
+                  {"eager_set_max_ulp", eager_set_max},
+                  {"fused_set_max_ulp", fused_set_max},
+                  {"counterexamples", counterexamples},
+                  {"ill_conditioned_above", kIllConditioned},
+                  {"per_set",
+                   {{"schema", "fusebench.B.per_set/1"},
+                    {"sets", sets},
+                    {"eager", set_columns(eager_sets)},
+                    {"fused", set_columns(fused_sets)},
+                    {"fused_allclose_eager_1e-4", sets_allclose}}}});
 }
 }  // namespace
 
@@ -243,16 +441,20 @@ void register_benchmarks(const SuiteConfig& config) {
   for (std::size_t c = 0; c < all.size(); ++c) {
     for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
       for (bool heavy : {false, true}) {
-        const std::string name = fmt::format("B/chain:{}/dtype:{}/dist:{}/device:{}", all[c].name, dtype_name(dtype),
-                                             heavy ? "heavy" : "uniform", config.device);
         const Chain chain = all[c];
-        benchmark::RegisterBenchmark(name.c_str(), [name, chain, c, dtype, heavy, config](benchmark::State& s) {
-          try {
-            run_case(s, name, chain, c, dtype, heavy, config);
-          } catch (const std::exception& e) {
-            s.SkipWithError(e.what());
-          }
-        })->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+        const Axes axes = Axes()
+                              .add("chain", chain.name)
+                              .add("dtype", dtype_name(dtype))
+                              .add("dist", heavy ? "heavy" : "uniform")
+                              .add("device", config.device);
+        register_case(
+            "B", axes,
+            [chain, c, dtype, heavy, config](benchmark::State& s, const std::string& name) {
+              run_case(s, name, chain, c, dtype, heavy, config);
+            })
+            ->Iterations(1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
       }
     }
   }

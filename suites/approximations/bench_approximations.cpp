@@ -4,10 +4,14 @@
 // Axes: op x dtype (f16, bf16, f32) x mode x iterations (IEEE has no iterations: one entry).
 // Counters: ULP error P50 / P99 / max / mean and the share of correctly rounded results
 // (integer ULP distance 0 to the rounded reference); the histogram goes to the dump directory.
+// The IEEE rows also compare the compiled op with the device's eager op (fused_vs_eager_*): on a
+// framework, where no Newton knob exists, that and the emitted code are what can be tested.
 #include <map>
 
+#include "fusebench/compare.hpp"
 #include "fusebench/error_stats.hpp"
 #include "fusebench/rng.hpp"
+#include "support/cases.hpp"
 #include "support/engine_support.hpp"
 #if defined(FUSEBENCH_HAVE_CUDA)
 #include "codegen.hpp"
@@ -18,18 +22,21 @@
 namespace fusebench::suite {
 
 namespace {
-void run_case(benchmark::State& state, const std::string& name, bool div, DType dtype, engine::ApproxMode mode, int iterations,
-              const Shape& shape, const SuiteConfig& config) {
+void run_case(benchmark::State& state, const std::string& name, bool div, DType dtype,
+              engine::ApproxMode mode, int iterations, const Shape& shape,
+              const SuiteConfig& config) {
   engine::Graph g;
   const auto x = g.input("x", shape, dtype);
   const auto y = g.input("y", shape, dtype);
   g.mark_output(div ? g.div(x, y) : g.rsqrt(x));
-  engine::Inputs in = {{"x", random_uniform(dtype, shape, 0.01, 100, 31)}, {"y", random_uniform(dtype, shape, 0.01, 100, 32)}};
+  engine::Inputs in = {{"x", random_uniform(dtype, shape, 0.01, 100, 31)},
+                       {"y", random_uniform(dtype, shape, 0.01, 100, 32)}};
   engine::EngineOptions o;
   (div ? o.div : o.rsqrt) = mode;
   (div ? o.div_newton_iters : o.rsqrt_newton_iters) = iterations;
   auto executor = make_executor(config, true, o);
-  const Tensor out = executor->run(g, in).outputs[0];
+  const engine::RunResult first = executor->run(g, in);
+  const Tensor out = first.outputs[0];
   for (auto _ : state) {
     auto result = executor->run(g, in);
     benchmark::DoNotOptimize(result.outputs[0].raw_data());
@@ -41,9 +48,28 @@ void run_case(benchmark::State& state, const std::string& name, bool div, DType 
   state.counters["ulp_p99"] = stats.ulp_error.p99;
   state.counters["ulp_max"] = stats.ulp_error.max;
   state.counters["ulp_mean"] = stats.ulp_error.mean;
-  state.counters["frac_correctly_rounded"] = double(stats.ulp_histogram.counts[0]) / double(out.numel());
+  state.counters["frac_correctly_rounded"] =
+      double(stats.ulp_histogram.counts[0]) / double(out.numel());
   nlohmann::json hist = stats.ulp_histogram.counts;
-  write_evidence(config, name, {{"integer_ulp_histogram", hist}, {"rel_err_max", stats.rel.max}});
+  nlohmann::json evidence = {{"integer_ulp_histogram", hist}, {"rel_err_max", stats.rel.max}};
+  if (mode == engine::ApproxMode::Ieee) {
+    // The compiled op against the device's own eager op (a framework's eager kernels are what its
+    // users compare with) and both against the correctly rounded value: fused_vs_eager_* and
+    // eager_*. The fused trace (a framework's generated code or optimized HLO) is the evidence of
+    // what the compiler emitted.
+    const Tensor eager = make_executor(config, false, o)->run(g, in).outputs[0];
+    const auto between = ulp_diff(out, eager, {.histogram_bins = 1});
+    const auto eager_stats = error_stats(eager, reference, {.histogram_bins = 8});
+    state.counters["fused_vs_eager_frac_equal"] =
+        double(between.histogram.counts[0]) / double(out.numel());
+    state.counters["fused_vs_eager_ulp_max"] = double(between.max_distance);
+    state.counters["eager_ulp_max"] = eager_stats.ulp_error.max;
+    state.counters["eager_frac_correctly_rounded"] =
+        double(eager_stats.ulp_histogram.counts[0]) / double(out.numel());
+    evidence["fused_trace"] = nlohmann::json::array();
+    for (const auto& k : first.trace) evidence["fused_trace"].push_back(k.to_json());
+  }
+  write_evidence(config, name, evidence);
 }
 }  // namespace
 
@@ -52,8 +78,9 @@ void run_case(benchmark::State& state, const std::string& name, bool div, DType 
 // named architecture and disassembled (no GPU needed): the approximate instructions (MUFU.RSQ,
 // MUFU.RCP) and the floating-point arithmetic each Newton step adds. The timed loop is the kernel
 // cache's hit path.
-void run_sass_case(benchmark::State& state, const std::string& name, bool div, engine::ApproxMode mode, int iterations,
-                   const std::string& arch, const SuiteConfig& config) {
+void run_sass_case(benchmark::State& state, const std::string& name, bool div,
+                   engine::ApproxMode mode, int iterations, const std::string& arch,
+                   const SuiteConfig& config) {
   engine::Graph g;
   const auto x = g.input("x", {4096}, DType::f32);
   const auto y = g.input("y", {4096}, DType::f32);
@@ -65,16 +92,23 @@ void run_sass_case(benchmark::State& state, const std::string& name, bool div, e
   const auto kernels = cuda::compile_graph(g, o, arch, cache);
   const cuda::CompiledKernel& k = kernels.at(0);
   const cuda::SassListing sass = cuda::disassemble_cubin(k.cubin.library);
-  for (const char* opcode : {"MUFU.RSQ", "MUFU.RCP", "FFMA", "FMUL", "FADD"}) state.counters[opcode] = sass.count(opcode);
+  for (const char* opcode : {"MUFU.RSQ", "MUFU.RCP", "FFMA", "FMUL", "FADD"})
+    state.counters[opcode] = sass.count(opcode);
   state.counters["instructions"] = double(sass.instructions.size());
   for (auto _ : state) {
     auto hit = cuda::compile_graph(g, o, arch, cache);
     benchmark::DoNotOptimize(hit.data());
   }
-  write_evidence(config, name, {{"arch", arch}, {"nvrtc", cuda::nvrtc_identity()}, {"knobs", o.to_json()},
-                                {"lowering", k.kernel.code.lowering}, {"cubin_sha256", k.cubin.sha256}, {"cache_key", k.cubin.key},
-                                {"compile_ms", k.cubin.hit ? 0.0 : k.cubin.compile_ms}, {"source", k.cubin.source.string()},
-                                {"sass", sass.to_json()}});
+  write_evidence(config, name,
+                 {{"arch", arch},
+                  {"nvrtc", cuda::nvrtc_identity()},
+                  {"knobs", o.to_json()},
+                  {"lowering", k.kernel.code.lowering},
+                  {"cubin_sha256", k.cubin.sha256},
+                  {"cache_key", k.cubin.key},
+                  {"compile_ms", k.cubin.hit ? 0.0 : k.cubin.compile_ms},
+                  {"source", k.cubin.source.string()},
+                  {"sass", sass.to_json()}});
 }
 #endif
 
@@ -93,14 +127,15 @@ void register_benchmarks(const SuiteConfig& config) {
       for (int iterations = 0; iterations <= 3; ++iterations) {
         if (m.mode == engine::ApproxMode::Ieee && iterations > 0) continue;
         for (const std::string& arch : cuda::kEvidenceArchitectures) {
-          const std::string name = fmt::format("SASS/C3/op:{}/dtype:f32/mode:{}/iters:{}/arch:{}", div ? "div" : "rsqrt", m.name,
-                                               iterations, arch);
-          benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
-            try {
-              run_sass_case(s, name, div, m.mode, iterations, arch, config);
-            } catch (const std::exception& e) {
-              s.SkipWithError(e.what());  // an NVRTC or cuobjdump failure: reported, the suite goes on
-            }
+          // an NVRTC or cuobjdump failure skips the case with its message; the suite goes on
+          const Axes axes = Axes()
+                                .add("op", div ? "div" : "rsqrt")
+                                .add("dtype", "f32")
+                                .add("mode", m.name)
+                                .add("iters", iterations)
+                                .add("arch", arch);
+          register_case("SASS/C3", axes, [=](benchmark::State& s, const std::string& name) {
+            run_sass_case(s, name, div, m.mode, iterations, arch, config);
           })->Unit(benchmark::kMicrosecond);
         }
       }
@@ -111,16 +146,17 @@ void register_benchmarks(const SuiteConfig& config) {
     for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
       for (const Mode& m : modes) {
         for (int iterations = 0; iterations <= 3; ++iterations) {
-          if (m.mode == engine::ApproxMode::Ieee && iterations > 0) continue;  // IEEE has no iteration count
-          const std::string name = fmt::format("C3/op:{}/dtype:{}/mode:{}/iters:{}/shape:{}x{}/device:{}",
-                                               div ? "div" : "rsqrt", dtype_name(dtype), m.name, iterations, shape[0],
-                                               shape[1], config.device);
-          benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
-            try {  // a knob the device cannot realise skips with its reason ("n/a on <device>: ...")
-              run_case(s, name, div, dtype, m.mode, iterations, shape, config);
-            } catch (const std::exception& e) {
-              s.SkipWithError(e.what());
-            }
+          // IEEE has no iteration count
+          if (m.mode == engine::ApproxMode::Ieee && iterations > 0) continue;
+          const Axes axes = Axes()
+                                .add("op", div ? "div" : "rsqrt")
+                                .add("dtype", dtype_name(dtype))
+                                .add("mode", m.name)
+                                .add("iters", iterations)
+                                .add("shape", shape_text(shape))
+                                .add("device", config.device);
+          register_case("C3", axes, [=](benchmark::State& s, const std::string& name) {
+            run_case(s, name, div, dtype, m.mode, iterations, shape, config);
           })->Unit(benchmark::kMicrosecond);
         }
       }

@@ -16,9 +16,9 @@
 
 #include "codegen.hpp"
 #include "cuda_device.hpp"
-#include "fusebench/rng.hpp"
-#include "fusebench/engine/emit_cuda.hpp"
+#include "cuda_renderer.hpp"
 #include "fusebench/engine/planner.hpp"
+#include "fusebench/rng.hpp"
 #include "nvrtc_compiler.hpp"
 #include "sass.hpp"
 #include "support/engine_support.hpp"
@@ -40,22 +40,25 @@ KernelCase kernel_case(const std::string& name) {
   engine::Graph& g = c.graph;
   if (name == "chain-f16") {
     std::vector<engine::NodeId> x;
-    for (int i = 0; i < 4; ++i) x.push_back(g.input(fmt::format("x{}", i), {8, 2048, 4096}, DType::f16));
+    for (int i = 0; i < 4; ++i)
+      x.push_back(g.input(fmt::format("x{}", i), {8, 2048, 4096}, DType::f16));
     g.mark_output(g.mul(g.gelu(g.add(g.mul(x[0], x[1]), x[2])), x[3]));
   } else {
     const auto x = g.input("x", {8, 2048, 4096}, DType::f16);
-    g.mark_output(g.gelu(g.layernorm(x, g.input("w", {4096}, DType::f16), g.input("b", {4096}, DType::f16))));
+    g.mark_output(
+        g.gelu(g.layernorm(x, g.input("w", {4096}, DType::f16), g.input("b", {4096}, DType::f16))));
   }
   return c;
 }
 
 std::string source_of(const KernelCase& c) {
   const auto plan = engine::plan_fusion(c.graph);
-  return engine::emit_cuda_kernel(c.graph, plan.kernels.at(0), engine::EngineOptions{}).code.source;
+  return cuda::emit_cuda_kernel(c.graph, plan.kernels.at(0), engine::EngineOptions{}).code.source;
 }
 
 fs::path fresh_dir(const std::string& tag) {
-  const fs::path dir = fs::temp_directory_path() / fmt::format("fusebench-nvrtc-bench-{}-{}", ::getpid(), tag);
+  const fs::path dir =
+      fs::temp_directory_path() / fmt::format("fusebench-nvrtc-bench-{}-{}", ::getpid(), tag);
   fs::remove_all(dir);
   return dir;
 }
@@ -103,8 +106,9 @@ void cache_hit(benchmark::State& state, const std::string& kernel, const std::st
     hits += hit.hit ? 1 : 0;
     benchmark::DoNotOptimize(hit.sha256.data());
   }
-  const double hit_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
-                        double(std::max<std::int64_t>(1, state.iterations()));
+  const double hit_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
+      double(std::max<std::int64_t>(1, state.iterations()));
   if (hits != std::int64_t(state.iterations())) state.SkipWithError("a lookup missed the cache");
   state.counters["hit_ms"] = hit_ms;
   state.counters["cold_compile_ms"] = cold.compile_ms;
@@ -118,7 +122,8 @@ double g_copy_bytes_per_second = 0;  // measured by GPU/copy, registered before 
 
 void gpu_copy(benchmark::State& state, std::int64_t bytes) {
   void *src = nullptr, *dst = nullptr;
-  if (cudaMalloc(&src, std::size_t(bytes)) != cudaSuccess || cudaMalloc(&dst, std::size_t(bytes)) != cudaSuccess) {
+  if (cudaMalloc(&src, std::size_t(bytes)) != cudaSuccess ||
+      cudaMalloc(&dst, std::size_t(bytes)) != cudaSuccess) {
     state.SkipWithError("cudaMalloc failed");
     cudaFree(src);
     return;
@@ -138,13 +143,15 @@ void gpu_copy(benchmark::State& state, std::int64_t bytes) {
     state.SetIterationTime(double(ms) / 1000);
     seconds += double(ms) / 1000;
   }
-  if (seconds > 0) g_copy_bytes_per_second = double(2 * bytes) * double(state.iterations()) / seconds;
+  if (seconds > 0)
+    g_copy_bytes_per_second = double(2 * bytes) * double(state.iterations()) / seconds;
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   cudaFree(src);
   cudaFree(dst);
   state.SetBytesProcessed(std::int64_t(state.iterations()) * 2 * bytes);  // read + written
-  state.counters["copy_bytes_per_second"] = benchmark::Counter(double(2 * bytes), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["copy_bytes_per_second"] =
+      benchmark::Counter(double(2 * bytes), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void gpu_graph(benchmark::State& state, const std::string& kernel, bool fused, const Shape& shape) {
@@ -160,12 +167,15 @@ void gpu_graph(benchmark::State& state, const std::string& kernel, bool fused, c
     g.mark_output(g.mul(g.gelu(g.add(g.mul(x[0], x[1]), x[2])), x[3]));
   } else {
     const Shape row = {shape.back()};
-    g.mark_output(g.gelu(g.layernorm(g.input("x", shape, DType::f16), g.input("w", row, DType::f16), g.input("b", row, DType::f16))));
-    in = {{"x", random_uniform(DType::f16, shape, -2, 2, 2)}, {"w", random_uniform(DType::f16, row, 0.5, 1.5, 3)},
+    g.mark_output(g.gelu(g.layernorm(g.input("x", shape, DType::f16), g.input("w", row, DType::f16),
+                                     g.input("b", row, DType::f16))));
+    in = {{"x", random_uniform(DType::f16, shape, -2, 2, 2)},
+          {"w", random_uniform(DType::f16, row, 0.5, 1.5, 3)},
           {"b", random_uniform(DType::f16, row, -0.5, 0.5, 4)}};
   }
   auto device = engine::make_device("cuda");
-  auto executor = fused ? device->fused(engine::EngineOptions{}) : device->eager(engine::EngineOptions{});
+  auto executor =
+      fused ? device->fused(engine::EngineOptions{}) : device->eager(engine::EngineOptions{});
   executor->run(g, in);  // compiles (fused) and warms up
   double bytes = 0;
   for (auto _ : state) {
@@ -180,16 +190,18 @@ void gpu_graph(benchmark::State& state, const std::string& kernel, bool fused, c
   }
   state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(bytes));
   state.counters["kernel_bytes"] = bytes;
-  state.counters["share_of_copy"] = benchmark::Counter(
-      g_copy_bytes_per_second > 0 ? bytes / g_copy_bytes_per_second : 0, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["share_of_copy"] =
+      benchmark::Counter(g_copy_bytes_per_second > 0 ? bytes / g_copy_bytes_per_second : 0,
+                         benchmark::Counter::kIsIterationInvariantRate);
 }
 }  // namespace
 
 void register_benchmarks(const SuiteConfig& config) {
   for (const char* kernel : {"chain-f16", "layernorm-gelu-f16"}) {
     for (const std::string& arch : cuda::kEvidenceArchitectures) {
-      benchmark::RegisterBenchmark(fmt::format("NVRTC/cold/kernel:{}/arch:{}", kernel, arch).c_str(),
-                                   [=](benchmark::State& s) { cold_compile(s, kernel, arch); })
+      benchmark::RegisterBenchmark(
+          fmt::format("NVRTC/cold/kernel:{}/arch:{}", kernel, arch).c_str(),
+          [=](benchmark::State& s) { cold_compile(s, kernel, arch); })
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
       benchmark::RegisterBenchmark(fmt::format("NVRTC/hit/kernel:{}/arch:{}", kernel, arch).c_str(),
@@ -207,12 +219,15 @@ void register_benchmarks(const SuiteConfig& config) {
   benchmark::AddCustomContext("fusebench_gpu", cuda::device_architecture());
   const Shape shape = config.quick() ? Shape{8, 512, 4096} : Shape{8, 2048, 4096};
   const std::int64_t copy_bytes = shape_numel(shape) * 2;
-  benchmark::RegisterBenchmark(fmt::format("GPU/copy/bytes:{}", copy_bytes).c_str(), [=](benchmark::State& s) { gpu_copy(s, copy_bytes); })
+  benchmark::RegisterBenchmark(fmt::format("GPU/copy/bytes:{}", copy_bytes).c_str(),
+                               [=](benchmark::State& s) { gpu_copy(s, copy_bytes); })
       ->UseManualTime()
       ->Unit(benchmark::kMicrosecond);
   for (const char* kernel : {"chain-f16", "layernorm-gelu-f16"}) {
     for (bool fused : {false, true}) {
-      benchmark::RegisterBenchmark(fmt::format("GPU/{}/exec:{}/shape:{}", kernel, fused ? "fused" : "eager", shape_string(shape)).c_str(),
+      benchmark::RegisterBenchmark(fmt::format("GPU/{}/exec:{}/shape:{}", kernel,
+                                               fused ? "fused" : "eager", shape_string(shape))
+                                       .c_str(),
                                    [=](benchmark::State& s) { gpu_graph(s, kernel, fused, shape); })
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);

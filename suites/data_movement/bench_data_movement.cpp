@@ -8,6 +8,7 @@
 
 #include "fusebench/compare.hpp"
 #include "fusebench/rng.hpp"
+#include "support/cases.hpp"
 #include "support/engine_support.hpp"
 
 namespace fusebench::suite {
@@ -27,35 +28,52 @@ struct Subgraph {
 std::vector<Subgraph> subgraphs() {
   return {
       {"transpose", [](Graph& g, NodeId x, const Shape&, DType) { return g.transpose(x, 1, 2); }},
-      {"reshape", [](Graph& g, NodeId x, const Shape& s, DType) { return g.reshape(x, {s[0] * s[1], s[2]}); }},
-      {"slice", [](Graph& g, NodeId x, const Shape& s, DType) { return g.slice(x, 2, 1, s[2] - 1); }},
-      {"concat", [](Graph& g, NodeId x, const Shape&, DType) { return g.concat({x, x}, 1); }},
-      {"split", [](Graph& g, NodeId x, const Shape& s, DType) { return g.split(x, 2, {s[2] / 4, s[2] - s[2] / 4})[1]; }},
-      {"broadcast", [](Graph& g, NodeId x, const Shape& s, DType) {
+      {"reshape",
+       [](Graph& g, NodeId x, const Shape& s, DType) {
+         return g.reshape(x, {s[0] * s[1], s[2]});
+       }},
+      {"slice",
+       [](Graph& g, NodeId x, const Shape& s, DType) { return g.slice(x, 2, 1, s[2] - 1); }},
+      {"concat",
+       [](Graph& g, NodeId x, const Shape&, DType) {
+         return g.concat({x, x}, 1);
+       }},
+      {"split",
+       [](Graph& g, NodeId x, const Shape& s, DType) {
+         return g.split(x, 2, {s[2] / 4, s[2] - s[2] / 4})[1];
+       }},
+      {"broadcast",
+       [](Graph& g, NodeId x, const Shape& s, DType) {
          return g.expand(g.slice(x, 1, 0, 1), {s[0], s[1], s[2]});
        }},
-      {"transpose_concat", [](Graph& g, NodeId x, const Shape&, DType) {
+      {"transpose_concat",
+       [](Graph& g, NodeId x, const Shape&, DType) {
          return g.concat({g.transpose(x, 1, 2), g.transpose(x, 1, 2)}, 2);
        }},
-      {"slice_broadcast_concat", [](Graph& g, NodeId x, const Shape& s, DType) {
+      {"slice_broadcast_concat",
+       [](Graph& g, NodeId x, const Shape& s, DType) {
          return g.concat({g.expand(g.slice(x, 1, 0, 1), {s[0], 4, s[2]}), x}, 1);
        }},
-      {"split_transpose_concat", [](Graph& g, NodeId x, const Shape& s, DType) {
+      {"split_transpose_concat",
+       [](Graph& g, NodeId x, const Shape& s, DType) {
          const auto parts = g.split(x, 1, {s[1] / 2, s[1] - s[1] / 2});
          return g.concat({g.transpose(parts[0], 1, 2), g.transpose(parts[1], 1, 2)}, 2);
        }},
-      {"promote_concat_f32", [](Graph& g, NodeId x, const Shape& s, DType) {
+      {"promote_concat_f32",
+       [](Graph& g, NodeId x, const Shape& s, DType) {
          const auto y = g.input("y_f32", s, DType::f32);
          return g.concat({x, y}, 2);
        }},
-      {"promote_concat_f16_bf16", [](Graph& g, NodeId x, const Shape& s, DType d) {
+      {"promote_concat_f16_bf16",
+       [](Graph& g, NodeId x, const Shape& s, DType d) {
          const auto y = g.input("y_other", s, d == DType::f16 ? DType::bf16 : DType::f16);
          return g.concat({g.transpose(x, 1, 2), g.transpose(y, 1, 2)}, 1);
        }},
   };
 }
 
-void run_case(benchmark::State& state, const std::string& name, const Subgraph& sub, DType dtype, const Shape& shape, const SuiteConfig& config) {
+void run_case(benchmark::State& state, const std::string& name, const Subgraph& sub, DType dtype,
+              const Shape& shape, const SuiteConfig& config) {
   Graph g;
   const NodeId x = g.input("x", shape, dtype);
   g.mark_output(sub.build(g, x, shape, dtype));
@@ -79,27 +97,30 @@ void run_case(benchmark::State& state, const std::string& name, const Subgraph& 
   state.counters["kernels"] = double(fused_result.trace.size());
   state.counters["promoted"] = out.dtype() != dtype ? 1 : 0;
   if (!equal.equal) {
-    write_evidence(config, name, {{"first_mismatch_indices", equal.first_mismatch_indices},
-                                                 {"fused_trace", fused_result.trace[0].to_json()}});
+    write_evidence(config, name,
+                   {{"first_mismatch_indices", equal.first_mismatch_indices},
+                    {"fused_trace", fused_result.trace[0].to_json()}});
   }
 }
 }  // namespace
 
 void register_benchmarks(const SuiteConfig& config) {
-  const std::vector<Shape> shapes = config.quick() ? std::vector<Shape>{{2, 16, 32}, {4, 256, 512}}
-                                                   : std::vector<Shape>{{2, 16, 32}, {4, 256, 512}, {8, 2048, 4096}};
+  const std::vector<Shape> shapes =
+      config.quick() ? std::vector<Shape>{{2, 16, 32}, {4, 256, 512}}
+                     : std::vector<Shape>{{2, 16, 32}, {4, 256, 512}, {8, 2048, 4096}};
   for (const auto& sub : subgraphs()) {
     for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
       for (const Shape& shape : shapes) {
-        const std::string name = fmt::format("D/subgraph:{}/dtype:{}/shape:{}x{}x{}/device:{}", sub.name, dtype_name(dtype),
-                                             shape[0], shape[1], shape[2], config.device);
-        benchmark::RegisterBenchmark(name.c_str(), [name, sub, dtype, shape, config](benchmark::State& s) {
-          try {  // a knob the device cannot realise skips with its reason ("n/a on <device>: ...")
-            run_case(s, name, sub, dtype, shape, config);
-          } catch (const std::exception& e) {
-            s.SkipWithError(e.what());
-          }
-        })->Unit(benchmark::kMicrosecond);
+        const Axes axes = Axes()
+                              .add("subgraph", sub.name)
+                              .add("dtype", dtype_name(dtype))
+                              .add("shape", shape_text(shape))
+                              .add("device", config.device);
+        register_case("D", axes,
+                      [sub, dtype, shape, config](benchmark::State& s, const std::string& name) {
+                        run_case(s, name, sub, dtype, shape, config);
+                      })
+            ->Unit(benchmark::kMicrosecond);
       }
     }
   }

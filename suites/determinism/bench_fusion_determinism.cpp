@@ -6,7 +6,11 @@
 //      `runs` times keeping each output's MD5;
 //   3. clear the kernel cache, start a fresh process (this binary, --determinism-round2), which
 //      recompiles and runs `runs` times again;
-//   4. a negative control that must be caught: a third process with FMA contraction flipped.
+//   4. a negative control that must be caught: a third process with one compile option flipped,
+//      the first of these the device realises: FMA contraction (the engine; Inductor's
+//      cpp.enable_floating_point_contract_flag), per-op rounding (XLA: xla_allow_excess_precision;
+//      a torch.compile backend without Inductor has neither, so it has no control).
+//      negative_control_knob says which (1 contraction, 2 per-op rounding, -1 none).
 // Any device: the cold restart is the device's fused_cold (the engine: an emptied kernel cache;
 // Inductor: a fresh TORCHINDUCTOR_CACHE_DIR in a fresh worker process; XLA: a fresh process, no
 // persistent cache). A kernel's hash is its artifact's (the .so; XLA: the executable fingerprint),
@@ -15,11 +19,13 @@
 // .so's .text section; -1 where the device reports none): both can be stable where the binary is
 // not (Inductor's -g1 writes the cache directory's path into the .so's debug sections).
 // Counters: runs, distinct output hashes (expected 1), kernel hash stable (expected 1), max ULP of
-// round 2 against round 1 (expected 0), and whether the negative control was detected (kernel hash
-// and outputs). Time is the mean time of one run (manual timing).
+// round 2 against round 1 (expected 0), and whether the negative control was detected (by the
+// artifact's or the code's hash: control_artifact_differs, control_source_differs; and the
+// outputs). Time is the mean time of one run (manual timing).
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 
@@ -27,6 +33,7 @@
 #include "fusebench/hash.hpp"
 #include "fusebench/npy.hpp"
 #include "fusebench/rng.hpp"
+#include "support/cases.hpp"
 #include "support/engine_support.hpp"
 
 extern char** environ;
@@ -36,6 +43,34 @@ namespace fusebench::suite {
 namespace {
 namespace fs = std::filesystem;
 const char* const kInputs[] = {"x", "w", "b", "gamma", "beta"};
+
+// The option the negative control flips.
+enum class Control { none = -1, fma_contraction = 1, per_op_rounding = 2 };
+
+const char* control_name(Control c) {
+  switch (c) {
+    case Control::fma_contraction:
+      return "fma_contraction";
+    case Control::per_op_rounding:
+      return "emulate_per_op_rounding";
+    case Control::none:
+      break;
+  }
+  return "none";
+}
+
+Control parse_control(const std::string& name) {
+  for (Control c : {Control::fma_contraction, Control::per_op_rounding, Control::none}) {
+    if (name == control_name(c)) return c;
+  }
+  throw std::invalid_argument(fmt::format("determinism: unknown negative control '{}'", name));
+}
+
+engine::EngineOptions flipped(engine::EngineOptions o, Control c) {
+  if (c == Control::fma_contraction) o.fma_contraction = !o.fma_contraction;
+  if (c == Control::per_op_rounding) o.emulate_per_op_rounding = !o.emulate_per_op_rounding;
+  return o;
+}
 
 engine::Graph ffn_graph(DType dtype, const Shape& x_shape) {
   engine::Graph g;
@@ -58,8 +93,9 @@ struct Round {
 };
 
 // Runs the graph `runs` times on a fresh cache in `cache_dir`.
-Round run_round(const engine::Device& device, const engine::Graph& g, const engine::Inputs& in, const engine::EngineOptions& o,
-                const fs::path& cache_dir, int runs, const std::string& label) {
+Round run_round(const engine::Device& device, const engine::Graph& g, const engine::Inputs& in,
+                const engine::EngineOptions& o, const fs::path& cache_dir, int runs,
+                const std::string& label) {
   auto cold = device.fused_cold(o, cache_dir);
   auto& executor = *cold;
   Round round;
@@ -86,12 +122,28 @@ Round run_round(const engine::Device& device, const engine::Graph& g, const engi
 std::vector<std::string> text_hashes(const nlohmann::json& kernels) {
   std::vector<std::string> hashes;
   for (const auto& k : kernels) {
-    if (!k.contains("evidence") || !k["evidence"].is_object() || !k["evidence"].contains("kernels")) continue;
+    if (!k.contains("evidence") || !k["evidence"].is_object() || !k["evidence"].contains("kernels"))
+      continue;
     for (const auto& part : k["evidence"]["kernels"]) {
       if (part.contains("text_sha256")) hashes.push_back(part["text_sha256"].get<std::string>());
     }
   }
   return hashes;
+}
+
+// How often the kernels' binaries name their cache directory (Inductor's -g1 debug paths); -1
+// where the device reports nothing of the kind.
+double cache_dir_mentions(const nlohmann::json& kernels) {
+  double total = -1;
+  for (const auto& k : kernels) {
+    if (!k.contains("evidence") || !k["evidence"].is_object() || !k["evidence"].contains("kernels"))
+      continue;
+    for (const auto& part : k["evidence"]["kernels"]) {
+      if (part.contains("cache_dir_mentions"))
+        total = std::max(total, 0.0) + part["cache_dir_mentions"].get<double>();
+    }
+  }
+  return total;
 }
 
 engine::Inputs load_inputs(const fs::path& dir) {
@@ -101,11 +153,12 @@ engine::Inputs load_inputs(const fs::path& dir) {
 }
 
 // Round 2 in a fresh process: the same binary, which then runs child_round().
-Round spawn_round(const std::string& device, const fs::path& dir, DType dtype, int threads, int runs, bool flip_fma,
-                  const std::string& tag) {
-  const std::vector<std::string> args = {"/proc/self/exe", "--determinism-round2", device, dir.string(),
-                                         std::string(dtype_name(dtype)), std::to_string(threads), std::to_string(runs),
-                                         flip_fma ? "1" : "0", tag};
+Round spawn_round(const std::string& device, const fs::path& dir, DType dtype, int threads,
+                  int runs, Control control, const std::string& tag) {
+  const std::vector<std::string> args = {
+      "/proc/self/exe",     "--determinism-round2",         device,
+      dir.string(),         std::string(dtype_name(dtype)), std::to_string(threads),
+      std::to_string(runs), control_name(control),          tag};
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -116,7 +169,8 @@ Round spawn_round(const std::string& device, const fs::path& dir, DType dtype, i
   int status = 0;
   waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw std::runtime_error(fmt::format("determinism: round-2 process ({}) failed with status {}", tag, status));
+    throw std::runtime_error(
+        fmt::format("determinism: round-2 process ({}) failed with status {}", tag, status));
   }
   std::ifstream in(dir / (tag + ".json"));
   const auto j = nlohmann::json::parse(in);
@@ -133,8 +187,9 @@ Round spawn_round(const std::string& device, const fs::path& dir, DType dtype, i
 void run_case(benchmark::State& state, DType dtype, int threads, const SuiteConfig& config) {
   const Shape x_shape = config.quick() ? Shape{2, 64, 256} : Shape{8, 2048, 4096};
   const int runs = config.quick() ? 100 : 1000;
-  const fs::path dir = (config.dump_dir.empty() ? fs::temp_directory_path() / fmt::format("fusebench-A-{}", ::getpid())
-                                                : config.dump_dir) /
+  const fs::path dir = (config.dump_dir.empty()
+                            ? fs::temp_directory_path() / fmt::format("fusebench-A-{}", ::getpid())
+                            : config.dump_dir) /
                        fmt::format("A_{}_threads{}", dtype_name(dtype), threads);
   fs::create_directories(dir);
   const engine::Graph g = ffn_graph(dtype, x_shape);
@@ -145,54 +200,87 @@ void run_case(benchmark::State& state, DType dtype, int threads, const SuiteConf
                               {"b", random_uniform(dtype, {h}, -0.1, 0.1, 2024, 2)},
                               {"gamma", random_uniform(dtype, {h}, 0.5, 1.5, 2024, 3)},
                               {"beta", random_uniform(dtype, {h}, -0.5, 0.5, 2024, 4)}};
-  for (const char* name : kInputs) write_npy(dir / (std::string(name) + ".npy"), generated.at(name));
+  for (const char* name : kInputs)
+    write_npy(dir / (std::string(name) + ".npy"), generated.at(name));
   const engine::Inputs in = load_inputs(dir);
   bool reload_exact = true;
   for (const char* name : kInputs) reload_exact &= bit_equal(in.at(name), generated.at(name)).equal;
   engine::EngineOptions o;
   o.threads = threads;
   if (!realisable(state, config, true, o)) return;
-  engine::EngineOptions flipped = o;
-  flipped.fma_contraction = !o.fma_contraction;
-  const bool control_possible = not_applicable(config, true, flipped).empty();
+  Control control_knob = Control::none;
+  std::vector<std::string> control_refused;  // why each option could not serve, for the evidence
+  for (Control c : {Control::fma_contraction, Control::per_op_rounding}) {
+    const std::string why = not_applicable(config, true, flipped(o, c));
+    if (why.empty()) {
+      control_knob = c;
+      break;
+    }
+    control_refused.push_back(why);
+  }
+  const bool control_possible = control_knob != Control::none;
   for (auto _ : state) {
-    const Round first = run_round(device(config), g, in, o, dir / "cache_round1", runs,
-                                  fmt::format("A {} threads {} round 1 on {}", dtype_name(dtype), threads, config.device));
+    const Round first = run_round(
+        device(config), g, in, o, dir / "cache_round1", runs,
+        fmt::format("A {} threads {} round 1 on {}", dtype_name(dtype), threads, config.device));
     fs::remove_all(dir / "cache_round1");
-    const Round second = spawn_round(config.device, dir, dtype, threads, runs, false, "round2");
-    const Round control = control_possible ? spawn_round(config.device, dir, dtype, threads, 1, true, "control_fma") : Round{};
+    const Round second =
+        spawn_round(config.device, dir, dtype, threads, runs, Control::none, "round2");
+    const Round control = control_possible
+                              ? spawn_round(config.device, dir, dtype, threads, 1, control_knob,
+                                            std::string("control_") + control_name(control_knob))
+                              : Round{};
     state.SetIterationTime((first.seconds + second.seconds) / (2.0 * runs));
     std::set<std::string> all = first.output_md5;
     all.insert(second.output_md5.begin(), second.output_md5.end());
     const auto drift = ulp_diff(second.last_output, first.last_output);
-    const bool control_outputs_differ = control_possible && !bit_equal(control.last_output, first.last_output).equal;
+    const bool control_outputs_differ =
+        control_possible && !bit_equal(control.last_output, first.last_output).equal;
     state.counters["runs"] = 2.0 * runs;
     state.counters["distinct_hashes"] = double(all.size());
     state.counters["round1_distinct_hashes"] = double(first.output_md5.size());
     state.counters["kernel_hash_stable"] = second.kernel_sha256 == first.kernel_sha256 ? 1 : 0;
     state.counters["kernel_source_stable"] = second.source_sha256 == first.source_sha256 ? 1 : 0;
     state.counters["kernels"] = double(first.kernel_sha256.size());
-    const auto text1 = text_hashes(first.kernel_evidence), text2 = text_hashes(second.kernel_evidence);
+    const auto text1 = text_hashes(first.kernel_evidence),
+               text2 = text_hashes(second.kernel_evidence);
     state.counters["kernel_text_stable"] = text1.empty() ? -1 : (text1 == text2 ? 1 : 0);
+    state.counters["artifact_cache_dir_mentions"] = cache_dir_mentions(first.kernel_evidence);
     state.counters["max_ulp_vs_round1"] = double(drift.max_distance);
     state.counters["inputs_reload_exact"] = reload_exact ? 1 : 0;
-    // -1: the device cannot flip FMA contraction (no such knob), so there is no control.
-    state.counters["negative_control_detected"] = !control_possible ? -1 : (control.kernel_sha256 != first.kernel_sha256 ? 1 : 0);
-    state.counters["negative_control_outputs_differ"] = !control_possible ? -1 : (control_outputs_differ ? 1 : 0);
+    // -1: the device realises none of the control's options, so there is no control.
+    const bool artifact_differs = control.kernel_sha256 != first.kernel_sha256;
+    const bool source_differs = control.source_sha256 != first.source_sha256;
+    state.counters["negative_control_knob"] = double(int(control_knob));
+    state.counters["control_artifact_differs"] =
+        !control_possible ? -1 : (artifact_differs ? 1 : 0);
+    state.counters["control_source_differs"] = !control_possible ? -1 : (source_differs ? 1 : 0);
+    state.counters["negative_control_detected"] =
+        !control_possible ? -1 : (artifact_differs || source_differs ? 1 : 0);
+    state.counters["negative_control_outputs_differ"] =
+        !control_possible ? -1 : (control_outputs_differ ? 1 : 0);
     write_evidence(config, fmt::format("A_{}_threads{}", dtype_name(dtype), threads),
-                   {{"H_k0", first.kernel_sha256}, {"round2_kernel_sha256", second.kernel_sha256},
+                   {{"H_k0", first.kernel_sha256},
+                    {"round2_kernel_sha256", second.kernel_sha256},
                     {"control_kernel_sha256", control.kernel_sha256},
-                    {"source_sha256", first.source_sha256}, {"round2_source_sha256", second.source_sha256},
-                    {"round1_kernels", first.kernel_evidence}, {"round2_kernels", second.kernel_evidence},
+                    {"control_source_sha256", control.source_sha256},
+                    {"negative_control", control_name(control_knob)},
+                    {"negative_control_refused", control_refused},
+                    {"control_kernels", control.kernel_evidence},
+                    {"source_sha256", first.source_sha256},
+                    {"round2_source_sha256", second.source_sha256},
+                    {"round1_kernels", first.kernel_evidence},
+                    {"round2_kernels", second.kernel_evidence},
                     {"device", config.device},
-                    {"output_md5", std::vector<std::string>(all.begin(), all.end())}, {"shape", x_shape}});
+                    {"output_md5", std::vector<std::string>(all.begin(), all.end())},
+                    {"shape", x_shape}});
   }
   if (config.dump_dir.empty()) fs::remove_all(dir.parent_path());
 }
 
 int child_round(int argc, char** argv) {
   if (argc != 8) {
-    fmt::print(stderr, "usage: --determinism-round2 DEVICE DIR DTYPE THREADS RUNS FLIP_FMA TAG\n");
+    fmt::print(stderr, "usage: --determinism-round2 DEVICE DIR DTYPE THREADS RUNS CONTROL TAG\n");
     return 2;
   }
   SuiteConfig config;
@@ -202,36 +290,43 @@ int child_round(int argc, char** argv) {
   engine::EngineOptions o;
   o.threads = std::stoi(argv[4]);
   const int runs = std::stoi(argv[5]);
-  o.fma_contraction = std::string(argv[6]) == "1";
+  o = flipped(o, parse_control(argv[6]));
   const std::string tag = argv[7];
   const engine::Inputs in = load_inputs(dir);
   const engine::Graph g = ffn_graph(dtype, in.at("x").shape());
-  const Round r = run_round(device(config), g, in, o, dir / ("cache_" + tag), runs,
-                            fmt::format("A {} {} on {} (fresh process)", argv[3], tag, config.device));
+  const Round r =
+      run_round(device(config), g, in, o, dir / ("cache_" + tag), runs,
+                fmt::format("A {} {} on {} (fresh process)", argv[3], tag, config.device));
   write_npy(dir / (tag + "_out.npy"), r.last_output);
   write_file_atomically(dir / (tag + ".json"),
-                        nlohmann::json{{"kernel_sha256", r.kernel_sha256}, {"source_sha256", r.source_sha256},
+                        nlohmann::json{{"kernel_sha256", r.kernel_sha256},
+                                       {"source_sha256", r.source_sha256},
                                        {"kernels", r.kernel_evidence},
-                                       {"output_md5", std::vector<std::string>(r.output_md5.begin(), r.output_md5.end())},
-                                       {"seconds", r.seconds}}.dump());
+                                       {"output_md5", std::vector<std::string>(r.output_md5.begin(),
+                                                                               r.output_md5.end())},
+                                       {"seconds", r.seconds}}
+                            .dump());
   return 0;
 }
 }  // namespace
 
 void register_benchmarks(const SuiteConfig& config) {
   for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
-    // A framework's cold compile takes tens of seconds per process here (Inductor: ~30-50 s,
-    // three per case): its quick profile keeps the plan's dtype, f16; the full profile has all.
+    // A framework's cold compile takes tens of seconds per process (Inductor, three per case):
+    // its quick profile keeps the plan's dtype, f16; the full profile has all.
     if (config.quick() && config.device != "cpu" && dtype != DType::f16) continue;
     for (int threads : {1, 2}) {
-      const std::string name = fmt::format("A/dtype:{}/threads:{}/device:{}", dtype_name(dtype), threads, config.device);
-      benchmark::RegisterBenchmark(name.c_str(), [dtype, threads, config](benchmark::State& s) {
-        try {
-          run_case(s, dtype, threads, config);
-        } catch (const std::exception& e) {
-          s.SkipWithError(e.what());
-        }
-      })->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+      register_case("A",
+                    Axes()
+                        .add("dtype", dtype_name(dtype))
+                        .add("threads", threads)
+                        .add("device", config.device),
+                    [dtype, threads, config](benchmark::State& s, const std::string&) {
+                      run_case(s, dtype, threads, config);
+                    })
+          ->Iterations(1)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
     }
   }
 }

@@ -30,6 +30,7 @@
 #include "fusebench/engine/scalar_math.hpp"
 #include "fusebench/error_stats.hpp"
 #include "fusebench/rng.hpp"
+#include "support/cases.hpp"
 #include "support/engine_support.hpp"
 
 namespace fusebench::suite {
@@ -63,7 +64,8 @@ Workload rowwise(bool layernorm, std::int64_t rows, std::int64_t cols) {
   const NodeId x = w.graph.input("x", {rows, cols}, DType::f16);
   w.inputs["x"] = random_normal(DType::f16, {rows, cols}, 0, 1, 101);
   if (layernorm) {
-    const NodeId g = w.graph.input("gamma", {cols}, DType::f16), b = w.graph.input("beta", {cols}, DType::f16);
+    const NodeId g = w.graph.input("gamma", {cols}, DType::f16),
+                 b = w.graph.input("beta", {cols}, DType::f16);
     w.inputs["gamma"] = random_uniform(DType::f16, {cols}, 0.5, 1.5, 102);
     w.inputs["beta"] = random_uniform(DType::f16, {cols}, -0.5, 0.5, 103);
     w.graph.mark_output(w.graph.layernorm(x, g, b));
@@ -76,7 +78,8 @@ Workload rowwise(bool layernorm, std::int64_t rows, std::int64_t cols) {
 
 Workload matmul(std::int64_t m, std::int64_t k, std::int64_t n) {
   Workload w;
-  const NodeId a = w.graph.input("a", {m, k}, DType::f16), b = w.graph.input("b", {k, n}, DType::f16);
+  const NodeId a = w.graph.input("a", {m, k}, DType::f16),
+               b = w.graph.input("b", {k, n}, DType::f16);
   w.inputs["a"] = random_uniform(DType::f16, {m, k}, -1, 1, 104);
   w.inputs["b"] = random_uniform(DType::f16, {k, n}, -1, 1, 105);
   w.graph.mark_output(w.graph.matmul(a, b));
@@ -88,11 +91,14 @@ Workload matmul(std::int64_t m, std::int64_t k, std::int64_t n) {
 // The paths a workload runs on: eager, fused with the default knobs, and fused with FMA
 // contraction allowed (the knob that most changes the arithmetic cost of gelu and exp).
 enum class Path { Eager, Fused, FusedFma };
-const char* path_name(Path p) { return p == Path::Eager ? "eager" : (p == Path::Fused ? "fused" : "fused_fma"); }
+const char* path_name(Path p) {
+  return p == Path::Eager ? "eager" : (p == Path::Fused ? "fused" : "fused_fma");
+}
 
 // `manual_time`: the benchmark's time is the kernels' own (a framework device's run time as the
 // framework measures it), and the rest of each run's wall time is reported as bridge_overhead_ms.
-void run_workload(benchmark::State& state, const Workload& w, Path path, const SuiteConfig& config, bool manual_time) {
+void run_workload(benchmark::State& state, const Workload& w, Path path, const SuiteConfig& config,
+                  bool manual_time) {
   const bool fused = path != Path::Eager;
   engine::EngineOptions options;
   options.fma_contraction = path == Path::FusedFma;
@@ -100,7 +106,7 @@ void run_workload(benchmark::State& state, const Workload& w, Path path, const S
   std::unique_ptr<engine::Executor> executor = make_executor(config, fused, options);
   // An untimed run compiles (or finds) the kernels and measures precision; releasing its results
   // before timing hands their buffers to the timed runs, so that timing sees the steady state of
-  // repeated runs (no first-touch page faults, which cost up to 200 ms per run on this VM).
+  // repeated runs (no first-touch page faults, which can outweigh the kernels themselves).
   std::vector<engine::KernelTrace> trace;
   ErrorStats stats;
   {
@@ -114,10 +120,12 @@ void run_workload(benchmark::State& state, const Workload& w, Path path, const S
   for (auto _ : state) {
     const auto start = std::chrono::steady_clock::now();
     auto result = executor->run(w.graph, w.inputs);
-    const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const double wall_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     benchmark::DoNotOptimize(result.outputs[0].raw_data());
     double own_ms = 0;
-    for (std::size_t k = 0; k < kernel_ms.size() && k < result.trace.size(); ++k) kernel_ms[k] += result.trace[k].run_ms;
+    for (std::size_t k = 0; k < kernel_ms.size() && k < result.trace.size(); ++k)
+      kernel_ms[k] += result.trace[k].run_ms;
     for (const auto& k : result.trace) own_ms += k.run_ms;
     overhead_ms += wall_ms - own_ms;
     if (manual_time) state.SetIterationTime(own_ms * 1e-3);
@@ -126,14 +134,16 @@ void run_workload(benchmark::State& state, const Workload& w, Path path, const S
   // Compiles of this benchmark's graph: Google Benchmark calls the function more than once, and
   // only the first call's warm-up compiled (later ones reuse the compiled graph).
   static std::map<std::string, std::pair<int, double>> compiles;
-  auto& [compiled, compile_ms] = compiles[fmt::format("{}/{}/{}", static_cast<const void*>(&w), path_name(path), config.device)];
+  auto& [compiled, compile_ms] = compiles[fmt::format("{}/{}/{}", static_cast<const void*>(&w),
+                                                      path_name(path), config.device)];
   for (const auto& k : trace) compiled += k.compile_ms > 0 ? 1 : 0, compile_ms += k.compile_ms;
   state.counters["compiles"] = double(compiled);
   state.counters["compile_ms"] = compile_ms;
   std::string kernels;
   for (std::size_t k = 0; k < kernel_ms.size(); ++k) {
     const double seconds = kernel_ms[k] * 1e-3 / double(state.iterations());
-    state.counters[fmt::format("k{}_bytes_per_second", k)] = seconds > 0 ? trace[k].bytes_moved / seconds : 0;
+    state.counters[fmt::format("k{}_bytes_per_second", k)] =
+        seconds > 0 ? trace[k].bytes_moved / seconds : 0;
     state.counters[fmt::format("k{}_ms", k)] = seconds * 1e3;
     kernels += fmt::format("{}k{}={}", k ? " " : "", k, trace[k].name);
   }
@@ -145,7 +155,8 @@ void run_workload(benchmark::State& state, const Workload& w, Path path, const S
   state.counters["ulp_max"] = stats.ulp_error.max;
   state.counters["ulp_p99"] = stats.ulp_error.p99;
   if (w.flops > 0) {
-    state.counters["gflops"] = benchmark::Counter(w.flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["gflops"] =
+        benchmark::Counter(w.flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   }
 }
 
@@ -184,7 +195,8 @@ void fp32_peak(benchmark::State& state, int threads) {
     for (auto& t : pool) t.join();
   }
   const double flops = 2.0 * kLanes * kAccumulators * double(kIterations) * threads;
-  state.counters["gflops"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["gflops"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // The arithmetic ceiling of a fused kernel: its per-element work (f16 widening, the shared math
@@ -202,9 +214,11 @@ void compute_ceiling(benchmark::State& state, CeilingOp op, int threads) {
   };
   std::vector<Rows> rows(static_cast<std::size_t>(threads));
   for (int t = 0; t < threads; ++t) {
-    rows[std::size_t(t)] = {random_uniform(DType::f16, {operands * kRow}, -2, 2, 106, std::uint64_t(t)),
-                            Tensor::uninitialized(DType::f16, {kRow}), Tensor::uninitialized(DType::f32, {operands * kRow}),
-                            Tensor::uninitialized(DType::f32, {kRow})};
+    rows[std::size_t(t)] = {
+        random_uniform(DType::f16, {operands * kRow}, -2, 2, 106, std::uint64_t(t)),
+        Tensor::uninitialized(DType::f16, {kRow}),
+        Tensor::uninitialized(DType::f32, {operands * kRow}),
+        Tensor::uninitialized(DType::f32, {kRow})};
   }
   // The same structure as the kernels: the chain in 128-element staging runs, rows whole (a
   // layernorm's weight and bias widened once, as a task does).
@@ -223,18 +237,22 @@ void compute_ceiling(benchmark::State& state, CeilingOp op, int threads) {
           for (std::int64_t block = 0; block < kRow; block += kStage) {
             float s[4][kStage];
             for (int k = 0; k < 4; ++k) fbk::f16_to_f32_n(in + k * kRow + block, s[k], kStage);
-            for (std::int64_t i = 0; i < kStage; ++i) y[i] = fbk::gelu_erf_f32(s[0][i] * s[1][i] + s[2][i]) * s[3][i];
+            for (std::int64_t i = 0; i < kStage; ++i)
+              y[i] = fbk::gelu_erf_f32(s[0][i] * s[1][i] + s[2][i]) * s[3][i];
             fbk::f32_to_f16_n(y, out + block, kStage);
           }
           break;
         case CeilingOp::LayerNorm:
           fbk::f16_to_f32_n(in, x, row);
-          fbk::layernorm_row(x, x + row, x + 2 * row, y, row, 1024, 1e-5f, fbk::NoRounding{}, fbk::RsqrtIeee{});
+          fbk::layernorm_row(x, x + row, x + 2 * row, y, row, 1024, 1e-5f, fbk::NoRounding{},
+                             fbk::RsqrtIeee{});
           fbk::f32_to_f16_n(y, out, row);
           break;
         case CeilingOp::Softmax:
           fbk::f16_to_f32_n(in, x, row);
-          fbk::f32_scaled_to_f16_n(y, fbk::DivIeee{}(1.0f, fbk::softmax_exp_row(x, y, row, 1024, fbk::NoRounding{})), out, row);
+          fbk::f32_scaled_to_f16_n(
+              y, fbk::DivIeee{}(1.0f, fbk::softmax_exp_row(x, y, row, 1024, fbk::NoRounding{})),
+              out, row);
           break;
       }
       benchmark::DoNotOptimize(out);
@@ -256,7 +274,8 @@ void compile_cold(benchmark::State& state, const SuiteConfig& config) {
   std::int64_t round = 0;
   double compile_ms = 0;
   for (auto _ : state) {
-    const auto dir = std::filesystem::temp_directory_path() / fmt::format("fusebench-cold-{}-{}", ::getpid(), round++);
+    const auto dir = std::filesystem::temp_directory_path() /
+                     fmt::format("fusebench-cold-{}-{}", ::getpid(), round++);
     // A distinct shape per round: a kernel this process has not loaded before.
     const Workload fresh = chain(1024 + round);
     auto result = device(config).fused_cold({}, dir)->run(fresh.graph, fresh.inputs);
@@ -287,7 +306,8 @@ void register_benchmarks(const SuiteConfig& config) {
   const bool quick = config.quick();
   const std::int64_t n = quick ? std::int64_t(1) << 22 : std::int64_t(1) << 24;
   const std::int64_t rows = quick ? 1024 : 4096;
-  const std::int64_t mm_m = quick ? 512 : 2048, mm_k = quick ? 1024 : 4096, mm_n = quick ? 1024 : 4096;
+  const std::int64_t mm_m = quick ? 512 : 2048, mm_k = quick ? 1024 : 4096,
+                     mm_n = quick ? 1024 : 4096;
   // On the threads the engine's kernels use, so that a kernel's share of it is a fair roofline,
   // and 128 MiB in both profiles: large enough that caches do not flatter the yardstick (a 32 MiB
   // copy measured twice the bandwidth on this VM).
@@ -303,53 +323,67 @@ void register_benchmarks(const SuiteConfig& config) {
   if (config.device == "cpu") {
     register_all_devices();
     for (const std::string& name : engine::device_names()) {
-      if (name == "cpu" || name.find(':') != std::string::npos) continue;  // torch:cuda etc. have their own runs
+      // torch:cuda etc. have their own runs
+      if (name == "cpu" || name.find(':') != std::string::npos) continue;
       if (engine::make_device(name)->unavailable_reason().empty()) compared.push_back(name);
     }
   }
-  auto add = [&](const std::string& family, const std::string& key, const std::string& shape, bool with_fma) {
+  // size: the workload's size axis, ("n", elements) or ("shape", "AxB...")
+  auto add = [&](const std::string& family, const std::string& key,
+                 const std::pair<std::string, std::string>& size, bool with_fma) {
     const bool manual = config.device != "cpu";
     for (Path path : {Path::Eager, Path::Fused, Path::FusedFma}) {
       if (path == Path::FusedFma && !with_fma) continue;
-      std::string name = fmt::format("{}/path:{}/dtype:f16/{}", family, path_name(path), shape);
-      if (config.device != "cpu") name += "/device:" + config.device;
-      auto* b = benchmark::RegisterBenchmark(name.c_str(), [key, path, config, manual](benchmark::State& s) {
-        try {
-          run_workload(s, workloads.at(key), path, config, manual);
-        } catch (const std::exception& e) {
-          s.SkipWithError(e.what());
-        }
-      })->Unit(benchmark::kMillisecond);
+      Axes axes =
+          Axes().add("path", path_name(path)).add("dtype", "f16").add(size.first, size.second);
+      if (config.device != "cpu") axes.add("device", config.device);
+      auto* b = register_case(family, axes,
+                              [key, path, config, manual](benchmark::State& s, const std::string&) {
+                                run_workload(s, workloads.at(key), path, config, manual);
+                              })
+                    ->Unit(benchmark::kMillisecond);
       manual ? b->UseManualTime() : b->UseRealTime();
     }
     if (family == "Matmul") return;
     for (const std::string& other : compared) {
       SuiteConfig other_config = config;
       other_config.device = other;
-      const std::string name = fmt::format("{}/path:fused/dtype:f16/{}/device:{}", family, shape, other);
-      benchmark::RegisterBenchmark(name.c_str(), [key, other_config](benchmark::State& s) {
-        try {
-          run_workload(s, workloads.at(key), Path::Fused, other_config, true);
-        } catch (const std::exception& e) {
-          s.SkipWithError(e.what());
-        }
-      })->Unit(benchmark::kMillisecond)->UseManualTime();
+      const Axes axes = Axes()
+                            .add("path", "fused")
+                            .add("dtype", "f16")
+                            .add(size.first, size.second)
+                            .add("device", other);
+      register_case(family, axes,
+                    [key, other_config](benchmark::State& s, const std::string&) {
+                      run_workload(s, workloads.at(key), Path::Fused, other_config, true);
+                    })
+          ->Unit(benchmark::kMillisecond)
+          ->UseManualTime();
     }
   };
-  add("Chain", "chain", fmt::format("n:{}", n), true);
-  add("LayerNorm", "layernorm", fmt::format("shape:{}x4096", rows), true);
-  add("Softmax", "softmax", fmt::format("shape:{}x4096", rows), true);
-  add("Matmul", "matmul", fmt::format("shape:{}x{}x{}", mm_m, mm_k, mm_n), false);
+  add("Chain", "chain", {"n", std::to_string(n)}, true);
+  add("LayerNorm", "layernorm", {"shape", fmt::format("{}x4096", rows)}, true);
+  add("Softmax", "softmax", {"shape", fmt::format("{}x4096", rows)}, true);
+  add("Matmul", "matmul", {"shape", fmt::format("{}x{}x{}", mm_m, mm_k, mm_n)}, false);
   const int threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  benchmark::RegisterBenchmark(fmt::format("Fp32Peak/threads:{}", threads).c_str(), fp32_peak, threads)
-      ->Unit(benchmark::kMillisecond)->UseRealTime();
-  for (auto [name, op] : {std::pair{"Chain", CeilingOp::Chain}, std::pair{"LayerNorm", CeilingOp::LayerNorm},
-                          std::pair{"Softmax", CeilingOp::Softmax}}) {
-    benchmark::RegisterBenchmark(fmt::format("ComputeCeiling/op:{}/threads:{}", name, threads).c_str(), compute_ceiling,
-                                 op, threads)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark(fmt::format("Fp32Peak/threads:{}", threads).c_str(), fp32_peak,
+                               threads)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+  for (auto [name, op] :
+       {std::pair{"Chain", CeilingOp::Chain}, std::pair{"LayerNorm", CeilingOp::LayerNorm},
+        std::pair{"Softmax", CeilingOp::Softmax}}) {
+    benchmark::RegisterBenchmark(
+        fmt::format("ComputeCeiling/op:{}/threads:{}", name, threads).c_str(), compute_ceiling, op,
+        threads)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   }
-  benchmark::RegisterBenchmark("CompileCold/kernel:chain", compile_cold, config)->Unit(benchmark::kMillisecond)->Iterations(3);
-  benchmark::RegisterBenchmark("CacheHit/kernel:chain", cache_hit, config)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("CompileCold/kernel:chain", compile_cold, config)
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(3);
+  benchmark::RegisterBenchmark("CacheHit/kernel:chain", cache_hit, config)
+      ->Unit(benchmark::kMicrosecond);
 }
 
 }  // namespace fusebench::suite

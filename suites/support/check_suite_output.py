@@ -1,6 +1,7 @@
 """Smoke run of one suite binary: a tiny min-time, JSON out, then checks that every benchmark ran
 without error and carries throughput and the suite's context. Suite-specific counter checks are
 listed in EXPECTED_COUNTERS."""
+
 import argparse
 import json
 import pathlib
@@ -24,23 +25,52 @@ EXPECTED_COUNTERS = {
         "MemoryCopy/": ["bytes_per_second"],
     },
     "bench_fusion_determinism": {
-        "A/": ["runs", "distinct_hashes", "kernel_hash_stable", "max_ulp_vs_round1", "negative_control_detected"],
+        "A/": [
+            "runs",
+            "distinct_hashes",
+            "kernel_hash_stable",
+            "max_ulp_vs_round1",
+            "negative_control_detected",
+            "negative_control_knob",
+            "control_source_differs",
+        ],
     },
     "bench_scalar_lowering": {
         "C1/": ["frac_ulp0", "frac_ulp1", "frac_ulp_ge2", "ulp_max", "ulp_p99", "instructions_differ"],
-        "SASS/C1/": ["immediate_fmul_constant_operand", "broadcast_fmul_constant_operand", "immediate_ldg", "broadcast_ldg",
-                     "sass_differ"],
+        "SASS/C1/": [
+            "immediate_fmul_constant_operand",
+            "broadcast_fmul_constant_operand",
+            "immediate_ldg",
+            "broadcast_ldg",
+            "sass_differ",
+        ],
     },
     "bench_reduction_order": {
-        "C2/": ["self_deterministic", "ulp_max", "ulp_p99", "ulp_vs_tile512", "ulp_vs_tile2048"],
+        "C2/out:": ["self_deterministic", "ulp_max", "ulp_p99", "ulp_vs_tile512", "ulp_vs_tile2048"],
+        "C2/knob:threads/": [
+            "self_deterministic",
+            "ulp_between_orders",
+            "frac_differ_between_orders",
+            "sources_differ",
+        ],
     },
     "bench_approximations": {
         "C3/": ["ulp_p50", "ulp_p99", "ulp_max", "frac_correctly_rounded"],
+        "C3/op:rsqrt/dtype:f32/mode:ieee/": ["fused_vs_eager_frac_equal", "eager_frac_correctly_rounded"],
         "SASS/C3/": ["MUFU.RSQ", "MUFU.RCP", "FFMA", "FMUL", "FADD", "instructions"],
     },
     "bench_accumulated_error": {
-        "B/": ["sets", "eager_ulp_p99", "fused_ulp_p99", "eager_ulp_max", "fused_ulp_max", "fused_le_eager_p99",
-               "counterexamples", "emulated_vs_eager_max_ulp", "eager_setmax_p99"],
+        "B/": [
+            "sets",
+            "eager_ulp_p99",
+            "fused_ulp_p99",
+            "eager_ulp_max",
+            "fused_ulp_max",
+            "fused_le_eager_p99",
+            "counterexamples",
+            "emulated_vs_eager_max_ulp",
+            "eager_setmax_p99",
+        ],
     },
     "bench_cuda_codegen": {
         "NVRTC/cold/": ["compile_ms", "cubin_bytes", "sass_instructions"],
@@ -59,8 +89,14 @@ args = parser.parse_args()
 work = pathlib.Path(args.work)
 work.mkdir(parents=True, exist_ok=True)
 out = work / "smoke.json"
-cmd = [args.binary, "--profile=quick", "--benchmark_min_time=0.01", f"--benchmark_out={out}",
-       "--benchmark_out_format=json", "--benchmark_format=console"]
+cmd = [
+    args.binary,
+    "--profile=quick",
+    "--benchmark_min_time=0.01",
+    f"--benchmark_out={out}",
+    "--benchmark_out_format=json",
+    "--benchmark_format=console",
+]
 run = subprocess.run(cmd, capture_output=True, text=True)
 print(run.stdout[-4000:])
 failures = []

@@ -19,19 +19,23 @@ const engine::Device& device(const SuiteConfig& config);
 
 // An executor of the configured device. Throws Unsupported ("n/a on <device>: <reason>") when the
 // device cannot realise a knob of `options`.
-std::unique_ptr<engine::Executor> make_executor(const SuiteConfig& config, bool fused, const engine::EngineOptions& options);
+std::unique_ptr<engine::Executor> make_executor(const SuiteConfig& config, bool fused,
+                                                const engine::EngineOptions& options);
 
 struct Unsupported : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 // "n/a on <device>: <reason>" when the device cannot realise `options`, else empty.
-std::string not_applicable(const SuiteConfig& config, bool fused, const engine::EngineOptions& options);
+std::string not_applicable(const SuiteConfig& config, bool fused,
+                           const engine::EngineOptions& options);
 // Skips the benchmark with the device's reason (SkipWithError, so the JSON carries error_message
 // "n/a on <device>: ..." and no figures); returns false when skipped.
-bool realisable(benchmark::State& state, const SuiteConfig& config, bool fused, const engine::EngineOptions& options);
+bool realisable(benchmark::State& state, const SuiteConfig& config, bool fused,
+                const engine::EngineOptions& options);
 
 // Writes <dump_dir>/<name>.json (atomically) when dumps were requested.
-void write_evidence(const SuiteConfig& config, const std::string& name, const nlohmann::json& evidence);
+void write_evidence(const SuiteConfig& config, const std::string& name,
+                    const nlohmann::json& evidence);
 // A file-name-safe form of a benchmark name ("A/dtype:f16" -> "A_dtype-f16").
 std::string file_safe(std::string name);
 

@@ -1,5 +1,7 @@
 #include "support/suite_main.hpp"
 
+#include "support/cases.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <malloc.h>
@@ -71,27 +73,32 @@ void register_all_devices() {
 
 void register_memory_copy(std::int64_t bytes, int threads) {
   const auto name = fmt::format("MemoryCopy/bytes:{}/threads:{}", bytes, threads);
-  benchmark::RegisterBenchmark(name.c_str(), [bytes, threads](benchmark::State& state) {
-    const auto size = static_cast<std::size_t>(bytes);
-    std::vector<std::byte> source(size, std::byte{1}), destination(size, std::byte{0});
-    const std::size_t part = (size + std::size_t(threads) - 1) / std::size_t(threads);
-    auto copy_part = [&](int t) {
-      const std::size_t begin = std::min(size, part * std::size_t(t)), end = std::min(size, begin + part);
-      std::memcpy(destination.data() + begin, source.data() + begin, end - begin);
-    };
-    for (auto _ : state) {
-      std::vector<std::thread> helpers;
-      for (int t = 1; t < threads; ++t) helpers.emplace_back(copy_part, t);
-      copy_part(0);
-      for (auto& h : helpers) h.join();
-      benchmark::DoNotOptimize(destination.data());
-      benchmark::ClobberMemory();
-    }
-    // Traffic, as STREAM counts it: every byte copied is read once and written once.
-    state.SetBytesProcessed(std::int64_t(state.iterations()) * bytes * 2);
-    state.counters["bytes_copied"] = double(bytes);
-    state.counters["threads"] = threads;
-  })->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark(
+      name.c_str(),
+      [bytes, threads](benchmark::State& state) {
+        const auto size = static_cast<std::size_t>(bytes);
+        std::vector<std::byte> source(size, std::byte{1}), destination(size, std::byte{0});
+        const std::size_t part = (size + std::size_t(threads) - 1) / std::size_t(threads);
+        auto copy_part = [&](int t) {
+          const std::size_t begin = std::min(size, part * std::size_t(t)),
+                            end = std::min(size, begin + part);
+          std::memcpy(destination.data() + begin, source.data() + begin, end - begin);
+        };
+        for (auto _ : state) {
+          std::vector<std::thread> helpers;
+          for (int t = 1; t < threads; ++t) helpers.emplace_back(copy_part, t);
+          copy_part(0);
+          for (auto& h : helpers) h.join();
+          benchmark::DoNotOptimize(destination.data());
+          benchmark::ClobberMemory();
+        }
+        // Traffic, as STREAM counts it: every byte copied is read once and written once.
+        state.SetBytesProcessed(std::int64_t(state.iterations()) * bytes * 2);
+        state.counters["bytes_copied"] = double(bytes);
+        state.counters["threads"] = threads;
+      })
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
 }
 
 void keep_freed_heap_memory() {
@@ -114,14 +121,19 @@ int run_suite(int argc, char** argv, const char* suite_name) {
       return std::nullopt;
     };
     if (auto v = value_of("--profile")) {
-      if (*v == "quick") config.profile = Profile::Quick;
-      else if (*v == "full") config.profile = Profile::Full;
-      else usage_error(fmt::format("--profile={}: expected quick or full", *v));
+      if (*v == "quick")
+        config.profile = Profile::Quick;
+      else if (*v == "full")
+        config.profile = Profile::Full;
+      else
+        usage_error(fmt::format("--profile={}: expected quick or full", *v));
     } else if (auto d = value_of("--device")) {
       register_all_devices();
-      const auto names = engine::device_names();
-      if (std::find(names.begin(), names.end(), *d) == names.end()) {
-        usage_error(fmt::format("--device={}: unknown device (this build has: {})", *d, fmt::join(names, ", ")));
+      if (!engine::device_known(std::string(*d))) {
+        usage_error(fmt::format(
+            "--device={}: unknown device (this build has: {}; torch[:cuda]/BACKEND names any "
+            "torch.compile backend)",
+            *d, fmt::join(engine::device_names(), ", ")));
       }
       config.device = std::string(*d);
     } else if (arg == "--list-devices") {
@@ -130,8 +142,10 @@ int run_suite(int argc, char** argv, const char* suite_name) {
       register_all_devices();
       for (const std::string& name : engine::device_names()) {
         const std::string why = engine::make_device(name)->unavailable_reason();
-        if (why.empty()) fmt::print("{}\n", name);
-        else fmt::print(stderr, "{}: unavailable: {}\n", name, why);
+        if (why.empty())
+          fmt::print("{}\n", name);
+        else
+          fmt::print(stderr, "{}: unavailable: {}\n", name, why);
       }
       std::exit(0);
     } else if (auto dir = value_of("--dump-dir")) {
@@ -151,13 +165,14 @@ int run_suite(int argc, char** argv, const char* suite_name) {
   benchmark::AddCustomContext("compile_flags", FUSEBENCH_COMPILE_FLAGS);
   benchmark::AddCustomContext("cpu_model", cpu_model());
   benchmark::AddCustomContext("cpu_isa", isa_summary());
-  benchmark::AddCustomContext("hardware_threads", std::to_string(std::thread::hardware_concurrency()));
+  benchmark::AddCustomContext("hardware_threads",
+                              std::to_string(std::thread::hardware_concurrency()));
   benchmark::AddCustomContext("git_revision", fusebench_build_revision);
   if (!config.dump_dir.empty()) {
     std::filesystem::create_directories(config.dump_dir);
     benchmark::AddCustomContext("dump_dir", config.dump_dir.string());
     // Framework devices write each graph's Python as a runnable repro under <dump dir>/repro/.
-    ::setenv("FUSEBENCH_DUMP_DIR", std::filesystem::absolute(config.dump_dir).c_str(), 1);
+    framework::set_repro_dir(config.dump_dir / "repro");
   }
 
   if (config.device != "cpu") {
@@ -166,6 +181,7 @@ int run_suite(int argc, char** argv, const char* suite_name) {
     if (!why.empty()) usage_error(fmt::format("--device={}: unavailable: {}", config.device, why));
   }
   register_benchmarks(config);
+  benchmark::AddCustomContext("fusebench_axes", registered_axes_json());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -37,9 +37,9 @@ void register_memory_copy(std::int64_t bytes, int threads);
 // glibc's heap, set to keep what is freed: no trimming of the heap's top, no mmap below 32 MiB.
 // By default glibc hands memory back and moves its thresholds as a process allocates, so eager
 // execution (a fresh output per op) ran at a speed that depended on what else the process had
-// allocated: task E's eager bf16 steps took 18.8-19.8 ms alone and 22.0-22.5 ms when interleaved
-// with fused steps, and an eager training run was 3-17 % slower (three pairs) than with this
-// setting, which a framework's caching allocator gives its eager mode. Fused runs did not move.
+// allocated: task E's eager steps ran slower interleaved with fused steps than alone, and eager
+// training runs slower than with this setting, which a framework's caching allocator gives its
+// eager mode. Fused runs did not move.
 // Called by run_suite and by binaries with their own entry points.
 void keep_freed_heap_memory();
 

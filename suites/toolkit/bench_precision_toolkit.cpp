@@ -5,13 +5,18 @@
 //                one thread and once on every hardware thread
 //   UlpDiff      integer ULP distance per element plus its histogram (one thread)
 //   ErrorStats   abs / rel / ULP error with exact P50 / P99, NaN/inf accounting, integer histogram
-//                (every hardware thread: its `threads` counter names the copy to compare with)
+//                (every hardware thread: its `threads` counter names the copy to compare with), on
+//                pairs of one dtype a few ULP apart (discrete errors)
+//   ErrorStatsVsF64  the same on the case the plan compares: a result against its fp64 reference,
+//                whose errors are continuous (almost every error value distinct)
 //   BitEqual     bitwise verdict (equal inputs: the memcmp fast path; one thread)
-// bytes_per_second counts traffic: the bytes of both operands, plus UlpDiff's per-element
+// bytes_per_second counts traffic: the bytes of both operands (for ErrorStatsVsF64, the result's
+// and the fp64 reference's), plus UlpDiff's per-element
 // distance tensor, which it writes (ErrorStats and BitEqual return only summaries). Targets:
 // UlpDiff >= 50 % of the one-thread copy, ErrorStats >= 5 % of the copy on as many threads; the
 // report computes the ratios from this JSON, each against the copy with the same `threads`.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -45,6 +50,25 @@ const Operands& operands(DType dtype) {
   return cache.emplace(dtype, Operands{x.to(dtype), perturbed.to(dtype)}).first->second;
 }
 
+// ref = x in fp64, y = x (1 + 2 eps u) rounded to dtype, eps its machine epsilon (2^-9 for f16,
+// as above): the result of a computation against its fp64 reference, a few ULP off, with
+// continuous errors (the rounding to dtype and the perturbation both vary from element to element).
+const Operands& fp64_reference_operands(DType dtype) {
+  static std::map<DType, Operands> cache;
+  auto it = cache.find(dtype);
+  if (it != cache.end()) return it->second;
+  const Tensor x = random_uniform(DType::f64, {kElements}, -1, 1, 2025, 0);
+  const Tensor u = random_uniform(DType::f64, {kElements}, -1, 1, 2025, 1);
+  const double two_eps = visit_floating(dtype, "fp64_reference_operands", [](auto tag) {
+    return std::ldexp(2.0, -FormatTraits<decltype(tag)>::mantissa_bits);
+  });
+  Tensor perturbed = Tensor::uninitialized(DType::f64, {kElements});
+  const auto px = x.span<double>(), pu = u.span<double>();
+  auto pp = perturbed.span<double>();
+  for (std::size_t i = 0; i < pp.size(); ++i) pp[i] = px[i] * (1.0 + two_eps * pu[i]);
+  return cache.emplace(dtype, Operands{perturbed.to(dtype), x}).first->second;
+}
+
 void ulp_diff_benchmark(benchmark::State& state, DType dtype) {
   const Operands& in = operands(dtype);
   // One untimed call first: its fresh output buffer takes the page faults (with transparent huge
@@ -57,7 +81,8 @@ void ulp_diff_benchmark(benchmark::State& state, DType dtype) {
     benchmark::DoNotOptimize(result.distance.raw_data());
   }
   // Traffic: both operands read, the per-element distance tensor written.
-  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(2 * in.a.nbytes() + result.distance.nbytes()));
+  state.SetBytesProcessed(std::int64_t(state.iterations()) *
+                          std::int64_t(2 * in.a.nbytes() + result.distance.nbytes()));
   state.SetItemsProcessed(std::int64_t(state.iterations()) * in.a.numel());
   const double n = double(in.a.numel());
   state.counters["threads"] = 1;
@@ -68,8 +93,7 @@ void ulp_diff_benchmark(benchmark::State& state, DType dtype) {
 
 int all_threads() { return int(std::max(1u, std::thread::hardware_concurrency())); }
 
-void error_stats_benchmark(benchmark::State& state, DType dtype) {
-  const Operands& in = operands(dtype);
+void error_stats_benchmark(benchmark::State& state, const Operands& in) {
   ErrorStats stats = error_stats(in.a, in.b);  // untimed first call, as for UlpDiff
   for (auto _ : state) {
     stats = error_stats(in.a, in.b);
@@ -78,7 +102,8 @@ void error_stats_benchmark(benchmark::State& state, DType dtype) {
     // (6.95e-310) in every ErrorStats row.
     benchmark::DoNotOptimize(&stats);
   }
-  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(2 * in.a.nbytes()));
+  state.SetBytesProcessed(std::int64_t(state.iterations()) *
+                          std::int64_t(in.a.nbytes() + in.b.nbytes()));
   state.SetItemsProcessed(std::int64_t(state.iterations()) * in.a.numel());
   state.counters["threads"] = all_threads();
   state.counters["ulp_max"] = stats.ulp_error.max;
@@ -109,14 +134,22 @@ void register_benchmarks(const SuiteConfig& config) {
   (void)config;
   // Wall-clock time: Google Benchmark's default divides by the main thread's CPU time, which
   // overstates a comparison that runs on several threads (or waits on a loaded machine).
-  auto tune = [](benchmark::internal::Benchmark* b) { b->Unit(benchmark::kMillisecond)->UseRealTime(); };
+  auto tune = [](benchmark::internal::Benchmark* b) {
+    b->Unit(benchmark::kMillisecond)->UseRealTime();
+  };
   // UlpDiff and BitEqual run on one thread, ErrorStats on every hardware thread: a yardstick each.
   register_memory_copy(kElements * 4, 1);
   if (all_threads() > 1) register_memory_copy(kElements * 4, all_threads());
   for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
     const auto suffix = fmt::format("dtype:{}/n:{}", dtype_name(dtype), kElements);
     tune(benchmark::RegisterBenchmark(("UlpDiff/" + suffix).c_str(), ulp_diff_benchmark, dtype));
-    tune(benchmark::RegisterBenchmark(("ErrorStats/" + suffix).c_str(), error_stats_benchmark, dtype));
+    tune(benchmark::RegisterBenchmark(
+        ("ErrorStats/" + suffix).c_str(),
+        [dtype](benchmark::State& state) { error_stats_benchmark(state, operands(dtype)); }));
+    tune(benchmark::RegisterBenchmark(
+        ("ErrorStatsVsF64/" + suffix).c_str(), [dtype](benchmark::State& state) {
+          error_stats_benchmark(state, fp64_reference_operands(dtype));
+        }));
     tune(benchmark::RegisterBenchmark(("BitEqual/" + suffix).c_str(), bit_equal_benchmark, dtype));
   }
 }

@@ -10,21 +10,22 @@
 //   bench_training_alignment --train --config FILE --mode eager|fused --dtype bf16|f16|f32
 //       [--seed N] [--steps N] [--csv FILE] [--checkpoint FILE] [--resume FILE] [--device cpu]
 //       one training run (the plan's "one script with an eager / fused switch")
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
+#include <sys/wait.h>
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <map>
-#include <sys/wait.h>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 
 #include "cpu_device.hpp"
 #include "fusebench/error.hpp"
 #include "fusebench/error_stats.hpp"
+#include "support/cases.hpp"
 #include "support/engine_support.hpp"
 #include "support/suite_main.hpp"
 #include "trainer.hpp"
@@ -46,10 +47,12 @@ std::filesystem::path config_path(const std::string& name) {
   return std::filesystem::path(FUSEBENCH_TRAINING_CONFIG_DIR) / (name + ".json");
 }
 
-std::filesystem::path csv_path(const SuiteConfig& suite, const TrainConfig& c, const RunSpec& spec) {
+std::filesystem::path csv_path(const SuiteConfig& suite, const TrainConfig& c,
+                               const RunSpec& spec) {
   if (suite.dump_dir.empty()) return {};
-  return suite.dump_dir / fmt::format("{}_{}_{}_{}_seed{}.csv", c.name, spec.device, spec.fused ? "fused" : "eager",
-                     dtype_name(spec.activations), spec.seed);
+  return suite.dump_dir / fmt::format("{}_{}_{}_{}_seed{}.csv", c.name, spec.device,
+                                      spec.fused ? "fused" : "eager", dtype_name(spec.activations),
+                                      spec.seed);
 }
 
 // fused tokens/s of the alignment cases, by dtype, for the peer's ratios
@@ -58,14 +61,24 @@ std::map<std::string, double>& fused_rates() {
   return rates;
 }
 
-// Interleaved turns of eager and fused steps for the speed-up: a round is two turns of 1 + 4 steps
-// (about 0.2 s here). With 24 rounds a sign test needs 17 fused wins for p < 0.05; with 16 (the
-// first choice) one run's bf16 margin of 1.085x came with 10 wins and an A/A spread of 4.5 %.
+// Interleaved turns of eager and fused steps for the speed-up: a round is two turns of 1 + 4 steps.
+// With 24 rounds a sign test needs 17 fused wins for p < 0.05; 16 rounds left a small bf16 margin
+// undecided beside the A/A control's spread.
 constexpr int kQuickTimingRounds = 24, kFullTimingRounds = 80, kTimedStepsPerTurn = 4;
 
 // ---- the alignment case: three eager seeds (the band), fused with the first seed, then the
 // speed comparison: eager and fused steps interleaved
 void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtype) {
+  if (suite.quick() && suite.device != "cpu" && dtype == DType::f16) {
+    // A CPU without native f16 arithmetic runs a framework's f16 training steps several times
+    // slower than its bf16 ones: that run alone would be most of the device's quick profile
+    const std::string why = fmt::format(
+        "n/a in the quick profile on {}: f16 training on a framework's CPU path, without native "
+        "f16 arithmetic, costs several times bf16's; --profile full runs it",
+        suite.device);
+    state.SkipWithError(why.c_str());
+    return;
+  }
   const TrainConfig config = TrainConfig::load(config_path("default"));
   const Dataset data = Dataset::load(config);
   const int steps = suite.quick() ? config.quick_steps : config.steps;
@@ -76,7 +89,8 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
   double measured_s = 0;
   for (auto _ : state) {
     for (std::size_t s = 0; s < std::min<std::size_t>(3, config.seeds.size()); ++s) {
-      RunSpec spec{suite.device, false, dtype, config.seeds[s], steps, csv_every, {}, {}, {}, {}, 2};
+      RunSpec spec{suite.device, false, dtype, config.seeds[s], steps, csv_every, {}, {},
+                   {},           {},    2};
       spec.label = fmt::format("E {} eager {} seed {}", config.name, dtype_name(dtype), spec.seed);
       spec.csv = csv_path(suite, config, spec);
       eager.push_back(training::train_run(config, data, spec));
@@ -100,7 +114,8 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
   }
   // Band and gap at every logged row, for eval and train loss.
   const std::size_t rows = fused.rows.size();
-  double max_ratio = 0, first_excursion_step = -1, first_excursion_size = 0, worst_gap = 0, excursions = 0;
+  double max_ratio = 0, first_excursion_step = -1, first_excursion_size = 0, worst_gap = 0,
+         excursions = 0;
   for (std::size_t r = 0; r < rows; ++r) {
     double lo = INFINITY, hi = -INFINITY;
     for (const auto& e : eager) {
@@ -160,7 +175,9 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
   };
   auto second_faster_rounds = [](const training::InterleavedTiming& t) {
     int faster = 0;
-    for (int r = 0; r < t.rounds; ++r) faster += t.fused.turn_median_s[std::size_t(r)] < t.eager.turn_median_s[std::size_t(r)] ? 1 : 0;
+    for (int r = 0; r < t.rounds; ++r)
+      faster +=
+          t.fused.turn_median_s[std::size_t(r)] < t.eager.turn_median_s[std::size_t(r)] ? 1 : 0;
     return double(faster) / double(t.rounds);
   };
   const auto [eager_median_s, fused_median_s] = medians(timing);
@@ -175,11 +192,13 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
   c["control_median_step_ms"] = 1e3 * control_first_s;
   c["control_second_faster_rounds"] = second_faster_rounds(control);
   // the untimed first step of a turn, after the other mode's turn: the cost of cold caches
-  std::vector<double> eager_first = timing.eager.turn_first_step_s, fused_first = timing.fused.turn_first_step_s;
+  std::vector<double> eager_first = timing.eager.turn_first_step_s,
+                      fused_first = timing.fused.turn_first_step_s;
   c["eager_turn_first_step_ms"] = 1e3 * percentile(eager_first, 0.5);
   c["fused_turn_first_step_ms"] = 1e3 * percentile(fused_first, 0.5);
   std::vector<double> fused_steps = fused.step_s;
-  const double runs_eager_median_s = percentile(eager_steps, 0.5), runs_fused_median_s = percentile(fused_steps, 0.5);
+  const double runs_eager_median_s = percentile(eager_steps, 0.5),
+               runs_fused_median_s = percentile(fused_steps, 0.5);
   c["eager_runs_median_step_ms"] = 1e3 * runs_eager_median_s;
   c["fused_runs_median_step_ms"] = 1e3 * runs_fused_median_s;
   c["fused_speedup_runs"] = runs_fused_median_s > 0 ? runs_eager_median_s / runs_fused_median_s : 0;
@@ -190,28 +209,35 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
   // Where the time goes: the interleaved steps', the same steps as the speed-up
   for (const auto& [kind, ms] : timing.eager.kind_ms) c["eager_ms_" + kind] = ms;
   for (const auto& [kind, ms] : timing.fused.kind_ms) c["fused_ms_" + kind] = ms;
-  nlohmann::json evidence = {{"config", config.to_json()}, {"data", data.describe()}, {"dtype", dtype_name(dtype)},
-                             {"steps", steps}, {"csv_every", csv_every}};
+  nlohmann::json evidence = {{"config", config.to_json()},
+                             {"data", data.describe()},
+                             {"dtype", dtype_name(dtype)},
+                             {"steps", steps},
+                             {"csv_every", csv_every}};
   for (std::size_t s = 0; s < eager.size(); ++s) evidence["eager_seeds"].push_back(config.seeds[s]);
   evidence["fused_seed"] = config.seeds[0];
   auto skipped_json = [](const RunOutcome& r) {
     nlohmann::json list = nlohmann::json::array();
-    for (const auto& [step, node] : r.skipped) list.push_back({{"step", step}, {"first_nonfinite_node", node}});
+    for (const auto& [step, node] : r.skipped)
+      list.push_back({{"step", step}, {"first_nonfinite_node", node}});
     return list;
   };
-  for (std::size_t s = 0; s < eager.size(); ++s) evidence["eager_skipped"][std::to_string(config.seeds[s])] = skipped_json(eager[s]);
+  for (std::size_t s = 0; s < eager.size(); ++s)
+    evidence["eager_skipped"][std::to_string(config.seeds[s])] = skipped_json(eager[s]);
   evidence["fused_skipped"][std::to_string(config.seeds[0])] = skipped_json(fused);
   evidence["eager_kind_ms"] = timing.eager.kind_ms;
   evidence["fused_kind_ms"] = timing.fused.kind_ms;
-  evidence["timing"] = {{"rounds", timing.rounds},
-                        {"timed_steps_per_turn", timing.timed_steps},
-                        {"order", "round r: eager's turn then fused's for even r, fused's then eager's for odd r"},
-                        {"eager_step_s", timing.eager.step_s}, {"fused_step_s", timing.fused.step_s},
-                        {"eager_turn_first_step_s", timing.eager.turn_first_step_s},
-                        {"fused_turn_first_step_s", timing.fused.turn_first_step_s},
-                        {"skipped_steps", {{"eager", timing.eager.skipped}, {"fused", timing.fused.skipped}}},
-                        {"control_first_eager_step_s", control.eager.step_s},
-                        {"control_second_eager_step_s", control.fused.step_s}};
+  evidence["timing"] = {
+      {"rounds", timing.rounds},
+      {"timed_steps_per_turn", timing.timed_steps},
+      {"order", "round r: eager's turn then fused's for even r, fused's then eager's for odd r"},
+      {"eager_step_s", timing.eager.step_s},
+      {"fused_step_s", timing.fused.step_s},
+      {"eager_turn_first_step_s", timing.eager.turn_first_step_s},
+      {"fused_turn_first_step_s", timing.fused.turn_first_step_s},
+      {"skipped_steps", {{"eager", timing.eager.skipped}, {"fused", timing.fused.skipped}}},
+      {"control_first_eager_step_s", control.eager.step_s},
+      {"control_second_eager_step_s", control.fused.step_s}};
   write_evidence(suite, fmt::format("E_alignment_{}", dtype_name(dtype)), evidence);
 }
 
@@ -224,14 +250,16 @@ void run_peer(benchmark::State& state, const SuiteConfig& suite, const std::stri
   const char* env = std::getenv("FUSEBENCH_PEER_PYTHON");
   const std::string python = env && *env ? env : FUSEBENCH_PEER_PYTHON;
   if (!std::filesystem::exists(python)) {
-    state.SkipWithError(fmt::format("peer skipped: {} does not exist (run tools/bootstrap)", python).c_str());
+    state.SkipWithError(
+        fmt::format("peer skipped: {} does not exist (run tools/bootstrap)", python).c_str());
     return;
   }
   // OMP_WAIT_POLICY=PASSIVE: OpenMP's default spin-waiting at barriers, on a machine whose cores
   // are shared, made PyTorch 60x slower (616 vs 38,000 tokens/s measured here); the engine's pool
   // sleeps on a condition variable, so passive waiting is the like-for-like setting.
-  const std::string cmd = fmt::format("OMP_WAIT_POLICY=PASSIVE timeout 900 {} {} --config {} --steps {} --dtype {} --threads 2", python,
-                                      FUSEBENCH_PEER_SCRIPT, config_file.string(), steps, dtype);
+  const std::string cmd = fmt::format(
+      "OMP_WAIT_POLICY=PASSIVE timeout 900 {} {} --config {} --steps {} --dtype {} --threads 2",
+      python, FUSEBENCH_PEER_SCRIPT, config_file.string(), steps, dtype);
   std::string out;
   double seconds = 0;
   for (auto _ : state) {
@@ -248,7 +276,8 @@ void run_peer(benchmark::State& state, const SuiteConfig& suite, const std::stri
       return;
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      state.SkipWithError(fmt::format("peer failed (status {}): {}", status, out.substr(0, 300)).c_str());
+      state.SkipWithError(
+          fmt::format("peer failed (status {}): {}", status, out.substr(0, 300)).c_str());
       return;
     }
   }
@@ -280,7 +309,8 @@ void run_step_time(benchmark::State& state, const SuiteConfig& suite, bool fused
   register_all_devices();
   const auto device = engine::make_device(suite.device);
   engine::EngineOptions options;
-  training::Trainer trainer(config, data, *device, fused_mode, DType::bf16, config.seeds[0], options);
+  training::Trainer trainer(config, data, *device, fused_mode, DType::bf16, config.seeds[0],
+                            options);
   double first_s = 0, step_s = 0, loss = 0;
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
@@ -338,37 +368,46 @@ void run_control(benchmark::State& state, const SuiteConfig& suite, int steps) {
 
 namespace {
 // A single-run benchmark (one training run, timed by hand); an error skips it with its message
-// instead of ending the binary, so the other E benchmarks still run.
+// (register_case), so the other E benchmarks still run.
 template <class Run>
-void register_single_run(const std::string& name, Run run) {
-  benchmark::RegisterBenchmark(name.c_str(), [run](benchmark::State& s) {
-    try {
-      run(s);
-    } catch (const std::exception& e) {
-      s.SkipWithError(e.what());
-    }
-  })->Iterations(1)->Repetitions(1)->UseManualTime()->Unit(benchmark::kSecond);
+void register_single_run(std::string_view family, const Axes& axes, Run run) {
+  register_case(family, axes, [run](benchmark::State& s, const std::string&) { run(s); })
+      ->Iterations(1)
+      ->Repetitions(1)
+      ->UseManualTime()
+      ->Unit(benchmark::kSecond);
 }
 }  // namespace
 
 void register_benchmarks(const SuiteConfig& config) {
   for (DType dtype : {DType::bf16, DType::f16}) {
-    register_single_run(fmt::format("E/Alignment/dtype:{}/device:{}", dtype_name(dtype), config.device),
+    register_single_run("E/Alignment",
+                        Axes().add("dtype", dtype_name(dtype)).add("device", config.device),
                         [config, dtype](benchmark::State& s) { run_alignment(s, config, dtype); });
   }
+  // the peer sets the cpu engine beside torch: a framework device's run would repeat it
   for (const std::string dtype : {"bf16"}) {
-    register_single_run(fmt::format("E/Peer/torch/dtype:{}/device:cpu", dtype),
+    if (config.device != "cpu") break;
+    register_single_run("E/Peer/torch", Axes().add("dtype", dtype).add("device", "cpu"),
                         [config, dtype](benchmark::State& s) { run_peer(s, config, dtype); });
   }
   for (bool fused_mode : {false, true}) {
     if (fused_mode && config.quick()) continue;  // ~100 new kernels to compile: full profile only
-    register_single_run(fmt::format("E/StepTime/config:gpt2-124m/dtype:bf16/batch:1/mode:{}/device:{}",
-                                    fused_mode ? "fused" : "eager", config.device),
-                        [config, fused_mode](benchmark::State& s) { run_step_time(s, config, fused_mode); });
+    const Axes axes = Axes()
+                          .add("config", "gpt2-124m")
+                          .add("dtype", "bf16")
+                          .add("batch", 1)
+                          .add("mode", fused_mode ? "fused" : "eager")
+                          .add("device", config.device);
+    register_single_run("E/StepTime", axes, [config, fused_mode](benchmark::State& s) {
+      run_step_time(s, config, fused_mode);
+    });
   }
   const int control_steps = 8;
-  register_single_run(fmt::format("E/Control/dtype:f32/steps:{}/device:{}", control_steps, config.device),
-                      [config, control_steps](benchmark::State& s) { run_control(s, config, control_steps); });
+  register_single_run(
+      "E/Control",
+      Axes().add("dtype", "f32").add("steps", control_steps).add("device", config.device),
+      [config, control_steps](benchmark::State& s) { run_control(s, config, control_steps); });
 }
 
 }  // namespace fusebench::suite
@@ -384,15 +423,28 @@ int train_cli(int argc, char** argv) {
   bool train = false;
   app.add_flag("--train", train, "run one training run (this mode)");
   app.add_option("--config", config_file, "config JSON")->required();
-  app.add_option("--mode", mode, "eager or fused");
-  app.add_option("--dtype", dtype, "activations: f32, bf16, f16");
+  app.add_option("--mode", mode, "eager or fused (with --resume: the checkpoint's)");
+  app.add_option("--dtype", dtype, "activations: f32, bf16, f16 (with --resume: the checkpoint's)");
   app.add_option("--device", device, "engine device");
-  app.add_option("--seed", seed, "seed (default: the config's first)");
-  app.add_option("--steps", steps, "steps (default: the config's)");
+  app.add_option("--seed", seed,
+                 "seed of the initial weights and of the batch order (default: the config's first; "
+                 "with --resume: "
+                 "the checkpoint's)");
+  app.add_option(
+      "--steps", steps,
+      "steps to run, after the checkpoint's with --resume (default: the config's 'steps'). The "
+      "learning "
+      "rate follows the config's schedule whatever --steps says: linear warm-up over "
+      "'warmup_steps', then "
+      "a cosine to lr*min_lr_fraction at step 'steps'; a shorter run covers only its start (only "
+      "warm-up when N <= warmup_steps)");
   app.add_option("--csv-every", csv_every, "CSV row interval (default: the config's log_every)");
   app.add_option("--csv", csv, "CSV output");
   app.add_option("--checkpoint", checkpoint, "checkpoint written at the end");
-  app.add_option("--resume", resume, "checkpoint to resume from");
+  app.add_option("--resume", resume,
+                 "checkpoint to resume from; its seed, mode and dtype apply, and a --seed, --mode "
+                 "or --dtype that "
+                 "differs from them is refused");
   app.add_option("--threads", threads, "threads");
   try {
     app.parse(argc, argv);
@@ -401,15 +453,40 @@ int train_cli(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   try {
-    if (mode != "eager" && mode != "fused") throw_input_error("--mode '{}' is not eager or fused", mode);
+    if (mode != "eager" && mode != "fused")
+      throw_input_error("--mode '{}' is not eager or fused", mode);
     const auto config = training::TrainConfig::load(config_file);
+    if (!resume.empty()) {
+      // A checkpoint fixes the run it continues: its settings apply, and a flag that contradicts
+      // one is an error rather than a silently different run.
+      const auto header = training::read_checkpoint_header(resume);
+      auto take = [&](const char* flag, std::string& value, const std::string& fixed) {
+        if (app.count(flag) && value != fixed) {
+          throw_input_error(
+              "{} {} conflicts with --resume {}, written with {} {}; drop the flag to continue "
+              "that run",
+              flag, value, resume, flag, fixed);
+        }
+        value = fixed;
+      };
+      take("--mode", mode, header.mode);
+      take("--dtype", dtype, header.dtype);
+      std::string seed_text = std::to_string(seed);
+      take("--seed", seed_text, std::to_string(header.seed));
+      seed = header.seed;
+      if (header.config != config.name) {
+        throw_input_error("--resume {}: written for config {}, not {} (--config {})", resume,
+                          header.config, config.name, config_file);
+      }
+    }
     const auto names = engine::device_names();
-    if (std::find(names.begin(), names.end(), device) == names.end()) engine::make_device(device);  // names it
+    // names it
+    if (std::find(names.begin(), names.end(), device) == names.end()) engine::make_device(device);
     training::RunSpec spec;
     spec.device = device;
     spec.fused = mode == "fused";
     spec.activations = training::activation_dtype(dtype);
-    spec.seed = seed ? seed : config.seeds[0];
+    spec.seed = !resume.empty() ? seed : seed ? seed : config.seeds[0];
     spec.steps = steps ? steps : config.steps;
     spec.csv_every = csv_every ? csv_every : config.log_every;
     spec.csv = csv;
@@ -420,7 +497,8 @@ int train_cli(int argc, char** argv) {
     const auto data = training::Dataset::load(config);
     const auto out = training::train_run(config, data, spec);
     // The losses of every step, exactly (the resume test compares them bit for bit).
-    for (std::size_t i = 0; i < out.losses.size(); ++i) fmt::print("loss {} {:a}\n", i, out.losses[i]);
+    for (std::size_t i = 0; i < out.losses.size(); ++i)
+      fmt::print("loss {} {:a}\n", i, out.losses[i]);
     fmt::print("tokens_per_s {:.1f}\n", out.tokens_per_s);
     for (const auto& [kind, ms] : out.kind_ms) fmt::print("ms_per_step {} {:.3f}\n", kind, ms);
     std::vector<std::pair<double, std::string>> slowest;
@@ -439,7 +517,8 @@ int train_cli(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   fusebench::suite::keep_freed_heap_memory();
-  fusebench::suite::register_all_devices();  // cpu and the framework devices: the trainer runs on any
+  // cpu and the framework devices: the trainer runs on any
+  fusebench::suite::register_all_devices();
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) == "--train") return train_cli(argc, argv);
   }
@@ -450,7 +529,8 @@ int main(int argc, char** argv) {
     if (arg.rfind("--training-config=", 0) == 0) {
       fusebench::suite::config_override() = std::string(arg.substr(18));
       if (!std::filesystem::exists(fusebench::suite::config_override())) {
-        fmt::print(stderr, "error: --training-config: {} does not exist\n", fusebench::suite::config_override().string());
+        fmt::print(stderr, "error: --training-config: {} does not exist\n",
+                   fusebench::suite::config_override().string());
         return 2;
       }
       continue;

@@ -15,17 +15,21 @@ using engine::NodeId;
 
 // ---- parameters
 std::vector<ParameterSlot> parameter_layout(const ModelShape& s) {
-  if (s.layers < 1 || s.heads < 1 || s.width < 1 || s.context < 1 || s.vocab < 2 || s.width % s.heads != 0) {
-    throw_input_error("model: layers {}, heads {}, width {}, context {}, vocab {}: all must be positive and width a "
-                      "multiple of heads",
-                      s.layers, s.heads, s.width, s.context, s.vocab);
+  if (s.layers < 1 || s.heads < 1 || s.width < 1 || s.context < 1 || s.vocab < 2 ||
+      s.width % s.heads != 0) {
+    throw_input_error(
+        "model: layers {}, heads {}, width {}, context {}, vocab {}: all must be positive and "
+        "width a "
+        "multiple of heads",
+        s.layers, s.heads, s.width, s.context, s.vocab);
   }
   std::vector<ParameterSlot> out;
   std::int64_t offset = 0;
   const std::int64_t c = s.width;
   // GPT-2's initialisation: N(0, 0.02) weights, residual projections scaled by 1/sqrt(2 layers).
   const double residual_std = 0.02 / std::sqrt(2.0 * s.layers);
-  auto add = [&](std::string name, Shape shape, bool decay, ParameterSlot::Init init, double stddev = 0.02) {
+  auto add = [&](std::string name, Shape shape, bool decay, ParameterSlot::Init init,
+                 double stddev = 0.02) {
     ParameterSlot slot{std::move(name), shape, offset, shape_numel(shape), decay, init, stddev};
     offset += slot.numel;
     out.push_back(std::move(slot));
@@ -58,7 +62,8 @@ std::int64_t parameter_count(const std::vector<ParameterSlot>& layout) {
 }
 
 // ---- backward compositions
-NodeId layernorm_backward(Graph& g, NodeId x, NodeId w, NodeId dy, double eps, NodeId* dw, NodeId* db) {
+NodeId layernorm_backward(Graph& g, NodeId x, NodeId w, NodeId dy, double eps, NodeId* dw,
+                          NodeId* db) {
   // Statistics recomputed from x (the forward op keeps none): xhat = (x - mean) * rstd.
   const NodeId mean = g.mean(x, -1, true);
   const NodeId centred = g.sub(x, mean);
@@ -94,7 +99,8 @@ struct Linear {
 
 class ModelBuilder {
  public:
-  ModelBuilder(const ModelShape& s, int batch, DType act) : s_(s), batch_(batch), act_(act), rows_(std::int64_t(batch) * s.context) {}
+  ModelBuilder(const ModelShape& s, int batch, DType act)
+      : s_(s), batch_(batch), act_(act), rows_(std::int64_t(batch) * s.context) {}
 
   TrainGraph build(bool with_gradients) {
     TrainGraph out;
@@ -131,13 +137,16 @@ class ModelBuilder {
     // ---- backward
     const NodeId seed = g.input("loss_seed", {1}, DType::f32);  // loss scale (fp16) or 1
     // d loss / d logits = (softmax - onehot) * seed / N, fp32, then in the activations' dtype
-    NodeId dlogits = g.mul(g.sub(g.softmax(logits32), targets), g.mul_scalar(seed, 1.0 / double(rows_)));
+    NodeId dlogits =
+        g.mul(g.sub(g.softmax(logits32), targets), g.mul_scalar(seed, 1.0 / double(rows_)));
     if (act_ != DType::f32) dlogits = g.cast(dlogits, act_);
     std::map<std::string, NodeId> grad;
     grad["wte"] = g.matmul(g.transpose(dlogits, 0, 1), xf);  // [V, C]
-    NodeId dx = g.matmul(dlogits, wte);                         // [N, C]
-    dx = layernorm_backward(g, x_final_in, param_.at("lnf_w"), dx, 1e-5, &grad["lnf_w"], &grad["lnf_b"]);
-    for (int l = s_.layers - 1; l >= 0; --l) dx = block_backward(l, saved[std::size_t(l)], dx, grad);
+    NodeId dx = g.matmul(dlogits, wte);                      // [N, C]
+    dx = layernorm_backward(g, x_final_in, param_.at("lnf_w"), dx, 1e-5, &grad["lnf_w"],
+                            &grad["lnf_b"]);
+    for (int l = s_.layers - 1; l >= 0; --l)
+      dx = block_backward(l, saved[std::size_t(l)], dx, grad);
     // embeddings: position rows summed over the batch; token rows added at the tokens' ids (in
     // token order: deterministic), then to the tied head's gradient
     grad["wpe"] = g.sum(g.reshape(dx, {batch_, t, c}), 0);
@@ -186,7 +195,8 @@ class ModelBuilder {
     sv.q = heads(g.slice(qkv, 1, 0, c));
     sv.k = heads(g.slice(qkv, 1, c, 2 * c));
     sv.v = heads(g.slice(qkv, 1, 2 * c, 3 * c));
-    const NodeId scores = g.mul_scalar(g.matmul(sv.q, g.transpose(sv.k, 2, 3)), scale);  // [B, H, T, T]
+    // [B, H, T, T]
+    const NodeId scores = g.mul_scalar(g.matmul(sv.q, g.transpose(sv.k, 2, 3)), scale);
     sv.probs = g.softmax(g.causal_mask(scores, -std::numeric_limits<double>::infinity()));
     sv.attn_rows = merge_heads(g.matmul(sv.probs, sv.v));  // [N, C]
     sv.x_mid = g.add(x, linear(sv.attn_rows, l, "proj_w", "proj_b"));
@@ -198,35 +208,39 @@ class ModelBuilder {
   }
 
   // y = x W + b: dW = x^T dy, db = sum over rows, returns dx = dy W^T.
-  NodeId linear_backward(int l, const char* w, const char* b, NodeId x, NodeId dy, std::map<std::string, NodeId>& grad) {
+  NodeId linear_backward(int l, const char* w, const char* b, NodeId x, NodeId dy,
+                         std::map<std::string, NodeId>& grad) {
     Graph& g = *g_;
     grad[p(l, w)] = g.matmul(g.transpose(x, 0, 1), dy);
     grad[p(l, b)] = g.sum(dy, 0);
     return g.matmul(dy, g.transpose(param_.at(p(l, w)), 0, 1));
   }
 
-  NodeId block_backward(int l, const BlockSaved& sv, NodeId dx_out, std::map<std::string, NodeId>& grad) {
+  NodeId block_backward(int l, const BlockSaved& sv, NodeId dx_out,
+                        std::map<std::string, NodeId>& grad) {
     Graph& g = *g_;
     const double scale = 1.0 / std::sqrt(double(s_.width / s_.heads));
     // MLP branch: x_out = x_mid + fcproj(gelu(fc(ln2(x_mid))))
     const NodeId d_act = linear_backward(l, "fcproj_w", "fcproj_b", sv.fc_act, dx_out, grad);
     const NodeId d_fc = g.gelu_tanh_backward(d_act, sv.fc);
     const NodeId d_h2 = linear_backward(l, "fc_w", "fc_b", sv.h2, d_fc, grad);
-    const NodeId d_mid = g.add(dx_out, layernorm_backward(g, sv.x_mid, param_.at(p(l, "ln2_w")), d_h2, 1e-5,
-                                                          &grad[p(l, "ln2_w")], &grad[p(l, "ln2_b")]));
+    const NodeId d_mid =
+        g.add(dx_out, layernorm_backward(g, sv.x_mid, param_.at(p(l, "ln2_w")), d_h2, 1e-5,
+                                         &grad[p(l, "ln2_w")], &grad[p(l, "ln2_b")]));
     // attention branch: x_mid = x_in + proj(attention(ln1(x_in)))
     const NodeId d_rows = linear_backward(l, "proj_w", "proj_b", sv.attn_rows, d_mid, grad);
-    const NodeId d_y = heads(d_rows);                                       // [B, H, T, hd]
-    const NodeId d_probs = g.matmul(d_y, g.transpose(sv.v, 2, 3));          // [B, H, T, T]
-    const NodeId d_v = g.matmul(g.transpose(sv.probs, 2, 3), d_y);          // [B, H, T, hd]
+    const NodeId d_y = heads(d_rows);                               // [B, H, T, hd]
+    const NodeId d_probs = g.matmul(d_y, g.transpose(sv.v, 2, 3));  // [B, H, T, T]
+    const NodeId d_v = g.matmul(g.transpose(sv.probs, 2, 3), d_y);  // [B, H, T, hd]
     const NodeId d_masked = softmax_backward(g, sv.probs, d_probs);
     const NodeId d_scores = g.mul_scalar(g.causal_mask(d_masked, 0.0), scale);
     const NodeId d_q = g.matmul(d_scores, sv.k);
     const NodeId d_k = g.matmul(g.transpose(d_scores, 2, 3), sv.q);
-    const NodeId d_qkv = g.concat({merge_heads(d_q), merge_heads(d_k), merge_heads(d_v)}, 1);  // [N, 3C]
+    // [N, 3C]
+    const NodeId d_qkv = g.concat({merge_heads(d_q), merge_heads(d_k), merge_heads(d_v)}, 1);
     const NodeId d_h1 = linear_backward(l, "qkv_w", "qkv_b", sv.h1, d_qkv, grad);
-    return g.add(d_mid, layernorm_backward(g, sv.x_in, param_.at(p(l, "ln1_w")), d_h1, 1e-5, &grad[p(l, "ln1_w")],
-                                           &grad[p(l, "ln1_b")]));
+    return g.add(d_mid, layernorm_backward(g, sv.x_in, param_.at(p(l, "ln1_w")), d_h1, 1e-5,
+                                           &grad[p(l, "ln1_w")], &grad[p(l, "ln1_b")]));
   }
 
   ModelShape s_;
@@ -238,16 +252,19 @@ class ModelBuilder {
 };
 }  // namespace
 
-TrainGraph build_train_graph(const ModelShape& shape, int batch, DType activations, bool with_gradients) {
+TrainGraph build_train_graph(const ModelShape& shape, int batch, DType activations,
+                             bool with_gradients) {
   if (batch < 1) throw_input_error("model: batch {} must be positive", batch);
   if (!is_floating(activations) || activations == DType::f64) {
-    throw_input_error("model: activation dtype {} is not one of f32, bf16, f16", dtype_name(activations));
+    throw_input_error("model: activation dtype {} is not one of f32, bf16, f16",
+                      dtype_name(activations));
   }
   return ModelBuilder(shape, batch, activations).build(with_gradients);
 }
 
 // ---- optimizer and gradient norm
-engine::Graph build_adamw_graph(std::int64_t n, double beta1, double beta2, double eps, double weight_decay) {
+engine::Graph build_adamw_graph(std::int64_t n, double beta1, double beta2, double eps,
+                                double weight_decay) {
   Graph g;
   const NodeId param = g.input("param", {n}, DType::f32);
   const NodeId grad_in = g.input("grad", {n}, DType::f32);

@@ -9,6 +9,7 @@ engine's). Exit 3 with a message when torch is not installed.
 
 Usage: python peer_torch.py --config default.json --steps 20 [--dtype bf16|f32] [--threads 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -95,9 +96,12 @@ def main() -> int:
                     p.zero_()
         decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
         rest = [p for n, p in model.named_parameters() if p.dim() < 2]
-        opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.get("weight_decay", 0.1)},
-                                 {"params": rest, "weight_decay": 0.0}], lr=cfg["lr"],
-                                betas=(cfg.get("beta1", 0.9), cfg.get("beta2", 0.95)), eps=cfg.get("adam_eps", 1e-8))
+        opt = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": cfg.get("weight_decay", 0.1)}, {"params": rest, "weight_decay": 0.0}],
+            lr=cfg["lr"],
+            betas=(cfg.get("beta1", 0.9), cfg.get("beta2", 0.95)),
+            eps=cfg.get("adam_eps", 1e-8),
+        )
 
         def step_fn(idx, tgt):
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.dtype == "bf16"):
@@ -109,8 +113,8 @@ def main() -> int:
         losses, timed, first = [], 0.0, 0.0
         for step in range(args.steps):
             starts = rng.integers(0, len(train) - T - 1, size=B)
-            idx = torch.from_numpy(np.stack([train[s:s + T] for s in starts]).astype(np.int64))
-            tgt = torch.from_numpy(np.stack([train[s + 1:s + T + 1] for s in starts]).astype(np.int64))
+            idx = torch.from_numpy(np.stack([train[s : s + T] for s in starts]).astype(np.int64))
+            tgt = torch.from_numpy(np.stack([train[s + 1 : s + T + 1] for s in starts]).astype(np.int64))
             t0 = time.perf_counter()
             for g in opt.param_groups:
                 g["lr"] = lr_at(step)
@@ -124,8 +128,12 @@ def main() -> int:
             elif step >= 2:  # torch.compile may recompile on the second call (gradients now exist)
                 timed += dt
             losses.append(float(loss.detach()))
-        return {"tokens_per_s": (args.steps - 2) * B * T / timed if timed > 0 else 0.0, "first_step_s": first,
-                "first_loss": losses[0], "last_loss": losses[-1]}
+        return {
+            "tokens_per_s": (args.steps - 2) * B * T / timed if timed > 0 else 0.0,
+            "first_step_s": first,
+            "first_loss": losses[0],
+            "last_loss": losses[-1],
+        }
 
     out = {"torch": torch.__version__, "dtype": args.dtype, "steps": args.steps, "threads": args.threads}
     for mode in args.modes.split(","):

@@ -24,12 +24,12 @@ struct TrainConfig {
   std::string name;
   ModelShape model;
   int batch = 4;
-  int steps = 1000;          // the full run
-  int quick_steps = 60;      // the quick profile's shortened run
+  int steps = 1000;                         // the full run
+  int quick_steps = 60;                     // the quick profile's shortened run
   double lr = 1e-3, min_lr_fraction = 0.1;  // cosine from lr down to lr * min_lr_fraction
   int warmup_steps = 50;
   double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8, grad_clip = 1.0;
-  int log_every = 50;        // CSV rows (with an eval) every this many steps
+  int log_every = 50;  // CSV rows (with an eval) every this many steps
   int eval_batches = 4;
   double loss_scale = 65536;  // fp16's initial dynamic loss scale
   int loss_scale_growth_interval = 200;
@@ -54,28 +54,40 @@ struct Dataset {
 DType activation_dtype(const std::string& name);
 
 struct StepRecord {
-  int step = 0;                 // 1-based: after this many steps
-  double train_loss = 0;        // the step's batch loss (before the update)
-  double eval_loss = -1;        // -1 when not evaluated at this step
-  double grad_norm = 0;         // global L2 norm of the unscaled gradient, before clipping
+  int step = 0;           // 1-based: after this many steps
+  double train_loss = 0;  // the step's batch loss (before the update)
+  double eval_loss = -1;  // -1 when not evaluated at this step
+  double grad_norm = 0;   // global L2 norm of the unscaled gradient, before clipping
   double lr = 0;
   double loss_scale = 1;
-  bool skipped = false;         // fp16 overflow: no update, the loss scale halved
-  std::string overflow_node;    // when skipped: the first node (graph order) holding inf / NaN
+  bool skipped = false;       // fp16 overflow: no update, the loss scale halved
+  std::string overflow_node;  // when skipped: the first node (graph order) holding inf / NaN
 };
+
+// What a checkpoint fixes about the run it continues (its JSON header).
+struct CheckpointHeader {
+  std::string config, dtype, mode;  // mode: "eager" or "fused"
+  std::uint64_t seed = 0;           // the batch order follows (seed, step)
+  std::int64_t parameters = 0;
+  int step = 0, adam_steps = 0, good_steps = 0;
+  double loss_scale = 1;
+};
+// InputError naming the file when it is not a readable checkpoint.
+CheckpointHeader read_checkpoint_header(const std::filesystem::path& path);
 
 class Trainer {
  public:
-  Trainer(TrainConfig config, const Dataset& data, const engine::Device& device, bool fused, DType activations,
-          std::uint64_t seed, engine::EngineOptions options = {});
+  Trainer(TrainConfig config, const Dataset& data, const engine::Device& device, bool fused,
+          DType activations, std::uint64_t seed, engine::EngineOptions options = {});
 
-  StepRecord step();             // one training step (forward, backward, clip, AdamW)
-  double evaluate();             // mean loss over the fixed eval batches
+  StepRecord step();  // one training step (forward, backward, clip, AdamW)
+  double evaluate();  // mean loss over the fixed eval batches
   int steps_done() const { return step_; }
 
   // Checkpoint: step counters, loss-scale state, params, m, v (temporary file, then rename).
   void save(const std::filesystem::path& path) const;
-  void load(const std::filesystem::path& path);  // InputError naming the file on a mismatch
+  // InputError naming the file on a mismatch: config, dtype, parameter count, seed or mode.
+  void load(const std::filesystem::path& path);
 
   const std::vector<ParameterSlot>& layout() const { return layout_; }
   const Tensor& parameters() const { return param_; }
@@ -88,7 +100,9 @@ class Trainer {
     kind_ms_.clear();
     kernel_ms_.clear();
   }
-  std::int64_t tokens_per_step() const { return std::int64_t(config_.batch) * config_.model.context; }
+  std::int64_t tokens_per_step() const {
+    return std::int64_t(config_.batch) * config_.model.context;
+  }
   double lr_at(int step) const;
 
  private:
@@ -127,14 +141,15 @@ struct RunSpec {
   int threads = 2;
 };
 struct RunOutcome {
-  std::vector<StepRecord> rows;     // the CSV's rows
-  std::vector<double> losses;       // every step's train loss
-  std::vector<std::pair<int, std::string>> skipped;  // every overflow-skipped step, with its first non-finite node
-  double tokens_per_s = 0;          // steps after the first (which compiles), evals excluded
-  std::vector<double> step_s;       // the time of each of those steps
+  std::vector<StepRecord> rows;  // the CSV's rows
+  std::vector<double> losses;    // every step's train loss
+  // every overflow-skipped step, with its first non-finite node
+  std::vector<std::pair<int, std::string>> skipped;
+  double tokens_per_s = 0;     // steps after the first (which compiles), evals excluded
+  std::vector<double> step_s;  // the time of each of those steps
   double first_step_s = 0;
   double train_s = 0;
-  std::map<std::string, double> kind_ms;  // per step, steps after the first
+  std::map<std::string, double> kind_ms;    // per step, steps after the first
   std::map<std::string, double> kernel_ms;  // per step, by kernel
 };
 RunOutcome train_run(const TrainConfig& config, const Dataset& data, const RunSpec& spec);
@@ -151,16 +166,17 @@ RunOutcome train_run(const TrainConfig& config, const Dataset& data, const RunSp
 // trainers' step times differ when measured this way, the floor below which a speed-up is noise).
 struct InterleavedTiming {
   struct Mode {
-    std::vector<double> step_s;                // timed steps, in order
-    std::vector<double> turn_median_s;         // per round: the median of its timed steps
-    std::vector<double> turn_first_step_s;     // per round: the untimed first step
-    std::map<std::string, double> kind_ms;     // per timed step, by kernel kind
+    std::vector<double> step_s;             // timed steps, in order
+    std::vector<double> turn_median_s;      // per round: the median of its timed steps
+    std::vector<double> turn_first_step_s;  // per round: the untimed first step
+    std::map<std::string, double> kind_ms;  // per timed step, by kernel kind
     int skipped = 0;
   };
   Mode eager, fused;
   int rounds = 0, timed_steps = 0;
 };
-InterleavedTiming interleaved_timing(const TrainConfig& config, const Dataset& data, const RunSpec& spec, int rounds,
-                                     int timed_steps, bool control = false);
+InterleavedTiming interleaved_timing(const TrainConfig& config, const Dataset& data,
+                                     const RunSpec& spec, int rounds, int timed_steps,
+                                     bool control = false);
 
 }  // namespace fusebench::training

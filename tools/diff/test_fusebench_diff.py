@@ -1,6 +1,7 @@
 """Output test of fusebench-diff: JSON fields and values on dumps with known differences, exit
 codes on bad input, and that numpy reads the dumps (f16 directly, bf16 through its documented
 one-field record layout)."""
+
 import argparse
 import json
 import pathlib
@@ -96,6 +97,7 @@ else:
     result = run(work / "straddle_a.npy", work / "straddle_b.npy", "--json")
     out = json.loads(result.stdout)
     from numpy.testing._private.utils import nulp_diff  # numpy's own integer ULP distance (not exported)
+
     nulp = int(nulp_diff(np.load(work / "straddle_a.npy"), np.load(work / "straddle_b.npy")).ravel()[0])
     hist = {b["ulp"]: b["count"] for b in out["ulp_diff"]["hist"]["bins"] if b["count"]}
     check(nulp == 3, f"numpy's nulp_diff says {nulp}")

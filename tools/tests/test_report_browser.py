@@ -1,14 +1,19 @@
 """Renders report.html from the checked-in fixture run (fixtures/report_run: a real quick run, trimmed)
 and loads it in headless Chromium at 1280 px. Fails when a table or figure is wider than the page, the
 page scrolls sideways, an image does not load, or the verdict table is not on the first screen.
-Screenshots (first screen, whole page) are left in --work for a person to look at.
+Screenshots (first screen, whole page) are left in --work for a person to look at. With
+--add-devices DIR the run gains that fixture's devices (fixtures/report_frameworks: torch and xla
+from a real quick run, without dumps): the main job's three-device matrix, whose claims that differ
+only in their chain, dtype or kernel share a row, must still fit the first screen.
 
-Usage: test_report_browser.py [--work DIR] [--fixture DIR]"""
+Usage: test_report_browser.py [--work DIR] [--fixture DIR] [--add-devices DIR]"""
+
 from __future__ import annotations
 
 import argparse
 import html
 import json
+import os
 import pathlib
 import re
 import shutil
@@ -62,23 +67,61 @@ def chromium() -> str:
 
 
 def browse(browser: str, page: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                           "--virtual-time-budget=15000", *args, page.as_uri()],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--virtual-time-budget=15000",
+            *args,
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=pathlib.Path, default=pathlib.Path("/tmp/fusebench-report-browser"))
     parser.add_argument("--fixture", type=pathlib.Path, default=HERE / "fixtures" / "report_run")
+    parser.add_argument("--add-devices", type=pathlib.Path, help="a fixture of more devices' suite JSONs")
     args = parser.parse_args()
     browser = chromium()
     run_dir = args.work / "run"
     shutil.rmtree(args.work, ignore_errors=True)
     shutil.copytree(args.fixture, run_dir)
-    r = subprocess.run([sys.executable, str(ROOT / "reports" / "report.py"), str(run_dir)], capture_output=True, text=True)
+    if args.add_devices:
+        manifest = json.loads((run_dir / "run.json").read_text())
+        more = json.loads((args.add_devices / "run.json").read_text())
+        for f in args.add_devices.glob("*@*.json"):
+            shutil.copy(f, run_dir / f.name)
+        manifest["devices"] += more["devices"]
+        manifest["ran"] += more["ran"]
+        manifest["seconds"] += more["seconds"]
+        (run_dir / "run.json").write_text(json.dumps(manifest, indent=1))
+    r = subprocess.run(
+        [sys.executable, "-m", "reports.report", str(run_dir)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     if r.returncode != 0:
         print(f"FAIL: report.py exit {r.returncode}: {r.stderr}")
+        return 1
+    md = (run_dir / "report.md").read_text()
+    # what the first screen must say, whatever the layout: B's verdicts with their interval beside the
+    # plan's rule, and a verdict (or N/A with its reason) in every cell
+    matrix_b = "fused error ≤ eager error (" if args.add_devices else "plan's rule: "  # a chain per row on one device
+    for needed in ("paired-bootstrap interval", matrix_b):
+        if needed not in md:
+            print(f"FAIL: the report lacks {needed!r} (task B's verdicts)")
+            return 1
+    if "no verdict" in md.lower():
+        print("FAIL: a cell reads 'no verdict'")
         return 1
     page = run_dir / "report.html"
     checked = args.work / "checked.html"
@@ -91,9 +134,13 @@ def main() -> int:
     result = json.loads(html.unescape(found.group(1)))
     # Screenshots for a person: the first screen, and the whole page at 1280 px.
     browse(browser, page, f"--window-size={WIDTH},{FIRST_SCREEN}", f"--screenshot={args.work / 'first_screen.png'}")
-    browse(browser, page, f"--window-size={WIDTH},{min(result['height'], 16000)}", f"--screenshot={args.work / 'page.png'}")
-    print(f"report in chromium at {WIDTH} px: {result['tables']} tables, {result['images']} images, page "
-          f"{result['height']} px tall ({result['opened_height']} px with every table expanded); screenshots in {args.work}")
+    browse(
+        browser, page, f"--window-size={WIDTH},{min(result['height'], 16000)}", f"--screenshot={args.work / 'page.png'}"
+    )
+    print(
+        f"report in chromium at {WIDTH} px: {result['tables']} tables, {result['images']} images, page "
+        f"{result['height']} px tall ({result['opened_height']} px with every table expanded); screenshots in {args.work}"
+    )
     for p in result["problems"]:
         print("FAIL:", p)
     if result["images"] == 0:

@@ -25,8 +25,8 @@ struct BitEqualOptions {
 
 struct BitEqualResult {
   bool equal = true;
-  std::int64_t count = 0;       // elements compared
-  std::int64_t mismatches = 0;  // elements that differ under the policies
+  std::int64_t count = 0;                            // elements compared
+  std::int64_t mismatches = 0;                       // elements that differ under the policies
   std::vector<std::int64_t> first_mismatch_indices;  // row-major, ascending
   explicit operator bool() const { return equal; }
 };
@@ -57,8 +57,8 @@ struct UlpDiffOptions {
 // maximum, which is not a distance (always read nan_pairs first).
 struct UlpDiffResult {
   Tensor distance;
-  std::uint64_t max_distance = 0;     // over pairs without NaN
-  std::int64_t max_index = -1;        // first index of max_distance; -1 when nothing compared
+  std::uint64_t max_distance = 0;  // over pairs without NaN
+  std::int64_t max_index = -1;     // first index of max_distance; -1 when nothing compared
   std::uint64_t nan_pairs = 0;
   std::vector<std::int64_t> first_nan_indices;
   UlpHistogram histogram;

@@ -33,6 +33,7 @@ struct DiffOptions {
 };
 
 // InputError when the shapes differ or a tensor is not floating (the message names a_name etc.).
-nlohmann::json diff_json(const Tensor& a, const Tensor& b, const Tensor* ref, const DiffOptions& options = {});
+nlohmann::json diff_json(const Tensor& a, const Tensor& b, const Tensor* ref,
+                         const DiffOptions& options = {});
 
 }  // namespace fusebench

@@ -10,9 +10,18 @@
 namespace fusebench {
 
 enum class DType : std::uint8_t {
-  f16, bf16, f32, f64,
-  i8, i16, i32, i64,
-  u8, u16, u32, u64,
+  f16,
+  bf16,
+  f32,
+  f64,
+  i8,
+  i16,
+  i32,
+  i64,
+  u8,
+  u16,
+  u32,
+  u64,
   boolean,
 };
 
@@ -28,19 +37,58 @@ constexpr bool is_floating(DType dtype) {
 
 template <class T>
 struct DTypeOf;
-template <> struct DTypeOf<Half> { static constexpr DType value = DType::f16; };
-template <> struct DTypeOf<BFloat16> { static constexpr DType value = DType::bf16; };
-template <> struct DTypeOf<float> { static constexpr DType value = DType::f32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::f64; };
-template <> struct DTypeOf<std::int8_t> { static constexpr DType value = DType::i8; };
-template <> struct DTypeOf<std::int16_t> { static constexpr DType value = DType::i16; };
-template <> struct DTypeOf<std::int32_t> { static constexpr DType value = DType::i32; };
-template <> struct DTypeOf<std::int64_t> { static constexpr DType value = DType::i64; };
-template <> struct DTypeOf<std::uint8_t> { static constexpr DType value = DType::u8; };
-template <> struct DTypeOf<std::uint16_t> { static constexpr DType value = DType::u16; };
-template <> struct DTypeOf<std::uint32_t> { static constexpr DType value = DType::u32; };
-template <> struct DTypeOf<std::uint64_t> { static constexpr DType value = DType::u64; };
-template <> struct DTypeOf<bool> { static constexpr DType value = DType::boolean; };
+template <>
+struct DTypeOf<Half> {
+  static constexpr DType value = DType::f16;
+};
+template <>
+struct DTypeOf<BFloat16> {
+  static constexpr DType value = DType::bf16;
+};
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::f64;
+};
+template <>
+struct DTypeOf<std::int8_t> {
+  static constexpr DType value = DType::i8;
+};
+template <>
+struct DTypeOf<std::int16_t> {
+  static constexpr DType value = DType::i16;
+};
+template <>
+struct DTypeOf<std::int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct DTypeOf<std::int64_t> {
+  static constexpr DType value = DType::i64;
+};
+template <>
+struct DTypeOf<std::uint8_t> {
+  static constexpr DType value = DType::u8;
+};
+template <>
+struct DTypeOf<std::uint16_t> {
+  static constexpr DType value = DType::u16;
+};
+template <>
+struct DTypeOf<std::uint32_t> {
+  static constexpr DType value = DType::u32;
+};
+template <>
+struct DTypeOf<std::uint64_t> {
+  static constexpr DType value = DType::u64;
+};
+template <>
+struct DTypeOf<bool> {
+  static constexpr DType value = DType::boolean;
+};
 template <class T>
 inline constexpr DType dtype_of = DTypeOf<T>::value;
 
@@ -55,10 +103,14 @@ decltype(auto) visit_floating(DType dtype, std::string_view what, Fn&& fn);
 template <class Fn>
 decltype(auto) fusebench::visit_floating(DType dtype, std::string_view what, Fn&& fn) {
   switch (dtype) {
-    case DType::f16: return fn(Half{});
-    case DType::bf16: return fn(BFloat16{});
-    case DType::f32: return fn(float{});
-    case DType::f64: return fn(double{});
+    case DType::f16:
+      return fn(Half{});
+    case DType::bf16:
+      return fn(BFloat16{});
+    case DType::f32:
+      return fn(float{});
+    case DType::f64:
+      return fn(double{});
     default:
       throw_input_error("{}: dtype {} is not a floating type (expected f16, bf16, f32 or f64)",
                         what, dtype_name(dtype));

@@ -55,10 +55,10 @@ struct ErrorStats {
   std::int64_t nan_y = 0, nan_ref = 0, inf_y = 0, inf_ref = 0;
   std::int64_t mismatches = 0;  // non-finite disagreements
   std::vector<std::int64_t> first_mismatch_indices;
-  double rel_floor = 0;  // the denominator floor used for rel
+  double rel_floor = 0;              // the denominator floor used for rel
   ErrorSummary abs, rel, ulp_error;  // ulp_error: fractional, in spacings of y's format at ref
-  UlpHistogram ulp_histogram;         // integer distances to ref rounded to y's dtype
-  std::uint64_t ulp_diff_max = 0;     // the largest of those distances (over pairs without NaN)
+  UlpHistogram ulp_histogram;        // integer distances to ref rounded to y's dtype
+  std::uint64_t ulp_diff_max = 0;    // the largest of those distances (over pairs without NaN)
   std::int64_t ulp_diff_max_index = -1;
   int passes = 0;  // passes over the input: 1, or more where a percentile needed radix passes
 };

@@ -26,7 +26,8 @@ PhiloxCounter philox4x32_10(PhiloxCounter counter, PhiloxKey key);
 
 class CounterRng {
  public:
-  explicit CounterRng(std::uint64_t seed, std::uint64_t stream = 0) : seed_(seed), stream_(stream) {}
+  explicit CounterRng(std::uint64_t seed, std::uint64_t stream = 0)
+      : seed_(seed), stream_(stream) {}
   // Block `index` of four 32-bit words: counter = (index, stream), key = seed.
   PhiloxCounter block(std::uint64_t index) const;
   std::uint32_t u32(std::uint64_t index) const;  // word index % 4 of block index / 4
@@ -46,7 +47,7 @@ Tensor random_normal(DType dtype, Shape shape, double mean, double stddev, std::
                      std::uint64_t stream = 0);
 
 // The portable elementary functions behind random_normal, exposed for their tests.
-double portable_log(double x);           // x > 0, normal
-double portable_cos_two_pi(double u);    // cos(2 pi u), u in [0, 1)
+double portable_log(double x);         // x > 0, normal
+double portable_cos_two_pi(double u);  // cos(2 pi u), u in [0, 1)
 
 }  // namespace fusebench

@@ -20,10 +20,10 @@ std::int64_t shape_numel(const Shape& shape);
 std::string shape_string(const Shape& shape);  // "[8, 2048, 4096]"
 Shape contiguous_strides(const Shape& shape);  // in elements
 
-// Raw memory from the allocator behind every tensor: 64-byte aligned (2 MiB from 4 MiB up); blocks
-// of 1 MiB or more are kept after release and reused at their exact size (FUSEBENCH_BUFFER_CACHE_MB
-// caps the cache, default 1024; when full, the blocks released longest ago are freed first).
-// release_buffer takes the size that was allocated.
+// Raw memory from the allocator behind every tensor and the toolkit's large scratch buffers:
+// 64-byte aligned (2 MiB from 4 MiB up); blocks of 1 MiB or more are kept after release and reused
+// at their exact size (FUSEBENCH_BUFFER_CACHE_MB caps the cache, default 1024; when full, the
+// blocks released longest ago are freed first). release_buffer takes the size that was allocated.
 void* allocate_buffer(std::size_t bytes);
 void release_buffer(void* memory, std::size_t bytes);
 struct BufferCacheState {
@@ -114,8 +114,8 @@ Tensor Tensor::from_values(Shape shape, std::span<const T> values) {
 template <class T>
 std::span<T> Tensor::span() {
   if (dtype_of<T> != dtype_) {
-    throw_input_error("Tensor::span: requested {} elements from a {} tensor", dtype_name(dtype_of<T>),
-                      describe());
+    throw_input_error("Tensor::span: requested {} elements from a {} tensor",
+                      dtype_name(dtype_of<T>), describe());
   }
   if (!is_contiguous()) throw_input_error("Tensor::span: {} is a strided view", describe());
   return {reinterpret_cast<T*>(raw_data()), std::size_t(numel())};

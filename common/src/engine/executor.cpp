@@ -11,29 +11,35 @@ namespace fusebench::engine {
 
 // ---- options
 void EngineOptions::validate() const {
-  if (reduce_tile < 1) throw_input_error("engine option reduce_tile must be >= 1, got {}", reduce_tile);
+  if (reduce_tile < 1)
+    throw_input_error("engine option reduce_tile must be >= 1, got {}", reduce_tile);
   if (rsqrt_newton_iters < 0 || rsqrt_newton_iters > 3) {
-    throw_input_error("engine option rsqrt_newton_iters must be in 0..3, got {}", rsqrt_newton_iters);
+    throw_input_error("engine option rsqrt_newton_iters must be in 0..3, got {}",
+                      rsqrt_newton_iters);
   }
   if (div_newton_iters < 0 || div_newton_iters > 3) {
     throw_input_error("engine option div_newton_iters must be in 0..3, got {}", div_newton_iters);
   }
-  if (threads < 1 || threads > 256) throw_input_error("engine option threads must be in 1..256, got {}", threads);
+  if (threads < 1 || threads > 256)
+    throw_input_error("engine option threads must be in 1..256, got {}", threads);
 }
 
 namespace {
 std::string_view approx_name(ApproxMode m) {
-  return m == ApproxMode::Ieee ? "ieee" : m == ApproxMode::NewtonBitTrick ? "newton-bittrick" : "newton-hw";
+  return m == ApproxMode::Ieee             ? "ieee"
+         : m == ApproxMode::NewtonBitTrick ? "newton-bittrick"
+                                           : "newton-hw";
 }
 }  // namespace
 
 std::string EngineOptions::describe() const {
-  return fmt::format("tile={} acc={} rsqrt={}{} div={}{} scalar={} fma={} emulate_rounding={} threads={}", reduce_tile,
-                     accumulator == AccumulatorDtype::F32 ? "f32" : "storage", approx_name(rsqrt),
-                     rsqrt == ApproxMode::Ieee ? "" : fmt::format("x{}", rsqrt_newton_iters), approx_name(div),
-                     div == ApproxMode::Ieee ? "" : fmt::format("x{}", div_newton_iters),
-                     scalar_lowering == ScalarLowering::ImmediateF32 ? "immediate" : "broadcast",
-                     fma_contraction ? "on" : "off", emulate_per_op_rounding ? "on" : "off", threads);
+  return fmt::format(
+      "tile={} acc={} rsqrt={}{} div={}{} scalar={} fma={} emulate_rounding={} threads={}",
+      reduce_tile, accumulator == AccumulatorDtype::F32 ? "f32" : "storage", approx_name(rsqrt),
+      rsqrt == ApproxMode::Ieee ? "" : fmt::format("x{}", rsqrt_newton_iters), approx_name(div),
+      div == ApproxMode::Ieee ? "" : fmt::format("x{}", div_newton_iters),
+      scalar_lowering == ScalarLowering::ImmediateF32 ? "immediate" : "broadcast",
+      fma_contraction ? "on" : "off", emulate_per_op_rounding ? "on" : "off", threads);
 }
 
 nlohmann::json EngineOptions::to_json() const {
@@ -43,19 +49,28 @@ nlohmann::json EngineOptions::to_json() const {
           {"rsqrt_newton_iters", rsqrt_newton_iters},
           {"div", approx_name(div)},
           {"div_newton_iters", div_newton_iters},
-          {"scalar_lowering", scalar_lowering == ScalarLowering::ImmediateF32 ? "immediate" : "broadcast"},
+          {"scalar_lowering",
+           scalar_lowering == ScalarLowering::ImmediateF32 ? "immediate" : "broadcast"},
           {"fma_contraction", fma_contraction},
           {"emulate_per_op_rounding", emulate_per_op_rounding},
           {"threads", threads}};
 }
 
 nlohmann::json KernelTrace::to_json() const {
-  return {{"name", name},           {"ops", ops},
-          {"lowering", lowering},   {"cache_key", cache_key},
-          {"source", source_path},  {"artifact", artifact_path},
-          {"artifact_sha256", artifact_sha256}, {"compile_ms", compile_ms},
-          {"source_sha256", source_sha256}, {"evidence", evidence},
-          {"cache_hit", cache_hit}, {"run_ms", run_ms}, {"bytes_moved", bytes_moved}};
+  return {{"name", name},
+          {"kind", kind},
+          {"ops", ops},
+          {"lowering", lowering},
+          {"cache_key", cache_key},
+          {"source", source_path},
+          {"artifact", artifact_path},
+          {"artifact_sha256", artifact_sha256},
+          {"compile_ms", compile_ms},
+          {"source_sha256", source_sha256},
+          {"evidence", evidence},
+          {"cache_hit", cache_hit},
+          {"run_ms", run_ms},
+          {"bytes_moved", bytes_moved}};
 }
 
 // ---- devices
@@ -64,9 +79,21 @@ std::map<std::string, DeviceFactory>& registry() {
   static std::map<std::string, DeviceFactory> devices;
   return devices;
 }
+std::map<std::string, DeviceVariantFactory>& families() {
+  static std::map<std::string, DeviceVariantFactory> bases;
+  return bases;
+}
 std::mutex& registry_mutex() {
   static std::mutex m;
   return m;
+}
+// The family factory for BASE/VARIANT, with the variant, when `name` names one.
+std::pair<const DeviceVariantFactory*, std::string> family_of(const std::string& name) {
+  const auto slash = name.find('/');
+  if (slash == std::string::npos || slash + 1 == name.size()) return {nullptr, {}};
+  auto it = families().find(name.substr(0, slash));
+  return it == families().end() ? std::pair<const DeviceVariantFactory*, std::string>{nullptr, {}}
+                                : std::pair{&it->second, name.substr(slash + 1)};
 }
 }  // namespace
 
@@ -75,15 +102,28 @@ void register_device(const std::string& name, DeviceFactory factory) {
   registry()[name] = std::move(factory);
 }
 
-std::unique_ptr<Device> make_device(const std::string& name) {
+void register_device_family(const std::string& base, DeviceVariantFactory factory) {
   std::lock_guard lock(registry_mutex());
-  auto it = registry().find(name);
-  if (it == registry().end()) {
-    std::vector<std::string> known;
-    for (const auto& [n, f] : registry()) known.push_back(n);
-    throw_input_error("unknown device '{}' (this build has: {})", name, fmt::join(known, ", "));
+  families()[base] = std::move(factory);
+}
+
+std::unique_ptr<Device> make_device(const std::string& name) {
+  std::unique_lock lock(registry_mutex());
+  if (auto it = registry().find(name); it != registry().end()) return it->second();
+  if (auto [factory, variant] = family_of(name); factory != nullptr) {
+    const DeviceVariantFactory make = *factory;
+    lock.unlock();  // the factory may start a process; other lookups need not wait for it
+    return make(variant);
   }
-  return it->second();
+  std::vector<std::string> known;
+  for (const auto& [n, f] : registry()) known.push_back(n);
+  for (const auto& [n, f] : families()) known.push_back(n + "/VARIANT");
+  throw_input_error("unknown device '{}' (this build has: {})", name, fmt::join(known, ", "));
+}
+
+bool device_known(const std::string& name) {
+  std::lock_guard lock(registry_mutex());
+  return registry().count(name) != 0 || family_of(name).first != nullptr;
 }
 
 std::vector<std::string> device_names() {
@@ -98,10 +138,12 @@ void check_inputs(const Graph& graph, const Inputs& inputs) {
   for (NodeId id : graph.inputs()) {
     const Node& n = graph.node(id);
     auto it = inputs.find(n.name);
-    if (it == inputs.end()) throw_input_error("run: input '{}' ({}{}) was not given", n.name, dtype_name(n.dtype), shape_string(n.shape));
+    if (it == inputs.end())
+      throw_input_error("run: input '{}' ({}{}) was not given", n.name, dtype_name(n.dtype),
+                        shape_string(n.shape));
     if (it->second.dtype() != n.dtype || it->second.shape() != n.shape) {
-      throw_input_error("run: input '{}' must be {}{}, got {}", n.name, dtype_name(n.dtype), shape_string(n.shape),
-                        it->second.describe());
+      throw_input_error("run: input '{}' must be {}{}, got {}", n.name, dtype_name(n.dtype),
+                        shape_string(n.shape), it->second.describe());
     }
   }
   for (const auto& [name, tensor] : inputs) {
@@ -121,18 +163,20 @@ std::vector<std::int64_t> checked_row_ids(const Node& n, const Tensor& ids, std:
     const auto v = flat.span<std::int64_t>();
     std::copy(v.begin(), v.end(), out.begin());
   } else {
-    throw_input_error("{} {}: ids must be i32 or i64, got {}", op_name(n.kind), n.name, ids.describe());
+    throw_input_error("{} {}: ids must be i32 or i64, got {}", op_name(n.kind), n.name,
+                      ids.describe());
   }
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (out[i] < 0 || out[i] >= rows) {
-      throw_input_error("{} {}: id {} at position {} is outside [0, {}) (the table has {} rows)", op_name(n.kind), n.name,
-                        out[i], i, rows, rows);
+      throw_input_error("{} {}: id {} at position {} is outside [0, {}) (the table has {} rows)",
+                        op_name(n.kind), n.name, out[i], i, rows, rows);
     }
   }
   return out;
 }
 
-void dump_run(const Graph& graph, const RunResult& result, const std::string& executor, const RunOptions& run) {
+void dump_run(const Graph& graph, const RunResult& result, const std::string& executor,
+              const RunOptions& run) {
   if (run.dump_dir.empty()) return;
   const auto dir = run.dump_dir / executor;
   std::filesystem::create_directories(dir);
@@ -149,12 +193,15 @@ void dump_run(const Graph& graph, const RunResult& result, const std::string& ex
                         {"op", op_name(n.kind)},
                         {"shape", tensor.shape()},
                         {"dtype", dtype_name(tensor.dtype())},
-                        {"role", n.kind == OpKind::Input ? "input" : is_output ? "output" : "intermediate"},
+                        {"role", n.kind == OpKind::Input ? "input"
+                                 : is_output             ? "output"
+                                                         : "intermediate"},
                         {"executor", executor}});
   }
   nlohmann::json kernels = nlohmann::json::array();
   for (const auto& k : result.trace) kernels.push_back(k.to_json());
-  write_file_atomically(dir / "manifest.json", nlohmann::json{{"tensors", manifest}, {"kernels", kernels}}.dump(2));
+  write_file_atomically(dir / "manifest.json",
+                        nlohmann::json{{"tensors", manifest}, {"kernels", kernels}}.dump(2));
 }
 
 }  // namespace fusebench::engine

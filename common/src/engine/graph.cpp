@@ -10,43 +10,99 @@
 namespace fusebench::engine {
 
 namespace {
+// What the classification functions (is_elementwise, is_reduction, is_data_movement) answer: a
+// column of the op table, so that no answer depends on where a kind sits in the enum.
+enum class OpClass { Input, Elementwise, Reduction, Rowwise, Matmul, Indexed, DataMovement };
 struct OpInfo {
   OpKind kind;
   std::string_view name;
+  OpClass op_class;
 };
 constexpr OpInfo kOps[] = {
-    {OpKind::Input, "input"},       {OpKind::Add, "add"},           {OpKind::Sub, "sub"},
-    {OpKind::Mul, "mul"},           {OpKind::Div, "div"},           {OpKind::AddScalar, "add_scalar"},
-    {OpKind::MulScalar, "mul_scalar"}, {OpKind::Neg, "neg"},        {OpKind::Exp, "exp"},
-    {OpKind::Sqrt, "sqrt"},         {OpKind::Rsqrt, "rsqrt"},       {OpKind::GeluErf, "gelu"},
-    {OpKind::GeluTanh, "gelu_tanh"}, {OpKind::Cast, "cast"},        {OpKind::Sum, "sum"},
-    {OpKind::Mean, "mean"},         {OpKind::Max, "max"},           {OpKind::LayerNorm, "layernorm"},
-    {OpKind::Softmax, "softmax"},   {OpKind::Matmul, "matmul"},     {OpKind::Permute, "permute"},
-    {OpKind::Reshape, "reshape"},   {OpKind::Slice, "slice"},       {OpKind::Concat, "concat"},
-    {OpKind::Expand, "expand"},     {OpKind::Log, "log"},           {OpKind::GeluTanhBackward, "gelu_tanh_backward"},
-    {OpKind::CausalMask, "causal_mask"}, {OpKind::GatherRows, "gather_rows"}, {OpKind::ScatterAddRows, "scatter_add_rows"},
+    {OpKind::Input, "input", OpClass::Input},
+    {OpKind::Add, "add", OpClass::Elementwise},
+    {OpKind::Sub, "sub", OpClass::Elementwise},
+    {OpKind::Mul, "mul", OpClass::Elementwise},
+    {OpKind::Div, "div", OpClass::Elementwise},
+    {OpKind::AddScalar, "add_scalar", OpClass::Elementwise},
+    {OpKind::MulScalar, "mul_scalar", OpClass::Elementwise},
+    {OpKind::Neg, "neg", OpClass::Elementwise},
+    {OpKind::Exp, "exp", OpClass::Elementwise},
+    {OpKind::Sqrt, "sqrt", OpClass::Elementwise},
+    {OpKind::Rsqrt, "rsqrt", OpClass::Elementwise},
+    {OpKind::GeluErf, "gelu", OpClass::Elementwise},
+    {OpKind::GeluTanh, "gelu_tanh", OpClass::Elementwise},
+    {OpKind::Cast, "cast", OpClass::Elementwise},
+    {OpKind::Log, "log", OpClass::Elementwise},
+    {OpKind::GeluTanhBackward, "gelu_tanh_backward", OpClass::Elementwise},
+    {OpKind::CausalMask, "causal_mask", OpClass::Elementwise},
+    {OpKind::Sum, "sum", OpClass::Reduction},
+    {OpKind::Mean, "mean", OpClass::Reduction},
+    {OpKind::Max, "max", OpClass::Reduction},
+    {OpKind::LayerNorm, "layernorm", OpClass::Rowwise},
+    {OpKind::Softmax, "softmax", OpClass::Rowwise},
+    {OpKind::Matmul, "matmul", OpClass::Matmul},
+    {OpKind::GatherRows, "gather_rows", OpClass::Indexed},
+    {OpKind::ScatterAddRows, "scatter_add_rows", OpClass::Indexed},
+    {OpKind::Permute, "permute", OpClass::DataMovement},
+    {OpKind::Reshape, "reshape", OpClass::DataMovement},
+    {OpKind::Slice, "slice", OpClass::DataMovement},
+    {OpKind::Concat, "concat", OpClass::DataMovement},
+    {OpKind::Expand, "expand", OpClass::DataMovement},
 };
 
+const OpInfo* find_op(OpKind kind) {
+  for (const auto& op : kOps) {
+    if (op.kind == kind) return &op;
+  }
+  return nullptr;
+}
+bool in_class(OpKind kind, OpClass op_class) {
+  const OpInfo* op = find_op(kind);
+  return op != nullptr && op->op_class == op_class;
+}
+
 int normalise_axis(int axis, int rank, std::string_view what) {
-  if (axis < -rank || axis >= rank) throw_input_error("{}: axis {} out of range for rank {}", what, axis, rank);
+  if (axis < -rank || axis >= rank)
+    throw_input_error("{}: axis {} out of range for rank {}", what, axis, rank);
   return axis < 0 ? axis + rank : axis;
 }
 }  // namespace
 
-std::string_view op_name(OpKind kind) {
-  for (const auto& op : kOps) {
-    if (op.kind == kind) return op.name;
+std::string_view op_kernel_kind(OpKind kind) {
+  const OpInfo* op = find_op(kind);
+  switch (op != nullptr ? op->op_class : OpClass::Input) {
+    case OpClass::Elementwise:
+      return "pointwise";
+    case OpClass::Reduction:
+      return "reduction";
+    case OpClass::Rowwise:
+      return "rowwise";
+    case OpClass::Matmul:
+      return "matmul";
+    case OpClass::Indexed:
+      return "indexed";
+    case OpClass::DataMovement:
+      return "copy";
+    case OpClass::Input:
+      break;
   }
-  return "?";
+  return "input";
 }
 
-bool is_elementwise(OpKind k) { return k >= OpKind::Add && k <= OpKind::CausalMask; }
-bool is_reduction(OpKind k) { return k == OpKind::Sum || k == OpKind::Mean || k == OpKind::Max; }
-bool is_data_movement(OpKind k) { return k >= OpKind::Permute; }
+std::string_view op_name(OpKind kind) {
+  const OpInfo* op = find_op(kind);
+  return op != nullptr ? op->name : "?";
+}
+
+bool is_elementwise(OpKind k) { return in_class(k, OpClass::Elementwise); }
+bool is_reduction(OpKind k) { return in_class(k, OpClass::Reduction); }
+bool is_data_movement(OpKind k) { return in_class(k, OpClass::DataMovement); }
 
 DType promote(DType a, DType b) {
   if (a == b) return a;
-  if ((a == DType::f16 && b == DType::bf16) || (a == DType::bf16 && b == DType::f16)) return DType::f32;
+  if ((a == DType::f16 && b == DType::bf16) || (a == DType::bf16 && b == DType::f16))
+    return DType::f32;
   auto rank = [](DType d) { return d == DType::f64 ? 3 : d == DType::f32 ? 2 : 1; };
   return rank(a) >= rank(b) ? a : b;
 }
@@ -58,7 +114,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view what) {
     const std::int64_t x = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     const std::int64_t y = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
     if (x != y && x != 1 && y != 1) {
-      throw_input_error("{}: shapes {} and {} do not broadcast", what, shape_string(a), shape_string(b));
+      throw_input_error("{}: shapes {} and {} do not broadcast", what, shape_string(a),
+                        shape_string(b));
     }
     out[i] = x == 1 ? y : x;
   }
@@ -80,8 +137,8 @@ NodeId Graph::push(Node node) {
   if (node.name.empty()) node.name = fmt::format("{}{}", op_name(node.kind), node.id);
   for (auto extent : node.shape) {
     if (extent <= 0) {
-      throw_input_error("{}: empty tensor (shape {}); every extent must be positive", op_name(node.kind),
-                        shape_string(node.shape));
+      throw_input_error("{}: empty tensor (shape {}); every extent must be positive",
+                        op_name(node.kind), shape_string(node.shape));
     }
   }
   nodes_.push_back(std::move(node));
@@ -103,8 +160,9 @@ NodeId Graph::input(std::string name, Shape shape, DType dtype) {
 namespace {
 void require_floating(const Node& n, OpKind kind, const std::string& operand) {
   if (!is_floating(n.dtype)) {
-    throw_input_error("{}: operand {} has dtype {}, which the op does not support (f16, bf16, f32, f64)",
-                      op_name(kind), operand, dtype_name(n.dtype));
+    throw_input_error(
+        "{}: operand {} has dtype {}, which the op does not support (f16, bf16, f32, f64)",
+        op_name(kind), operand, dtype_name(n.dtype));
   }
 }
 }  // namespace
@@ -117,7 +175,8 @@ NodeId Graph::binary(OpKind kind, NodeId a, NodeId b) {
   Node n;
   n.kind = kind;
   n.inputs = {a, b};
-  n.shape = broadcast_shapes(x.shape, y.shape, fmt::format("{}({}, {})", op_name(kind), operand_text(a), operand_text(b)));
+  n.shape = broadcast_shapes(
+      x.shape, y.shape, fmt::format("{}({}, {})", op_name(kind), operand_text(a), operand_text(b)));
   n.dtype = promote(x.dtype, y.dtype);
   return push(std::move(n));
 }
@@ -167,17 +226,21 @@ NodeId Graph::mul_scalar(NodeId x, double value) {
 
 NodeId Graph::cast(NodeId x, DType dtype) {
   const NodeId id = unary(OpKind::Cast, x);
-  if (!is_floating(dtype)) throw_input_error("cast: target dtype {} is not floating", dtype_name(dtype));
+  if (!is_floating(dtype))
+    throw_input_error("cast: target dtype {} is not floating", dtype_name(dtype));
   nodes_[std::size_t(id)].dtype = dtype;
   return id;
 }
 
 NodeId Graph::log(NodeId x) { return unary(OpKind::Log, x); }
 
-NodeId Graph::gelu_tanh_backward(NodeId dy, NodeId x) { return binary(OpKind::GeluTanhBackward, dy, x); }
+NodeId Graph::gelu_tanh_backward(NodeId dy, NodeId x) {
+  return binary(OpKind::GeluTanhBackward, dy, x);
+}
 
 NodeId Graph::causal_mask(NodeId x, double fill) {
-  if (node(x).shape.size() < 2) throw_input_error("causal_mask: operand {} needs rank >= 2", operand_text(x));
+  if (node(x).shape.size() < 2)
+    throw_input_error("causal_mask: operand {} needs rank >= 2", operand_text(x));
   const NodeId id = unary(OpKind::CausalMask, x);
   nodes_[std::size_t(id)].scalar = fill;
   return id;
@@ -189,7 +252,8 @@ NodeId Graph::reduction(OpKind kind, NodeId x, int axis, bool keepdim) {
   Node n;
   n.kind = kind;
   n.inputs = {x};
-  n.axis = normalise_axis(axis, int(in.shape.size()), fmt::format("{}({})", op_name(kind), operand_text(x)));
+  n.axis = normalise_axis(axis, int(in.shape.size()),
+                          fmt::format("{}({})", op_name(kind), operand_text(x)));
   n.keepdim = keepdim;
   n.dtype = in.dtype;
   n.shape = in.shape;
@@ -201,9 +265,15 @@ NodeId Graph::reduction(OpKind kind, NodeId x, int axis, bool keepdim) {
   return push(std::move(n));
 }
 
-NodeId Graph::sum(NodeId x, int axis, bool keepdim) { return reduction(OpKind::Sum, x, axis, keepdim); }
-NodeId Graph::mean(NodeId x, int axis, bool keepdim) { return reduction(OpKind::Mean, x, axis, keepdim); }
-NodeId Graph::max(NodeId x, int axis, bool keepdim) { return reduction(OpKind::Max, x, axis, keepdim); }
+NodeId Graph::sum(NodeId x, int axis, bool keepdim) {
+  return reduction(OpKind::Sum, x, axis, keepdim);
+}
+NodeId Graph::mean(NodeId x, int axis, bool keepdim) {
+  return reduction(OpKind::Mean, x, axis, keepdim);
+}
+NodeId Graph::max(NodeId x, int axis, bool keepdim) {
+  return reduction(OpKind::Max, x, axis, keepdim);
+}
 
 NodeId Graph::layernorm(NodeId x, NodeId weight, NodeId bias, double eps) {
   const Node& in = node(x);
@@ -213,11 +283,12 @@ NodeId Graph::layernorm(NodeId x, NodeId weight, NodeId bias, double eps) {
   for (NodeId p : {weight, bias}) {
     require_floating(node(p), OpKind::LayerNorm, operand_text(p));
     if (node(p).shape != row) {
-      throw_input_error("layernorm({}): weight/bias {} must have shape {}", operand_text(x), operand_text(p),
-                        shape_string(row));
+      throw_input_error("layernorm({}): weight/bias {} must have shape {}", operand_text(x),
+                        operand_text(p), shape_string(row));
     }
   }
-  if (!(eps > 0)) throw_input_error("layernorm({}): eps must be positive, got {}", operand_text(x), eps);
+  if (!(eps > 0))
+    throw_input_error("layernorm({}): eps must be positive, got {}", operand_text(x), eps);
   Node n;
   n.kind = OpKind::LayerNorm;
   n.inputs = {x, weight, bias};
@@ -238,8 +309,10 @@ NodeId Graph::matmul(NodeId a, NodeId b) {
   require_floating(x, OpKind::Matmul, operand_text(a));
   require_floating(y, OpKind::Matmul, operand_text(b));
   const auto what = fmt::format("matmul({}, {})", operand_text(a), operand_text(b));
-  if (x.shape.size() < 2 || y.shape.size() < 2) throw_input_error("{}: operands need rank >= 2", what);
-  if (x.shape.back() != y.shape[y.shape.size() - 2]) throw_input_error("{}: inner extents differ", what);
+  if (x.shape.size() < 2 || y.shape.size() < 2)
+    throw_input_error("{}: operands need rank >= 2", what);
+  if (x.shape.back() != y.shape[y.shape.size() - 2])
+    throw_input_error("{}: inner extents differ", what);
   const Shape batch_x(x.shape.begin(), x.shape.end() - 2);
   const Shape batch_y(y.shape.begin(), y.shape.end() - 2);
   if (!batch_y.empty() && batch_y != batch_x) {
@@ -257,8 +330,10 @@ NodeId Graph::matmul(NodeId a, NodeId b) {
 
 namespace {
 void require_row_ids(const Node& ids, OpKind kind, const std::string& operand, std::int64_t rows) {
-  if ((ids.dtype != DType::i32 && ids.dtype != DType::i64) || ids.shape.size() != 1 || ids.shape[0] != rows) {
-    throw_input_error("{}: ids {} must be i32 or i64 of shape [{}] (one id per row)", op_name(kind), operand, rows);
+  if ((ids.dtype != DType::i32 && ids.dtype != DType::i64) || ids.shape.size() != 1 ||
+      ids.shape[0] != rows) {
+    throw_input_error("{}: ids {} must be i32 or i64 of shape [{}] (one id per row)", op_name(kind),
+                      operand, rows);
   }
 }
 }  // namespace
@@ -266,9 +341,12 @@ void require_row_ids(const Node& ids, OpKind kind, const std::string& operand, s
 NodeId Graph::gather_rows(NodeId table, NodeId ids) {
   const Node& t = node(table);
   require_floating(t, OpKind::GatherRows, operand_text(table));
-  if (t.shape.size() != 2) throw_input_error("gather_rows: table {} must have rank 2 ([rows, width])", operand_text(table));
+  if (t.shape.size() != 2)
+    throw_input_error("gather_rows: table {} must have rank 2 ([rows, width])",
+                      operand_text(table));
   const Node& i = node(ids);
-  if (i.shape.size() != 1) throw_input_error("gather_rows: ids {} must have rank 1", operand_text(ids));
+  if (i.shape.size() != 1)
+    throw_input_error("gather_rows: ids {} must have rank 1", operand_text(ids));
   require_row_ids(i, OpKind::GatherRows, operand_text(ids), i.shape[0]);
   Node n;
   n.kind = OpKind::GatherRows;
@@ -281,7 +359,8 @@ NodeId Graph::gather_rows(NodeId table, NodeId ids) {
 NodeId Graph::scatter_add_rows(NodeId src, NodeId ids, std::int64_t rows) {
   const Node& s = node(src);
   require_floating(s, OpKind::ScatterAddRows, operand_text(src));
-  if (s.shape.size() != 2) throw_input_error("scatter_add_rows: src {} must have rank 2 ([N, width])", operand_text(src));
+  if (s.shape.size() != 2)
+    throw_input_error("scatter_add_rows: src {} must have rank 2 ([N, width])", operand_text(src));
   require_row_ids(node(ids), OpKind::ScatterAddRows, operand_text(ids), s.shape[0]);
   if (rows < 1) throw_input_error("scatter_add_rows: rows {} must be positive", rows);
   Node n;
@@ -299,8 +378,8 @@ NodeId Graph::permute(NodeId x, std::vector<int> order) {
   std::vector<int> identity(in.shape.size());
   std::iota(identity.begin(), identity.end(), 0);
   if (sorted != identity) {
-    throw_input_error("permute({}): order [{}] is not a permutation of its {} axes", operand_text(x),
-                      fmt::join(order, ", "), in.shape.size());
+    throw_input_error("permute({}): order [{}] is not a permutation of its {} axes",
+                      operand_text(x), fmt::join(order, ", "), in.shape.size());
   }
   Node n;
   n.kind = OpKind::Permute;
@@ -316,14 +395,16 @@ NodeId Graph::transpose(NodeId x, int axis_a, int axis_b) {
   std::vector<int> order(static_cast<std::size_t>(rank), 0);
   std::iota(order.begin(), order.end(), 0);
   const auto what = fmt::format("transpose({})", operand_text(x));
-  std::swap(order[std::size_t(normalise_axis(axis_a, rank, what))], order[std::size_t(normalise_axis(axis_b, rank, what))]);
+  std::swap(order[std::size_t(normalise_axis(axis_a, rank, what))],
+            order[std::size_t(normalise_axis(axis_b, rank, what))]);
   return permute(x, order);
 }
 
 NodeId Graph::reshape(NodeId x, Shape shape) {
   const Node& in = node(x);
   if (shape_numel(shape) != shape_numel(in.shape)) {
-    throw_input_error("reshape({}) to {}: element counts differ", operand_text(x), shape_string(shape));
+    throw_input_error("reshape({}) to {}: element counts differ", operand_text(x),
+                      shape_string(shape));
   }
   return view(OpKind::Reshape, x, std::move(shape));
 }
@@ -333,8 +414,8 @@ NodeId Graph::slice(NodeId x, int axis, std::int64_t start, std::int64_t stop) {
   const auto what = fmt::format("slice({})", operand_text(x));
   axis = normalise_axis(axis, int(in.shape.size()), what);
   if (start < 0 || stop <= start || stop > in.shape[std::size_t(axis)]) {
-    throw_input_error("{}: range [{}, {}) is empty or outside axis {} of extent {}", what, start, stop, axis,
-                      in.shape[std::size_t(axis)]);
+    throw_input_error("{}: range [{}, {}) is empty or outside axis {} of extent {}", what, start,
+                      stop, axis, in.shape[std::size_t(axis)]);
   }
   Node n;
   n.kind = OpKind::Slice;
@@ -350,7 +431,8 @@ NodeId Graph::slice(NodeId x, int axis, std::int64_t start, std::int64_t stop) {
 NodeId Graph::concat(const std::vector<NodeId>& xs, int axis) {
   if (xs.size() < 2) throw_input_error("concat: needs at least two operands, got {}", xs.size());
   const Node& first = node(xs[0]);
-  axis = normalise_axis(axis, int(first.shape.size()), fmt::format("concat({})", operand_text(xs[0])));
+  axis =
+      normalise_axis(axis, int(first.shape.size()), fmt::format("concat({})", operand_text(xs[0])));
   Node n;
   n.kind = OpKind::Concat;
   n.inputs = xs;
@@ -361,10 +443,11 @@ NodeId Graph::concat(const std::vector<NodeId>& xs, int axis) {
   for (NodeId id : xs) {
     const Node& in = node(id);
     Shape expected = first.shape;
-    expected[std::size_t(axis)] = in.shape.size() == first.shape.size() ? in.shape[std::size_t(axis)] : -1;
+    expected[std::size_t(axis)] =
+        in.shape.size() == first.shape.size() ? in.shape[std::size_t(axis)] : -1;
     if (in.shape != expected) {
-      throw_input_error("concat along axis {}: {} does not match {} off that axis", axis, operand_text(id),
-                        operand_text(xs[0]));
+      throw_input_error("concat along axis {}: {} does not match {} off that axis", axis,
+                        operand_text(id), operand_text(xs[0]));
     }
     if (in.dtype != first.dtype) {
       // Mixed dtypes promote, as the framework's concat does (the implicit type promotion that
@@ -382,8 +465,8 @@ std::vector<NodeId> Graph::split(NodeId x, int axis, const std::vector<std::int6
   std::int64_t total = 0;
   for (auto s : sizes) total += s;
   if (total != in.shape[std::size_t(axis)]) {
-    throw_input_error("split({}): sizes [{}] do not add up to extent {} of axis {}", operand_text(x),
-                      fmt::join(sizes, ", "), in.shape[std::size_t(axis)], axis);
+    throw_input_error("split({}): sizes [{}] do not add up to extent {} of axis {}",
+                      operand_text(x), fmt::join(sizes, ", "), in.shape[std::size_t(axis)], axis);
   }
   // A split is a set of slices: that is how it lowers in every framework we model.
   std::vector<NodeId> parts;
@@ -398,7 +481,8 @@ std::vector<NodeId> Graph::split(NodeId x, int axis, const std::vector<std::int6
 NodeId Graph::expand(NodeId x, Shape shape) {
   const Node& in = node(x);
   const auto what = fmt::format("expand({}) to {}", operand_text(x), shape_string(shape));
-  if (broadcast_shapes(in.shape, shape, what) != shape) throw_input_error("{}: not a broadcast of the operand", what);
+  if (broadcast_shapes(in.shape, shape, what) != shape)
+    throw_input_error("{}: not a broadcast of the operand", what);
   return view(OpKind::Expand, x, std::move(shape));
 }
 
@@ -439,8 +523,8 @@ std::string Graph::describe() const {
   for (const auto& n : nodes_) {
     std::vector<std::string> ins;
     for (NodeId in : n.inputs) ins.push_back(nodes_[std::size_t(in)].name);
-    out += fmt::format("{} = {}({}) -> {}{}\n", n.name, op_name(n.kind), fmt::join(ins, ", "), dtype_name(n.dtype),
-                       shape_string(n.shape));
+    out += fmt::format("{} = {}({}) -> {}{}\n", n.name, op_name(n.kind), fmt::join(ins, ", "),
+                       dtype_name(n.dtype), shape_string(n.shape));
   }
   return out;
 }
@@ -475,9 +559,11 @@ struct Hasher {
 };
 
 bool same_node(const Node& a, const Node& b) {
-  return a.kind == b.kind && a.inputs == b.inputs && a.shape == b.shape && a.dtype == b.dtype && a.name == b.name &&
-         std::bit_cast<std::uint64_t>(a.scalar) == std::bit_cast<std::uint64_t>(b.scalar) && a.axis == b.axis &&
-         a.keepdim == b.keepdim && std::bit_cast<std::uint64_t>(a.eps) == std::bit_cast<std::uint64_t>(b.eps) &&
+  return a.kind == b.kind && a.inputs == b.inputs && a.shape == b.shape && a.dtype == b.dtype &&
+         a.name == b.name &&
+         std::bit_cast<std::uint64_t>(a.scalar) == std::bit_cast<std::uint64_t>(b.scalar) &&
+         a.axis == b.axis && a.keepdim == b.keepdim &&
+         std::bit_cast<std::uint64_t>(a.eps) == std::bit_cast<std::uint64_t>(b.eps) &&
          a.permutation == b.permutation && a.start == b.start;
 }
 }  // namespace

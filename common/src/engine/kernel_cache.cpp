@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include "fusebench/error.hpp"
@@ -28,10 +28,14 @@ std::string read_text(const fs::path& path) {
 
 class FileLock {
  public:
-  explicit FileLock(const fs::path& path) : fd_(::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644)) {
-    if (fd_ < 0) throw_input_error("kernel cache: cannot open lock {}: {}", path.string(), std::strerror(errno));
+  explicit FileLock(const fs::path& path)
+      : fd_(::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644)) {
+    if (fd_ < 0)
+      throw_input_error("kernel cache: cannot open lock {}: {}", path.string(),
+                        std::strerror(errno));
     while (::flock(fd_, LOCK_EX) != 0) {
-      if (errno != EINTR) throw_input_error("kernel cache: cannot lock {}: {}", path.string(), std::strerror(errno));
+      if (errno != EINTR)
+        throw_input_error("kernel cache: cannot lock {}: {}", path.string(), std::strerror(errno));
     }
   }
   ~FileLock() {
@@ -47,7 +51,8 @@ class FileLock {
 
 bool artifact_valid(const fs::path& library, const fs::path& digest_file, std::string* sha) {
   std::error_code error;
-  if (!fs::is_regular_file(library, error) || !fs::is_regular_file(digest_file, error)) return false;
+  if (!fs::is_regular_file(library, error) || !fs::is_regular_file(digest_file, error))
+    return false;
   const std::string recorded = read_text(digest_file);
   const std::string actual = sha256_file_hex(library);
   if (sha) *sha = actual;
@@ -59,19 +64,23 @@ KernelCache::KernelCache(fs::path dir) : dir_(std::move(dir)) {}
 
 fs::path KernelCache::default_dir() {
   if (const char* env = std::getenv("FUSEBENCH_KERNEL_CACHE"); env && *env) return env;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "fusebench" / "kernels";
-  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "fusebench" / "kernels";
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return fs::path(xdg) / "fusebench" / "kernels";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return fs::path(home) / ".cache" / "fusebench" / "kernels";
   return fs::temp_directory_path() / "fusebench-kernels";
 }
 
-std::string KernelCache::key_for(const std::string& source, const std::string& command, const std::string& identity) {
-  return sha256_hex(fmt::format("fusebench-kernel-cache-v{}\n{}\n{}\n{}", kKernelCacheFormatVersion, identity, command, source));
+std::string KernelCache::key_for(const std::string& source, const std::string& command,
+                                 const std::string& identity) {
+  return sha256_hex(fmt::format("fusebench-kernel-cache-v{}\n{}\n{}\n{}", kKernelCacheFormatVersion,
+                                identity, command, source));
 }
 
 CachedArtifact KernelCache::get_or_build(
     const std::string& source, const std::string& command, const std::string& identity,
-    const std::function<void(const fs::path&, const fs::path&, const fs::path&)>& build, const std::string& source_extension,
-    const std::string& artifact_extension) {
+    const std::function<void(const fs::path&, const fs::path&, const fs::path&)>& build,
+    const std::string& source_extension, const std::string& artifact_extension) {
   CachedArtifact a;
   a.key = key_for(source, command, identity);
   const fs::path sub = dir_ / a.key.substr(0, 2);
@@ -107,7 +116,8 @@ CachedArtifact KernelCache::get_or_build(
     fs::remove_all(work, ignored);
     throw;
   }
-  a.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  a.compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   fs::rename(tmp_source, a.source);
   std::error_code ignored;
   fs::rename(tmp_log, a.log, ignored);
@@ -129,7 +139,8 @@ std::vector<KernelCache::Entry> KernelCache::list() const {
       Entry e;
       e.key = file.path().stem().string();
       e.bytes = file.file_size();
-      e.valid = artifact_valid(file.path(), fs::path(file.path()).replace_extension(".sha256"), nullptr);
+      e.valid =
+          artifact_valid(file.path(), fs::path(file.path()).replace_extension(".sha256"), nullptr);
       out.push_back(e);
     }
   }
@@ -141,7 +152,8 @@ std::size_t KernelCache::clear() {
   const std::size_t count = list().size();
   std::error_code error;
   for (const auto& sub : fs::directory_iterator(dir_, error)) {
-    if (sub.is_directory() && sub.path().filename().string().size() == 2) fs::remove_all(sub.path());
+    if (sub.is_directory() && sub.path().filename().string().size() == 2)
+      fs::remove_all(sub.path());
   }
   return count;
 }

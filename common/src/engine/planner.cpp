@@ -11,11 +11,16 @@ namespace fusebench::engine {
 
 std::string_view kernel_kind_name(KernelKind kind) {
   switch (kind) {
-    case KernelKind::Pointwise: return "pointwise";
-    case KernelKind::Reduction: return "reduction";
-    case KernelKind::Rowwise: return "rowwise";
-    case KernelKind::Matmul: return "matmul";
-    case KernelKind::Indexed: return "indexed";
+    case KernelKind::Pointwise:
+      return "pointwise";
+    case KernelKind::Reduction:
+      return "reduction";
+    case KernelKind::Rowwise:
+      return "rowwise";
+    case KernelKind::Matmul:
+      return "matmul";
+    case KernelKind::Indexed:
+      return "indexed";
   }
   return "?";
 }
@@ -54,8 +59,8 @@ std::vector<Source> sources_of(const Graph& g, const Node& n, SourcesFn&& source
 
 // Ops that always begin a kernel of their own.
 bool anchors_kernel(OpKind k) {
-  return k == OpKind::Matmul || is_reduction(k) || k == OpKind::LayerNorm || k == OpKind::Softmax || k == OpKind::GatherRows ||
-         k == OpKind::ScatterAddRows;
+  return k == OpKind::Matmul || is_reduction(k) || k == OpKind::LayerNorm || k == OpKind::Softmax ||
+         k == OpKind::GatherRows || k == OpKind::ScatterAddRows;
 }
 
 struct Group {
@@ -69,19 +74,32 @@ class Planner {
  public:
   explicit Planner(const Graph& g) : g_(g), group_of_(g.nodes().size(), -1) {}
 
+  // A pass: whether it applied (a plan records the passes that did).
+  using Pass = bool (Planner::*)(FusionPlan&);
+  struct NamedPass {
+    std::string name;
+    Pass run;
+  };
+  // The passes, in order; each name is its function's (stringised: written once).
+  static const std::vector<NamedPass>& passes() {
+#define FUSEBENCH_PASS(function) \
+  NamedPass { #function, &Planner::function }
+    static const std::vector<NamedPass> table = {
+        FUSEBENCH_PASS(materialise_shared_concats),
+        FUSEBENCH_PASS(group_compute_ops),
+        FUSEBENCH_PASS(fold_prologues_into_reductions),
+        FUSEBENCH_PASS(copy_kernels_for_view_outputs),
+        FUSEBENCH_PASS(assign_loads_and_stores),
+    };
+#undef FUSEBENCH_PASS
+    return table;
+  }
+
   FusionPlan run() {
     FusionPlan plan;
-    // The passes, in order.
-    materialise_shared_concats();
-    if (!materialised_.empty()) plan.passes.push_back("materialise_shared_concats");
-    group_compute_ops();
-    plan.passes.push_back("group_compute_ops");
-    fold_prologues();
-    plan.passes.push_back("fold_prologues_into_reductions");
-    copy_kernels_for_view_outputs();
-    plan.passes.push_back("copy_kernels_for_view_outputs");
-    assign_loads_and_stores(plan);
-    plan.passes.push_back("assign_loads_and_stores");
+    for (const NamedPass& pass : passes()) {
+      if ((this->*pass.run)(plan)) plan.passes.push_back(pass.name);
+    }
     return plan;
   }
 
@@ -116,18 +134,20 @@ class Planner {
   // gradients: the weight-gradient and input-gradient matmuls and the bias-gradient sum) is
   // written once by a copy kernel; otherwise every reader redoes its per-element index arithmetic
   // (part choice, head permutation) in its own operand gather.
-  void materialise_shared_concats() {
+  bool materialise_shared_concats(FusionPlan&) {
     const auto consumers = g_.consumers();
     for (const Node& n : g_.nodes()) {
       if (n.kind != OpKind::Concat || !is_floating(n.dtype)) continue;
       int anchors = 0;
-      for (NodeId c : all_consumers_through_views(consumers, n.id)) anchors += anchors_kernel(g_.node(c).kind) ? 1 : 0;
+      for (NodeId c : all_consumers_through_views(consumers, n.id))
+        anchors += anchors_kernel(g_.node(c).kind) ? 1 : 0;
       if (anchors >= 2) materialised_.insert(n.id);
     }
+    return !materialised_.empty();
   }
 
   // ---- pass 1: greedy grouping in topological (id) order
-  void group_compute_ops() {
+  bool group_compute_ops(FusionPlan&) {
     for (const Node& n : g_.nodes()) {
       if (materialised_.count(n.id)) {
         new_group(KernelKind::Pointwise, n.id);  // a copy kernel
@@ -161,20 +181,23 @@ class Planner {
         new_group(KernelKind::Pointwise, n.id);
       }
     }
+    return true;
   }
 
-  bool can_join(const Group& group, const Node& n, const std::vector<Source>& sources, int index) const {
+  bool can_join(const Group& group, const Node& n, const std::vector<Source>& sources,
+                int index) const {
     if (n.shape != g_.node(group.anchor).shape || group.kind == KernelKind::Indexed) return false;
     if (group.kind == KernelKind::Pointwise) return true;  // members are recomputed at any index
     // Epilogues see the anchor's value at the current index only.
     for (const auto& s : sources) {
-      if (group_of_[std::size_t(s.node)] == index && !s.direct && !in_prologue(group, s.node)) return false;
+      if (group_of_[std::size_t(s.node)] == index && !s.direct && !in_prologue(group, s.node))
+        return false;
     }
     return true;
   }
 
   // ---- pass 2: a point-wise group that feeds only a reduction / rowwise op becomes its prologue
-  void fold_prologues() {
+  bool fold_prologues_into_reductions(FusionPlan&) {
     const auto consumers = g_.consumers();
     const auto& outputs = g_.outputs();
     for (std::size_t r = 0; r < groups_.size(); ++r) {
@@ -187,20 +210,24 @@ class Planner {
       if (producer.kind != KernelKind::Pointwise || !producer.alive) continue;
       bool private_to_target = true;
       for (NodeId m : producer.members) {
-        if (std::find(outputs.begin(), outputs.end(), m) != outputs.end()) private_to_target = false;
+        if (std::find(outputs.begin(), outputs.end(), m) != outputs.end())
+          private_to_target = false;
         for (NodeId c : all_consumers_through_views(consumers, m)) {
           if (c != target.anchor && group_of_[std::size_t(c)] != p) private_to_target = false;
         }
       }
       if (!private_to_target) continue;
       target.prologue = producer.members;
-      target.members.insert(target.members.begin(), producer.members.begin(), producer.members.end());
+      target.members.insert(target.members.begin(), producer.members.begin(),
+                            producer.members.end());
       for (NodeId m : producer.members) group_of_[std::size_t(m)] = int(r);
       producer.alive = false;
     }
+    return true;
   }
 
-  std::vector<NodeId> all_consumers_through_views(const std::vector<std::vector<NodeId>>& consumers, NodeId id) const {
+  std::vector<NodeId> all_consumers_through_views(const std::vector<std::vector<NodeId>>& consumers,
+                                                  NodeId id) const {
     std::vector<NodeId> out;
     std::function<void(NodeId)> visit = [&](NodeId n) {
       for (NodeId c : consumers[std::size_t(n)]) {
@@ -216,14 +243,16 @@ class Planner {
   }
 
   // ---- pass 3: a graph output that is a view needs a kernel that writes it
-  void copy_kernels_for_view_outputs() {
+  bool copy_kernels_for_view_outputs(FusionPlan&) {
     for (NodeId out : g_.outputs()) {
-      if (is_data_movement(g_.node(out).kind) && group_of_[std::size_t(out)] < 0) new_group(KernelKind::Pointwise, out);
+      if (is_data_movement(g_.node(out).kind) && group_of_[std::size_t(out)] < 0)
+        new_group(KernelKind::Pointwise, out);
     }
+    return true;
   }
 
   // ---- pass 4: what each kernel reads and writes
-  void assign_loads_and_stores(FusionPlan& plan) {
+  bool assign_loads_and_stores(FusionPlan& plan) {
     const auto& outputs = g_.outputs();
     std::vector<std::set<NodeId>> loads(groups_.size());
     std::set<NodeId> needed;  // read by some kernel other than its own
@@ -264,6 +293,7 @@ class Planner {
       k.name = fmt::format("k{}_{}_{}", index++, kernel_kind_name(k.kind), g_.node(k.anchor).name);
       plan.kernels.push_back(std::move(k));
     }
+    return true;
   }
 
   const Graph& g_;
@@ -275,6 +305,15 @@ class Planner {
 
 FusionPlan plan_fusion(const Graph& graph) { return Planner(graph).run(); }
 
+const std::vector<std::string>& fusion_pass_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& pass : Planner::passes()) out.push_back(pass.name);
+    return out;
+  }();
+  return names;
+}
+
 std::string FusionPlan::describe(const Graph& graph) const {
   std::string out = fmt::format("passes: {}\n", fmt::join(passes, " -> "));
   auto names = [&](const std::vector<NodeId>& ids) {
@@ -283,7 +322,8 @@ std::string FusionPlan::describe(const Graph& graph) const {
     return fmt::format("{}", fmt::join(v, ", "));
   };
   for (const auto& k : kernels) {
-    out += fmt::format("{}: members [{}] loads [{}] stores [{}]\n", k.name, names(k.members), names(k.loads), names(k.stores));
+    out += fmt::format("{}: members [{}] loads [{}] stores [{}]\n", k.name, names(k.members),
+                       names(k.loads), names(k.stores));
   }
   return out;
 }

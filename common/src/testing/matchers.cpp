@@ -16,11 +16,13 @@ std::string hex_bits(const Tensor& t, std::int64_t index) {
 }
 }  // namespace
 
-std::string describe_elements(const Tensor& actual, const Tensor& expected, const std::vector<std::int64_t>& indices) {
+std::string describe_elements(const Tensor& actual, const Tensor& expected,
+                              const std::vector<std::int64_t>& indices) {
   std::string out;
   for (auto index : indices) {
-    out += fmt::format("\n  [{}] actual={:.9g} ({}) expected={:.17g} ({})", index, actual.value_at(index),
-                       hex_bits(actual, index), expected.value_at(index), hex_bits(expected, index));
+    out += fmt::format("\n  [{}] actual={:.9g} ({}) expected={:.17g} ({})", index,
+                       actual.value_at(index), hex_bits(actual, index), expected.value_at(index),
+                       hex_bits(expected, index));
   }
   return out;
 }
@@ -37,10 +39,12 @@ bool shapes_comparable(const Tensor& actual, const Tensor& expected, bool same_d
 
 class BitEqualMatcher : public ::testing::MatcherInterface<const Tensor&> {
  public:
-  BitEqualMatcher(Tensor expected, BitEqualOptions options) : expected_(std::move(expected)), options_(options) {
+  BitEqualMatcher(Tensor expected, BitEqualOptions options)
+      : expected_(std::move(expected)), options_(options) {
     options_.max_reported_indices = kShownElements;
   }
-  bool MatchAndExplain(const Tensor& actual, ::testing::MatchResultListener* listener) const override {
+  bool MatchAndExplain(const Tensor& actual,
+                       ::testing::MatchResultListener* listener) const override {
     if (!shapes_comparable(actual, expected_, true, listener)) return false;
     const auto result = bit_equal(actual, expected_, options_);
     if (!result.equal) {
@@ -49,8 +53,12 @@ class BitEqualMatcher : public ::testing::MatcherInterface<const Tensor&> {
     }
     return result.equal;
   }
-  void DescribeTo(std::ostream* os) const override { *os << "is bit-equal to " << expected_.describe(); }
-  void DescribeNegationTo(std::ostream* os) const override { *os << "differs in some bit from " << expected_.describe(); }
+  void DescribeTo(std::ostream* os) const override {
+    *os << "is bit-equal to " << expected_.describe();
+  }
+  void DescribeNegationTo(std::ostream* os) const override {
+    *os << "differs in some bit from " << expected_.describe();
+  }
 
  private:
   Tensor expected_;
@@ -59,8 +67,10 @@ class BitEqualMatcher : public ::testing::MatcherInterface<const Tensor&> {
 
 class UlpNearMatcher : public ::testing::MatcherInterface<const Tensor&> {
  public:
-  UlpNearMatcher(Tensor expected, std::uint64_t max_ulp) : expected_(std::move(expected)), max_ulp_(max_ulp) {}
-  bool MatchAndExplain(const Tensor& actual, ::testing::MatchResultListener* listener) const override {
+  UlpNearMatcher(Tensor expected, std::uint64_t max_ulp)
+      : expected_(std::move(expected)), max_ulp_(max_ulp) {}
+  bool MatchAndExplain(const Tensor& actual,
+                       ::testing::MatchResultListener* listener) const override {
     if (!shapes_comparable(actual, expected_, true, listener)) return false;
     const auto result = ulp_diff(actual, expected_);
     const Tensor distances = result.distance.to(DType::u64);
@@ -68,7 +78,8 @@ class UlpNearMatcher : public ::testing::MatcherInterface<const Tensor&> {
     std::vector<std::int64_t> offending;
     std::int64_t nan_mismatch = 0;
     for (std::int64_t i = 0; i < std::int64_t(d.size()); ++i) {
-      const bool actual_nan = std::isnan(actual.value_at(i)), expected_nan = std::isnan(expected_.value_at(i));
+      const bool actual_nan = std::isnan(actual.value_at(i)),
+                 expected_nan = std::isnan(expected_.value_at(i));
       if (actual_nan || expected_nan) {
         if (actual_nan != expected_nan) {
           ++nan_mismatch;
@@ -80,12 +91,12 @@ class UlpNearMatcher : public ::testing::MatcherInterface<const Tensor&> {
     }
     if (offending.empty()) return true;
     // Worst first: NaN mismatches, then by distance.
-    std::stable_sort(offending.begin(), offending.end(), [&](auto x, auto y) {
-      return d[std::size_t(x)] > d[std::size_t(y)];
-    });
+    std::stable_sort(offending.begin(), offending.end(),
+                     [&](auto x, auto y) { return d[std::size_t(x)] > d[std::size_t(y)]; });
     offending.resize(std::min(offending.size(), kShownElements));
-    *listener << result.nan_pairs << " NaN pairs (" << nan_mismatch << " NaN against a number); max distance "
-              << result.max_distance << " ULP at [" << result.max_index << "] (limit " << max_ulp_
+    *listener << result.nan_pairs << " NaN pairs (" << nan_mismatch
+              << " NaN against a number); max distance " << result.max_distance << " ULP at ["
+              << result.max_index << "] (limit " << max_ulp_
               << "); worst elements:" << describe_elements(actual, expected_, offending);
     return false;
   }
@@ -103,13 +114,16 @@ class UlpNearMatcher : public ::testing::MatcherInterface<const Tensor&> {
 
 class ErrorStatsMatcher : public ::testing::MatcherInterface<const Tensor&> {
  public:
-  ErrorStatsMatcher(Tensor reference, ErrorLimits limits) : reference_(std::move(reference)), limits_(limits) {}
-  bool MatchAndExplain(const Tensor& actual, ::testing::MatchResultListener* listener) const override {
+  ErrorStatsMatcher(Tensor reference, ErrorLimits limits)
+      : reference_(std::move(reference)), limits_(limits) {}
+  bool MatchAndExplain(const Tensor& actual,
+                       ::testing::MatchResultListener* listener) const override {
     if (!shapes_comparable(actual, reference_, false, listener)) return false;
     const ErrorStats stats = error_stats(actual, reference_);
     std::vector<std::string> broken;
     auto check = [&](const char* name, const std::optional<double>& limit, double value) {
-      if (limit && !(value <= *limit)) broken.push_back(fmt::format("{} = {:.6g} > {:.6g}", name, value, *limit));
+      if (limit && !(value <= *limit))
+        broken.push_back(fmt::format("{} = {:.6g} > {:.6g}", name, value, *limit));
     };
     check("abs.max", limits_.abs_max, stats.abs.max);
     check("abs.p99", limits_.abs_p99, stats.abs.p99);
@@ -125,7 +139,8 @@ class ErrorStatsMatcher : public ::testing::MatcherInterface<const Tensor&> {
     *listener << fmt::format("{}", fmt::join(broken, "; "));
     std::vector<std::int64_t> worst;
     for (auto index : {stats.ulp_error.max_index, stats.abs.max_index, stats.rel.max_index}) {
-      if (index >= 0 && std::find(worst.begin(), worst.end(), index) == worst.end()) worst.push_back(index);
+      if (index >= 0 && std::find(worst.begin(), worst.end(), index) == worst.end())
+        worst.push_back(index);
     }
     for (auto index : stats.first_mismatch_indices) {
       if (worst.size() < kShownElements) worst.push_back(index);
@@ -134,7 +149,9 @@ class ErrorStatsMatcher : public ::testing::MatcherInterface<const Tensor&> {
               << describe_elements(actual, reference_, worst);
     return false;
   }
-  void DescribeTo(std::ostream* os) const override { *os << "has error statistics within limits against " << reference_.describe(); }
+  void DescribeTo(std::ostream* os) const override {
+    *os << "has error statistics within limits against " << reference_.describe();
+  }
 
  private:
   Tensor reference_;

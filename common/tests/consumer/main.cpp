@@ -1,7 +1,7 @@
+#include <gtest/gtest.h>
 #include <fusebench/error_stats.hpp>
 #include <fusebench/rng.hpp>
 #include <fusebench/testing/matchers.hpp>
-#include <gtest/gtest.h>
 
 TEST(Consumer, UsesTheInstalledToolkitAndMatchers) {
   const fusebench::Tensor ref = fusebench::random_uniform(fusebench::DType::f64, {1000}, -1, 1, 1);

@@ -15,7 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (tensor.nbytes() > size) __builtin_trap();
     // Round trip: what we parsed serializes and parses back to the same bytes.
     const auto again = fusebench::parse_npy(fusebench::serialize_npy(tensor), "again.npy");
-    if (again.nbytes() != tensor.nbytes() || again.dtype() != tensor.dtype() || again.shape() != tensor.shape()) {
+    if (again.nbytes() != tensor.nbytes() || again.dtype() != tensor.dtype() ||
+        again.shape() != tensor.shape()) {
       __builtin_trap();
     }
   } catch (const fusebench::InputError&) {

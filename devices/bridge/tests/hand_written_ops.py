@@ -70,6 +70,7 @@ def torch_ops():
 
 def jax_ops():
     import jax
+
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     import ml_dtypes
@@ -143,9 +144,11 @@ def main():
         differ = np.flatnonzero(expected.view(bits).ravel() != got.view(bits).ravel())
         if differ.size:
             i = differ[0]
-            print(f"{case}: {differ.size} of {expected.size} elements differ; first at flat index {i}: "
-                  f"hand-written {expected.ravel()[i]!r} (0x{expected.view(bits).ravel()[i]:x}), "
-                  f"device {got.ravel()[i]!r} (0x{got.view(bits).ravel()[i]:x})")
+            print(
+                f"{case}: {differ.size} of {expected.size} elements differ; first at flat index {i}: "
+                f"hand-written {expected.ravel()[i]!r} (0x{expected.view(bits).ravel()[i]:x}), "
+                f"device {got.ravel()[i]!r} (0x{got.view(bits).ravel()[i]:x})"
+            )
             failures += 1
     print(f"{args.framework}: {len(cases) - failures} of {len(cases)} ops bit-equal to the hand-written op")
     return 1 if failures else 0

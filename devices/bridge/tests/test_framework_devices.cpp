@@ -31,8 +31,8 @@ const engine::Device& device(const std::string& name) {
   return *d;
 }
 
-#define SKIP_UNLESS_AVAILABLE(name)                                        \
-  do {                                                                     \
+#define SKIP_UNLESS_AVAILABLE(name)                                       \
+  do {                                                                    \
     const std::string why = device(name).unavailable_reason();            \
     if (!why.empty()) GTEST_SKIP() << "device " << (name) << ": " << why; \
   } while (0)
@@ -49,8 +49,9 @@ struct OpCase {
 std::vector<OpCase> op_cases() {
   std::vector<OpCase> cases;
   std::uint64_t stream = 0;
-  auto make = [&](const std::string& op, DType dtype, const std::vector<std::pair<std::string, Shape>>& operands,
-                  auto&& build, std::optional<double> scalar = std::nullopt, double lo = -2, double hi = 2) {
+  auto make = [&](const std::string& op, DType dtype,
+                  const std::vector<std::pair<std::string, Shape>>& operands, auto&& build,
+                  std::optional<double> scalar = std::nullopt, double lo = -2, double hi = 2) {
     OpCase c;
     c.op = op;
     c.key = fmt::format("{}_{}", op, dtype_name(dtype));
@@ -70,7 +71,8 @@ std::vector<OpCase> op_cases() {
     using V = std::vector<engine::NodeId>;
     make("add", dt, {{"a", s}, {"b", s}}, [](G& g, V x) { return g.add(x[0], x[1]); });
     make("mul", dt, {{"a", s}, {"b", s}}, [](G& g, V x) { return g.mul(x[0], x[1]); });
-    make("mul_scalar", dt, {{"a", s}}, [](G& g, V x) { return g.mul_scalar(x[0], 0.7); }, 0.7);
+    make(
+        "mul_scalar", dt, {{"a", s}}, [](G& g, V x) { return g.mul_scalar(x[0], 0.7); }, 0.7);
     make("gelu", dt, {{"a", s}}, [](G& g, V x) { return g.gelu(x[0]); });
     make("softmax", dt, {{"a", s}}, [](G& g, V x) { return g.softmax(x[0]); });
     make("sum", dt, {{"a", s}}, [](G& g, V x) { return g.sum(x[0], -1); });
@@ -79,19 +81,27 @@ std::vector<OpCase> op_cases() {
   using V = std::vector<engine::NodeId>;
   const DType h = DType::f16;
   make("sub", h, {{"a", s}, {"b", s}}, [](G& g, V x) { return g.sub(x[0], x[1]); });
-  make("div", h, {{"a", s}, {"b", s}}, [](G& g, V x) { return g.div(x[0], x[1]); }, std::nullopt, 0.5, 2);
-  make("add_scalar", h, {{"a", s}}, [](G& g, V x) { return g.add_scalar(x[0], 1.3); }, 1.3);
+  make(
+      "div", h, {{"a", s}, {"b", s}}, [](G& g, V x) { return g.div(x[0], x[1]); }, std::nullopt,
+      0.5, 2);
+  make(
+      "add_scalar", h, {{"a", s}}, [](G& g, V x) { return g.add_scalar(x[0], 1.3); }, 1.3);
   make("neg", h, {{"a", s}}, [](G& g, V x) { return g.neg(x[0]); });
   make("exp", h, {{"a", s}}, [](G& g, V x) { return g.exp(x[0]); });
-  make("sqrt", h, {{"a", s}}, [](G& g, V x) { return g.sqrt(x[0]); }, std::nullopt, 0.01, 100);
-  make("rsqrt", h, {{"a", s}}, [](G& g, V x) { return g.rsqrt(x[0]); }, std::nullopt, 0.01, 100);
+  make(
+      "sqrt", h, {{"a", s}}, [](G& g, V x) { return g.sqrt(x[0]); }, std::nullopt, 0.01, 100);
+  make(
+      "rsqrt", h, {{"a", s}}, [](G& g, V x) { return g.rsqrt(x[0]); }, std::nullopt, 0.01, 100);
   make("gelu_tanh", h, {{"a", s}}, [](G& g, V x) { return g.gelu(x[0], true); });
   make("cast_f32", h, {{"a", s}}, [](G& g, V x) { return g.cast(x[0], DType::f32); });
   make("cast_bf16", DType::f32, {{"a", s}}, [](G& g, V x) { return g.cast(x[0], DType::bf16); });
   make("mean", h, {{"a", s}}, [](G& g, V x) { return g.mean(x[0], -1); });
   make("max", h, {{"a", s}}, [](G& g, V x) { return g.max(x[0], -1); });
-  make("layernorm", h, {{"a", s}, {"w", {32}}, {"b", {32}}}, [](G& g, V x) { return g.layernorm(x[0], x[1], x[2]); });
-  make("matmul", h, {{"a", s}, {"b", {32, 16}}}, [](G& g, V x) { return g.matmul(x[0], x[1]); }, std::nullopt, -1, 1);
+  make("layernorm", h, {{"a", s}, {"w", {32}}, {"b", {32}}},
+       [](G& g, V x) { return g.layernorm(x[0], x[1], x[2]); });
+  make(
+      "matmul", h, {{"a", s}, {"b", {32, 16}}}, [](G& g, V x) { return g.matmul(x[0], x[1]); },
+      std::nullopt, -1, 1);
   make("transpose", h, {{"a", s}}, [](G& g, V x) { return g.transpose(x[0], 0, 1); });
   make("reshape", h, {{"a", s}}, [](G& g, V x) { return g.reshape(x[0], {32, 8}); });
   make("slice", h, {{"a", s}}, [](G& g, V x) { return g.slice(x[0], 1, 4, 12); });
@@ -111,8 +121,10 @@ int run_process(const std::vector<std::string>& args) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-void expect_eager_ops_match_hand_written(const std::string& name, const std::string& framework, engine::EngineOptions options = {}) {
-  const fs::path dir = fs::temp_directory_path() / fmt::format("fusebench-ops-{}-{}", framework, ::getpid());
+void expect_eager_ops_match_hand_written(const std::string& name, const std::string& framework,
+                                         engine::EngineOptions options = {}) {
+  const fs::path dir =
+      fs::temp_directory_path() / fmt::format("fusebench-ops-{}-{}", framework, ::getpid());
   fs::remove_all(dir);
   auto eager = device(name).eager(options);
   for (OpCase& c : op_cases()) {
@@ -128,9 +140,13 @@ void expect_eager_ops_match_hand_written(const std::string& name, const std::str
     for (const auto& [input, tensor] : c.inputs) write_npy(case_dir / (input + ".npy"), tensor);
     write_npy(case_dir / "out.npy", eager->run(c.graph, c.inputs).outputs[0]);
   }
-  const std::string script = (fs::path(FUSEBENCH_BRIDGE_DIR) / "tests" / "hand_written_ops.py").string();
-  EXPECT_EQ(run_process({python_executable().string(), script, "--framework", framework, dir.string()}), 0)
-      << "the device's eager ops differ from the hand-written " << framework << " ops (listed above)";
+  const std::string script =
+      (fs::path(FUSEBENCH_BRIDGE_DIR) / "tests" / "hand_written_ops.py").string();
+  EXPECT_EQ(
+      run_process({python_executable().string(), script, "--framework", framework, dir.string()}),
+      0)
+      << "the device's eager ops differ from the hand-written " << framework
+      << " ops (listed above)";
   fs::remove_all(dir);
 }
 
@@ -147,7 +163,8 @@ const Compiled& compiled(const std::string& name) {
   if (it != cache.end()) return it->second;
   Compiled c;
   const auto x = c.graph.input("x", {64, 64}, DType::f16);
-  c.graph.mark_output(c.graph.mul_scalar(c.graph.gelu(c.graph.add_scalar(c.graph.mul_scalar(x, 0.7), 1.0)), 0.5));
+  c.graph.mark_output(
+      c.graph.mul_scalar(c.graph.gelu(c.graph.add_scalar(c.graph.mul_scalar(x, 0.7), 1.0)), 0.5));
   c.inputs["x"] = random_uniform(DType::f16, {64, 64}, -3, 3, 11);
   c.eager = device(name).eager({})->run(c.graph, c.inputs);
   auto fused = device(name).fused({});
@@ -180,7 +197,8 @@ TEST(Torch, FusedPathIsCompiledByInductor) {
   EXPECT_TRUE(fs::exists(k.artifact_path)) << k.artifact_path;
   EXPECT_EQ(k.artifact_sha256.size(), 64u);
   EXPECT_FALSE(k.source_sha256.empty());
-  EXPECT_FALSE(device("torch").instruction_histogram(k).empty()) << "no machine code counted in " << k.artifact_path;
+  EXPECT_FALSE(device("torch").instruction_histogram(k).empty())
+      << "no machine code counted in " << k.artifact_path;
   // The second run reuses the compiled graph (compiled once per process).
   EXPECT_TRUE(c.fused_again.trace[0].cache_hit);
   EXPECT_EQ(c.fused_again.trace[0].compile_ms, 0);
@@ -239,6 +257,27 @@ TEST(Torch, FrameworkExceptionNamesTheNodeAndTheLastTracebackLine) {
   EXPECT_NO_THROW(compiled("torch"));
 }
 
+TEST(Torch, EveryGraphLeavesItsReproInTheReproDirectory) {
+  SKIP_UNLESS_AVAILABLE("torch");
+  const fs::path dir = fs::temp_directory_path() / fmt::format("fusebench-repro-{}", ::getpid());
+  fs::remove_all(dir);
+  set_repro_dir(dir);
+  engine::Graph g;
+  g.mark_output(g.neg(g.input("x", {3, 5}, DType::f32)));
+  device("torch").eager({})->run(g, {{"x", random_uniform(DType::f32, {3, 5}, -1, 1, 3)}});
+  set_repro_dir({});
+  std::vector<fs::path> written;
+  if (fs::exists(dir / "torch")) {
+    for (const auto& e : fs::directory_iterator(dir / "torch")) written.push_back(e.path());
+  }
+  ASSERT_EQ(written.size(), 1u) << dir;
+  EXPECT_THAT(written[0].filename().string(), HasSubstr("graph_eager_"));
+  std::ifstream in(written[0]);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("def graph_fn"));
+  fs::remove_all(dir);
+}
+
 // ---- xla
 TEST(Xla, EagerOpsBitEqualToHandWrittenJax) {
   SKIP_UNLESS_AVAILABLE("xla");
@@ -269,7 +308,8 @@ TEST(Bridge, BadFusebenchPythonIsAClearError) {
   const std::string restore = saved ? saved : "";
   ::setenv("FUSEBENCH_PYTHON", "/nonexistent/python3", 1);
   try {
-    device("torch").fused_cold({}, fs::temp_directory_path() / fmt::format("fusebench-cold-bad-{}", ::getpid()));
+    device("torch").fused_cold(
+        {}, fs::temp_directory_path() / fmt::format("fusebench-cold-bad-{}", ::getpid()));
     FAIL() << "expected an InputError";
   } catch (const InputError& e) {
     EXPECT_THAT(e.what(), HasSubstr("FUSEBENCH_PYTHON=/nonexistent/python3"));
@@ -277,14 +317,17 @@ TEST(Bridge, BadFusebenchPythonIsAClearError) {
   // An executable that is not a Python with the worker: it exits at once.
   ::setenv("FUSEBENCH_PYTHON", "/bin/true", 1);
   try {
-    device("xla").fused_cold({}, fs::temp_directory_path() / fmt::format("fusebench-cold-true-{}", ::getpid()));
+    device("xla").fused_cold(
+        {}, fs::temp_directory_path() / fmt::format("fusebench-cold-true-{}", ::getpid()));
     FAIL() << "expected an InputError";
   } catch (const InputError& e) {
     EXPECT_THAT(e.what(), HasSubstr("FUSEBENCH_PYTHON=/bin/true"));
     EXPECT_THAT(e.what(), HasSubstr("did not start"));
   }
-  if (saved) ::setenv("FUSEBENCH_PYTHON", restore.c_str(), 1);
-  else ::unsetenv("FUSEBENCH_PYTHON");
+  if (saved)
+    ::setenv("FUSEBENCH_PYTHON", restore.c_str(), 1);
+  else
+    ::unsetenv("FUSEBENCH_PYTHON");
 }
 
 TEST(Bridge, GraphModuleIsARunnableReproNamingEveryNode) {
@@ -296,11 +339,16 @@ TEST(Bridge, GraphModuleIsARunnableReproNamingEveryNode) {
   EXPECT_THAT(module, HasSubstr("x * 0.7"));
   EXPECT_THAT(module, HasSubstr("torch.softmax("));
   EXPECT_THAT(module, HasSubstr("# node softmax"));
-  EXPECT_THAT(module, HasSubstr("torch.compile(graph_fn, fullgraph=True, dynamic=False)"));
+  EXPECT_THAT(module,
+              HasSubstr("torch.compile(graph_fn, backend=backend, fullgraph=True, dynamic=False)"));
+  EXPECT_THAT(module, HasSubstr("\\\"backend\\\":\\\"inductor\\\""));  // the backend in SETTINGS
+  EXPECT_THAT(emit_python_module(g, torch_spec("cpu", "aot_eager"), {}, true),
+              HasSubstr("\\\"backend\\\":\\\"aot_eager\\\""));
   EXPECT_THAT(module, HasSubstr("if __name__ == \"__main__\":"));
   engine::EngineOptions broadcast;
   broadcast.scalar_lowering = engine::ScalarLowering::BroadcastTensor;
-  EXPECT_THAT(emit_python_module(g, torch_spec("cpu"), broadcast, true), HasSubstr("x * torch.full_like(x, 0.7)"));
+  EXPECT_THAT(emit_python_module(g, torch_spec("cpu"), broadcast, true),
+              HasSubstr("x * torch.full_like(x, 0.7)"));
   EXPECT_THAT(emit_python_module(g, xla_spec(), {}, true), HasSubstr("jax.nn.softmax("));
 }
 

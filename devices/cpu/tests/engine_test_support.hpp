@@ -7,25 +7,28 @@
 
 #include "cpu_device.hpp"
 #include "eager_executor.hpp"
-#include "fused_executor.hpp"
 #include "fusebench/engine/executor.hpp"
 #include "fusebench/rng.hpp"
+#include "fused_executor.hpp"
 
 namespace fusebench::testsupport {
 
 inline std::filesystem::path test_cache_dir() {
   static const auto dir = [] {
-    auto d = std::filesystem::temp_directory_path() / fmt::format("fusebench-engine-test-cache-{}", ::getpid());
+    auto d = std::filesystem::temp_directory_path() /
+             fmt::format("fusebench-engine-test-cache-{}", ::getpid());
     std::filesystem::remove_all(d);
     return d;
   }();
   return dir;
 }
 
-inline engine::RunResult run_fused(const engine::Graph& g, const engine::Inputs& in, engine::EngineOptions o = {}) {
+inline engine::RunResult run_fused(const engine::Graph& g, const engine::Inputs& in,
+                                   engine::EngineOptions o = {}) {
   return cpu::FusedExecutor(o, test_cache_dir()).run(g, in);
 }
-inline engine::RunResult run_eager(const engine::Graph& g, const engine::Inputs& in, engine::EngineOptions o = {}) {
+inline engine::RunResult run_eager(const engine::Graph& g, const engine::Inputs& in,
+                                   engine::EngineOptions o = {}) {
   return cpu::EagerExecutor(o).run(g, in);
 }
 

@@ -41,7 +41,8 @@ TEST(KernelCache, ColdCompileWarmHitClearAndCorruption) {
   EXPECT_GT(cold.trace[0].compile_ms, 0);
   EXPECT_TRUE(fs::exists(cold.trace[0].source_path));
   EXPECT_EQ(cold.trace[0].artifact_sha256.size(), 64u);
-  EXPECT_EQ(fs::path(cold.trace[0].artifact_path).parent_path().filename().string(), cold.trace[0].cache_key.substr(0, 2));
+  EXPECT_EQ(fs::path(cold.trace[0].artifact_path).parent_path().filename().string(),
+            cold.trace[0].cache_key.substr(0, 2));
   auto warm = cpu::FusedExecutor({}, dir).run(chain.graph, chain.inputs);
   EXPECT_TRUE(warm.trace[0].cache_hit);
   EXPECT_EQ(warm.trace[0].compile_ms, 0);
@@ -59,7 +60,8 @@ TEST(KernelCache, ColdCompileWarmHitClearAndCorruption) {
   EXPECT_FALSE(cache.list()[0].valid);
   auto rebuilt = cpu::FusedExecutor({}, dir).run(chain.graph, chain.inputs);
   EXPECT_FALSE(rebuilt.trace[0].cache_hit);
-  EXPECT_EQ(rebuilt.trace[0].artifact_sha256, cold.trace[0].artifact_sha256);  // the build is reproducible
+  // the build is reproducible
+  EXPECT_EQ(rebuilt.trace[0].artifact_sha256, cold.trace[0].artifact_sha256);
   EXPECT_EQ(cache.clear(), 1u);
   EXPECT_TRUE(cache.list().empty());
   fs::remove_all(dir);
@@ -149,7 +151,8 @@ TEST(KernelCache, TwoProcessesCompilingTheSameKernelAtOnce) {
   ASSERT_EQ(cache.list().size(), 1u);
   EXPECT_TRUE(cache.list()[0].valid);
   for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-    EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << "left behind: " << entry.path();
+    EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos)
+        << "left behind: " << entry.path();
   }
   fs::remove_all(dir);
 }
@@ -162,7 +165,8 @@ TEST(Evidence, TraceDisassemblyAndDumps) {
   engine::EngineOptions broadcast;
   broadcast.scalar_lowering = engine::ScalarLowering::BroadcastTensor;
   const auto dump_dir = fresh_dir("dumps");
-  const auto immediate = cpu::FusedExecutor({}, testsupport::test_cache_dir()).run(g, in, {.dump_dir = dump_dir});
+  const auto immediate =
+      cpu::FusedExecutor({}, testsupport::test_cache_dir()).run(g, in, {.dump_dir = dump_dir});
   const auto loaded = cpu::FusedExecutor(broadcast, testsupport::test_cache_dir()).run(g, in);
   EXPECT_NE(immediate.trace[0].lowering[0].find("fp32 immediate"), std::string::npos);
   EXPECT_NE(loaded.trace[0].lowering[0].find("broadcast tensor f16"), std::string::npos);
@@ -173,7 +177,8 @@ TEST(Evidence, TraceDisassemblyAndDumps) {
   // dumps: inputs and outputs as .npy plus a manifest
   EXPECT_TRUE(fs::exists(dump_dir / "fused" / "x.npy"));
   EXPECT_TRUE(fs::exists(dump_dir / "fused" / "manifest.json"));
-  EXPECT_EQ(read_npy(dump_dir / "fused" / (g.node(g.outputs()[0]).name + ".npy")).dtype(), DType::f16);
+  EXPECT_EQ(read_npy(dump_dir / "fused" / (g.node(g.outputs()[0]).name + ".npy")).dtype(),
+            DType::f16);
   fs::remove_all(dump_dir);
 }
 
@@ -194,7 +199,8 @@ TEST(Evidence, KernelsKeepTheirPrefetches) {
   EXPECT_GT(count(row_histogram, "prefetchw"), 0) << "softmax: next output row";
 
   testsupport::ElementwiseChain chain(DType::f16, {4096}, 3);
-  const auto pointwise = cpu::FusedExecutor({}, testsupport::test_cache_dir()).run(chain.graph, chain.inputs);
+  const auto pointwise =
+      cpu::FusedExecutor({}, testsupport::test_cache_dir()).run(chain.graph, chain.inputs);
   ASSERT_EQ(pointwise.trace.size(), 1u);
   EXPECT_GT(count(cpu::instruction_histogram(pointwise.trace[0].artifact_path), "prefetcht1"), 0)
       << "chain: staged inputs ahead of the block";
@@ -215,7 +221,8 @@ TEST(Evidence, PointwiseKernelsWithRowBroadcastsAreVectorised) {
     for (std::int64_t width : {128, 64}) {
       Graph g;
       const Shape shape{64, width};
-      const auto x = g.input("x", shape, dtype), y = g.input("y", shape, dtype), z = g.input("z", shape, dtype);
+      const auto x = g.input("x", shape, dtype), y = g.input("y", shape, dtype),
+                 z = g.input("z", shape, dtype);
       const auto scale = g.input("scale", {64, 1}, dtype);
       const auto scaled = g.mul(x, g.expand(scale, shape));
       g.mark_output(scaled);
@@ -233,7 +240,8 @@ TEST(Evidence, PointwiseKernelsWithRowBroadcastsAreVectorised) {
       // (in bf16 the later products use the first one's fp32 value where eager reloads it rounded)
       const auto eager = testsupport::run_eager(g, in).outputs;
       for (std::size_t o = 0; o < (dtype == DType::f32 ? eager.size() : 1); ++o) {
-        EXPECT_THAT(fused.outputs[o], testing::BitEqual(eager[o])) << dtype_name(dtype) << " output " << o;
+        EXPECT_THAT(fused.outputs[o], testing::BitEqual(eager[o]))
+            << dtype_name(dtype) << " output " << o;
       }
     }
   }
@@ -246,9 +254,11 @@ TEST(BadInput, GraphConstructionNamesOpShapesAndDtypes) {
   Graph g;
   const auto a = g.input("a", {2, 3}, DType::f16);
   const auto b = g.input("b", {4}, DType::f16);
-  expect_error([&] { g.add(a, b); }, "add(a: f16[2, 3], b: f16[4]): shapes [2, 3] and [4] do not broadcast");
+  expect_error([&] { g.add(a, b); },
+               "add(a: f16[2, 3], b: f16[4]): shapes [2, 3] and [4] do not broadcast");
   const auto i = g.input("i", {2, 3}, DType::i32);
-  expect_error([&] { g.exp(i); }, "exp: operand i: i32[2, 3] has dtype i32, which the op does not support");
+  expect_error([&] { g.exp(i); },
+               "exp: operand i: i32[2, 3] has dtype i32, which the op does not support");
   expect_error([&] { g.input("empty", {0, 3}, DType::f16); }, "empty tensor (shape [0, 3])");
   expect_error([&] { g.matmul(a, a); }, "inner extents differ");
   expect_error([&] { g.sum(a, 2); }, "axis 2 out of range for rank 2");
@@ -259,22 +269,26 @@ TEST(BadInput, RunChecksInputsAndKnobs) {
   testsupport::ElementwiseChain chain(DType::f16, {8}, 1);
   engine::Inputs wrong = chain.inputs;
   wrong["x1"] = Tensor(DType::f32, {8});
-  expect_error([&] { testsupport::run_eager(chain.graph, wrong); }, "input 'x1' must be f16[8], got f32[8]");
+  expect_error([&] { testsupport::run_eager(chain.graph, wrong); },
+               "input 'x1' must be f16[8], got f32[8]");
   wrong.erase("x1");
-  expect_error([&] { testsupport::run_fused(chain.graph, wrong); }, "input 'x1' (f16[8]) was not given");
+  expect_error([&] { testsupport::run_fused(chain.graph, wrong); },
+               "input 'x1' (f16[8]) was not given");
   engine::EngineOptions tile;
   tile.reduce_tile = 0;
   expect_error([&] { cpu::EagerExecutor{tile}; }, "reduce_tile must be >= 1, got 0");
   engine::EngineOptions iterations;
   iterations.rsqrt_newton_iters = 7;
-  expect_error([&] { cpu::FusedExecutor(iterations, testsupport::test_cache_dir()); }, "rsqrt_newton_iters must be in 0..3, got 7");
+  expect_error([&] { cpu::FusedExecutor(iterations, testsupport::test_cache_dir()); },
+               "rsqrt_newton_iters must be in 0..3, got 7");
 }
 
 TEST(BadInput, MissingOrFailingCompilerShowsItsError) {
   testsupport::ElementwiseChain chain(DType::f16, {8}, 1);
   const auto dir = fresh_dir("badcc");
-  expect_error([&] { cpu::FusedExecutor({}, dir, "/nonexistent/c++").run(chain.graph, chain.inputs); },
-               "JIT compiler '/nonexistent/c++' cannot run");
+  expect_error(
+      [&] { cpu::FusedExecutor({}, dir, "/nonexistent/c++").run(chain.graph, chain.inputs); },
+      "JIT compiler '/nonexistent/c++' cannot run");
   // A compiler that answers --version but fails to compile, with its own message.
   fs::create_directories(dir);
   const auto fake = dir / "failing-cc";
@@ -284,8 +298,9 @@ TEST(BadInput, MissingOrFailingCompilerShowsItsError) {
               "echo 'kernel.cpp:1:1: error: synthetic failure for the test' >&2; exit 1\n";
   }
   fs::permissions(fake, fs::perms::owner_all);
-  expect_error([&] { cpu::FusedExecutor({}, dir / "cache", fake.string()).run(chain.graph, chain.inputs); },
-               "error: synthetic failure for the test");
+  expect_error(
+      [&] { cpu::FusedExecutor({}, dir / "cache", fake.string()).run(chain.graph, chain.inputs); },
+      "error: synthetic failure for the test");
   fs::remove_all(dir);
 }
 

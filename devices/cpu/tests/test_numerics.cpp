@@ -1,8 +1,8 @@
 // Numerics of the engine: eager against a scalar model of per-op rounding, eager and fused
 // against the fp64 reference within documented bounds, data movement bit-equal, and every knob
 // changing what it should.
-#include <Eigen/Dense>
 #include <fmt/format.h>
+#include <Eigen/Dense>
 
 #include <cstring>
 
@@ -23,8 +23,12 @@ TEST(Eager, EqualsAScalarModelOfPerOpRoundingBitForBit) {
     testsupport::ElementwiseChain chain(dtype, {1000}, 3);
     const Tensor out = testsupport::run_eager(chain.graph, chain.inputs).outputs[0];
     // The model: every op in fp32 from the exact operands, rounded to the dtype after each op.
-    auto round = [&](float v) { return dtype == DType::f16 ? fbk::round_f16(v) : fbk::round_bf16(v); };
-    auto in = [&](int k, std::int64_t i) { return float(chain.inputs.at(fmt::format("x{}", k)).value_at(i)); };
+    auto round = [&](float v) {
+      return dtype == DType::f16 ? fbk::round_f16(v) : fbk::round_bf16(v);
+    };
+    auto in = [&](int k, std::int64_t i) {
+      return float(chain.inputs.at(fmt::format("x{}", k)).value_at(i));
+    };
     std::vector<double> expected;
     for (std::int64_t i = 0; i < 1000; ++i) {
       const float m = round(in(0, i) * in(1, i));
@@ -32,7 +36,8 @@ TEST(Eager, EqualsAScalarModelOfPerOpRoundingBitForBit) {
       const float g = round(fbk::gelu_erf_f32(a));
       expected.push_back(round(g * in(3, i)));
     }
-    EXPECT_THAT(out, BitEqual(Tensor::from_values<double>({1000}, expected).to(dtype))) << dtype_name(dtype);
+    EXPECT_THAT(out, BitEqual(Tensor::from_values<double>({1000}, expected).to(dtype)))
+        << dtype_name(dtype);
   }
 }
 
@@ -47,8 +52,9 @@ TEST(Eager, OneElementOperandsBroadcastWithoutChangingValues) {
       const NodeId sum = left ? g.add(s, x) : g.add(x, s);
       g.mark_output(sum);
       g.mark_output(left ? g.div(s, x) : g.div(x, s));
-      const engine::Inputs in = {{"x", random_uniform(DType::f16, {4, 33}, 0.5, 2, 30)},
-                                 {"s", Tensor::from_values<double>(one, std::vector<double>{0.7}).to(DType::bf16)}};
+      const engine::Inputs in = {
+          {"x", random_uniform(DType::f16, {4, 33}, 0.5, 2, 30)},
+          {"s", Tensor::from_values<double>(one, std::vector<double>{0.7}).to(DType::bf16)}};
       const auto eager = testsupport::run_eager(g, in).outputs;
       const auto fused = testsupport::run_fused(g, in).outputs;
       const DType out_dtype = g.node(sum).dtype;
@@ -60,8 +66,11 @@ TEST(Eager, OneElementOperandsBroadcastWithoutChangingValues) {
         quotients.push_back(left ? scalar / v : v / scalar);
       }
       const Shape out_shape = g.node(sum).shape;
-      EXPECT_THAT(eager[0], BitEqual(Tensor::from_values<double>(out_shape, sums).to(out_dtype))) << left;
-      EXPECT_THAT(eager[1], BitEqual(Tensor::from_values<double>(out_shape, quotients).to(out_dtype))) << left;
+      EXPECT_THAT(eager[0], BitEqual(Tensor::from_values<double>(out_shape, sums).to(out_dtype)))
+          << left;
+      EXPECT_THAT(eager[1],
+                  BitEqual(Tensor::from_values<double>(out_shape, quotients).to(out_dtype)))
+          << left;
       EXPECT_THAT(fused[0], BitEqual(eager[0]));
       EXPECT_THAT(fused[1], BitEqual(eager[1]));
     }
@@ -89,7 +98,8 @@ TEST(Fused, EmulatedRoundingAlsoRoundsGemmReductionAndRowwiseResults) {
   emulate.emulate_per_op_rounding = true;
   const auto fused = testsupport::run_fused(g, in, emulate).outputs;
   const auto eager = testsupport::run_eager(g, in).outputs;
-  for (std::size_t o = 0; o < fused.size(); ++o) EXPECT_THAT(fused[o], BitEqual(eager[o])) << "output " << o;
+  for (std::size_t o = 0; o < fused.size(); ++o)
+    EXPECT_THAT(fused[o], BitEqual(eager[o])) << "output " << o;
 }
 
 // f16 operands and results go through F16C conversions a run at a time (eager blocks, fused
@@ -98,7 +108,8 @@ TEST(Fused, EmulatedRoundingAlsoRoundsGemmReductionAndRowwiseResults) {
 // widen exactly, multiply in fp32, round once to f16.
 TEST(Fused, F16StagingEqualsPerElementConversionOverEveryPattern) {
   constexpr std::int64_t kPatterns = 65536;
-  const std::vector<float> factors = {1.0f, 0.7001953125f, 1.0009765625f, 3.0f, 0.00048828125f, -65504.0f};
+  const std::vector<float> factors = {1.0f, 0.7001953125f,  1.0009765625f,
+                                      3.0f, 0.00048828125f, -65504.0f};
   const std::int64_t n = kPatterns * std::int64_t(factors.size());
   std::vector<Half> a(std::size_t(n), Half{}), b(std::size_t(n), Half{});
   for (std::int64_t i = 0; i < n; ++i) {
@@ -110,10 +121,12 @@ TEST(Fused, F16StagingEqualsPerElementConversionOverEveryPattern) {
   Graph g;
   const NodeId x = g.input("a", shape, DType::f16), y = g.input("b", shape, DType::f16);
   g.mark_output(g.mul(x, y));
-  const engine::Inputs in = {{"a", Tensor::from_values<Half>(shape, a)}, {"b", Tensor::from_values<Half>(shape, b)}};
+  const engine::Inputs in = {{"a", Tensor::from_values<Half>(shape, a)},
+                             {"b", Tensor::from_values<Half>(shape, b)}};
   std::vector<Half> model(std::size_t(n), Half{});
   for (std::int64_t i = 0; i < n; ++i) {
-    const float product = fp16_bits_to_fp32(a[std::size_t(i)].bits) * fp16_bits_to_fp32(b[std::size_t(i)].bits);
+    const float product =
+        fp16_bits_to_fp32(a[std::size_t(i)].bits) * fp16_bits_to_fp32(b[std::size_t(i)].bits);
     model[std::size_t(i)] = Half{fp32_to_fp16_bits(product)};
   }
   const Tensor expected = Tensor::from_values<Half>(shape, model);
@@ -138,8 +151,10 @@ TEST(Fused, F16StagingEqualsPerElementConversionOverEveryPattern) {
   const engine::Inputs row_in = {{"a", in.at("a")}};
   // Which NaN of a row max returns depends on the lane order; any NaN is the right answer.
   const BitEqualOptions any_nan{.nan = NanPolicy::AnyNanEqual};
-  EXPECT_THAT(testsupport::run_fused(rows, row_in).outputs[0], BitEqual(max_expected, any_nan)) << "fused reduction";
-  EXPECT_THAT(testsupport::run_eager(rows, row_in).outputs[0], BitEqual(max_expected, any_nan)) << "eager reduction";
+  EXPECT_THAT(testsupport::run_fused(rows, row_in).outputs[0], BitEqual(max_expected, any_nan))
+      << "fused reduction";
+  EXPECT_THAT(testsupport::run_eager(rows, row_in).outputs[0], BitEqual(max_expected, any_nan))
+      << "eager reduction";
 }
 
 // f16 values read through views (matmul operands behind a transpose, column sums) are gathered
@@ -168,20 +183,24 @@ TEST(Fused, F16BitGathersAndStagedEpiloguesEqualPerElementConversion) {
     if ((bits & 0x7fffu) == 0) bits = std::uint16_t(bits | 1u);
     finite[std::size_t(p)] = Half{bits};
   }
-  for (std::int64_t i = 0; i < kSide; ++i) identity[std::size_t(i * kSide + i)] = Half{fp32_to_fp16_bits(1.0f)};
+  for (std::int64_t i = 0; i < kSide; ++i)
+    identity[std::size_t(i * kSide + i)] = Half{fp32_to_fp16_bits(1.0f)};
   std::vector<Half> transposed(kPatterns, Half{});
   for (std::int64_t i = 0; i < kSide; ++i) {
-    for (std::int64_t j = 0; j < kSide; ++j) transposed[std::size_t(i * kSide + j)] = finite[std::size_t(j * kSide + i)];
+    for (std::int64_t j = 0; j < kSide; ++j)
+      transposed[std::size_t(i * kSide + j)] = finite[std::size_t(j * kSide + i)];
   }
   {
     Graph g;
-    const NodeId x = g.input("x", {kSide, kSide}, DType::f16), eye = g.input("eye", {kSide, kSide}, DType::f16);
+    const NodeId x = g.input("x", {kSide, kSide}, DType::f16),
+                 eye = g.input("eye", {kSide, kSide}, DType::f16);
     g.mark_output(g.matmul(g.transpose(x, 0, 1), eye));
     g.mark_output(g.matmul(eye, g.transpose(x, 0, 1)));
     const engine::Inputs in = {{"x", Tensor::from_values<Half>({kSide, kSide}, finite)},
                                {"eye", Tensor::from_values<Half>({kSide, kSide}, identity)}};
     const auto fused = testsupport::run_fused(g, in);
-    ASSERT_TRUE(lowered(fused, "gathered as f16 bits")) << "the matmul operands no longer take the bit gather";
+    ASSERT_TRUE(lowered(fused, "gathered as f16 bits"))
+        << "the matmul operands no longer take the bit gather";
     const Tensor expected = Tensor::from_values<Half>({kSide, kSide}, transposed);
     EXPECT_THAT(fused.outputs[0], BitEqual(expected)) << "x^T @ I (A gathered)";
     EXPECT_THAT(fused.outputs[1], BitEqual(expected)) << "I @ x^T (B gathered)";
@@ -199,9 +218,12 @@ TEST(Fused, F16BitGathersAndStagedEpiloguesEqualPerElementConversion) {
     Graph g;
     const NodeId y = g.input("y", {kRows, kPatterns}, DType::f16);
     g.mark_output(g.sum(y, 0));
-    const auto fused = testsupport::run_fused(g, {{"y", Tensor::from_values<Half>({kRows, kPatterns}, rows)}});
-    ASSERT_TRUE(lowered(fused, "gathered as f16 bits")) << "the column sum no longer takes the bit gather";
-    EXPECT_THAT(fused.outputs[0], BitEqual(Tensor::from_values<Half>({kPatterns}, model))) << "column sum";
+    const auto fused =
+        testsupport::run_fused(g, {{"y", Tensor::from_values<Half>({kRows, kPatterns}, rows)}});
+    ASSERT_TRUE(lowered(fused, "gathered as f16 bits"))
+        << "the column sum no longer takes the bit gather";
+    EXPECT_THAT(fused.outputs[0], BitEqual(Tensor::from_values<Half>({kPatterns}, model)))
+        << "column sum";
   }
   // An epilogue that loads an f16 input at the product's position and stores two f16 results:
   // (0 @ 1) + x and ((0 @ 1) + x) * 3 over every pattern.
@@ -215,20 +237,25 @@ TEST(Fused, F16BitGathersAndStagedEpiloguesEqualPerElementConversion) {
       triples[std::size_t(p)] = Half{fp32_to_fp16_bits(sum * 3.0f)};
     }
     Graph g;
-    const NodeId zeros = g.input("zeros", {kSide, 16}, DType::f16), ones = g.input("ones", {16, kSide}, DType::f16);
+    const NodeId zeros = g.input("zeros", {kSide, 16}, DType::f16),
+                 ones = g.input("ones", {16, kSide}, DType::f16);
     const NodeId x = g.input("x", shape, DType::f16);
     const NodeId sum = g.add(g.matmul(zeros, ones), x);
     g.mark_output(sum);
     g.mark_output(g.mul_scalar(sum, 3.0));
     const engine::Inputs in = {
         {"zeros", Tensor::from_values<Half>({kSide, 16}, std::vector<Half>(kSide * 16, Half{}))},
-        {"ones", Tensor::from_values<Half>({16, kSide}, std::vector<Half>(16 * kSide, Half{fp32_to_fp16_bits(1.0f)}))},
+        {"ones", Tensor::from_values<Half>(
+                     {16, kSide}, std::vector<Half>(16 * kSide, Half{fp32_to_fp16_bits(1.0f)}))},
         {"x", Tensor::from_values<Half>(shape, all)}};
     const auto fused = testsupport::run_fused(g, in);
     ASSERT_EQ(fused.trace.size(), 1u) << "the add and the scale are the matmul's epilogue";
-    ASSERT_TRUE(lowered(fused, "epilogue's f16 loads and stores staged")) << "the epilogue is no longer staged";
-    EXPECT_THAT(fused.outputs[0], BitEqual(Tensor::from_values<Half>(shape, sums))) << "staged epilogue: sum";
-    EXPECT_THAT(fused.outputs[1], BitEqual(Tensor::from_values<Half>(shape, triples))) << "staged epilogue: sum * 3";
+    ASSERT_TRUE(lowered(fused, "epilogue's f16 loads and stores staged"))
+        << "the epilogue is no longer staged";
+    EXPECT_THAT(fused.outputs[0], BitEqual(Tensor::from_values<Half>(shape, sums)))
+        << "staged epilogue: sum";
+    EXPECT_THAT(fused.outputs[1], BitEqual(Tensor::from_values<Half>(shape, triples)))
+        << "staged epilogue: sum * 3";
   }
 }
 
@@ -250,7 +277,8 @@ TEST(Accuracy, EachOpWithinDocumentedUlpBoundOfTheReference) {
   const std::vector<OpCase> cases = {
       {"add", [](Graph& g, NodeId a, NodeId b) { return g.add(a, b); }, -4, 4, 0.5},
       {"mul", [](Graph& g, NodeId a, NodeId b) { return g.mul(a, b); }, -4, 4, 0.5},
-      {"div", [](Graph& g, NodeId a, NodeId b) { return g.div(a, g.add_scalar(g.mul(b, b), 0.5)); }, -4, 4, 2.0},
+      {"div", [](Graph& g, NodeId a, NodeId b) { return g.div(a, g.add_scalar(g.mul(b, b), 0.5)); },
+       -4, 4, 2.0},
       {"sqrt", [](Graph& g, NodeId a, NodeId) { return g.sqrt(a); }, 0.01, 100, 0.5},
       {"rsqrt", [](Graph& g, NodeId a, NodeId) { return g.rsqrt(a); }, 0.01, 100, 1.5},
       {"exp", [](Graph& g, NodeId a, NodeId) { return g.exp(a); }, -10, 10, 2.0},
@@ -267,7 +295,8 @@ TEST(Accuracy, EachOpWithinDocumentedUlpBoundOfTheReference) {
                                  {"b", random_uniform(dtype, {1 << 14}, op.low, op.high, 6)}};
       const Tensor ref = engine::fp64_reference(g, in)[0];
       const double bound = dtype == DType::f32 ? op.bound_f32 : 0.51;
-      const bool single_op = std::string(op.name) != "div";  // div's operand is itself rounded in eager
+      // div's operand is itself rounded in eager
+      const bool single_op = std::string(op.name) != "div";
       const auto fused = error_stats(testsupport::run_fused(g, in).outputs[0], ref);
       EXPECT_LE(fused.ulp_error.max, bound) << "fused";
       EXPECT_EQ(fused.mismatches, 0);
@@ -308,22 +337,26 @@ TEST(DataMovement, FusedIsBitEqualToEagerForEveryOpAndChain) {
   for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
     SCOPED_TRACE(dtype_name(dtype));
     Graph g;
-    const NodeId a = g.input("a", {6, 10}, dtype), b = g.input("b", {10, 6}, dtype), c = g.input("c", {1, 10}, dtype);
+    const NodeId a = g.input("a", {6, 10}, dtype), b = g.input("b", {10, 6}, dtype),
+                 c = g.input("c", {1, 10}, dtype);
     g.mark_output(g.transpose(a, 0, 1));
     g.mark_output(g.reshape(a, {3, 20}));
     g.mark_output(g.slice(a, 1, 2, 7));
     g.mark_output(g.concat({a, g.transpose(b, 0, 1)}, 0));
     g.mark_output(g.split(a, 1, {3, 7})[1]);
     g.mark_output(g.expand(c, {4, 10}));
-    g.mark_output(g.concat({g.expand(g.slice(a, 0, 0, 1), {3, 10}), a}, 0));  // slice -> broadcast -> concat
+    // slice -> broadcast -> concat
+    g.mark_output(g.concat({g.expand(g.slice(a, 0, 0, 1), {3, 10}), a}, 0));
     const auto parts = g.split(b, 0, {4, 6});
-    g.mark_output(g.concat({g.transpose(parts[0], 0, 1), g.transpose(parts[1], 0, 1)}, 1));  // split -> transpose -> concat
+    // split -> transpose -> concat
+    g.mark_output(g.concat({g.transpose(parts[0], 0, 1), g.transpose(parts[1], 0, 1)}, 1));
     const engine::Inputs in = {{"a", random_normal(dtype, {6, 10}, 0, 3, 11)},
                                {"b", random_normal(dtype, {10, 6}, 0, 3, 12)},
                                {"c", random_normal(dtype, {1, 10}, 0, 3, 13)}};
     const auto fused = testsupport::run_fused(g, in).outputs;
     const auto eager = testsupport::run_eager(g, in).outputs;
-    for (std::size_t o = 0; o < fused.size(); ++o) EXPECT_THAT(fused[o], BitEqual(eager[o])) << "output " << o;
+    for (std::size_t o = 0; o < fused.size(); ++o)
+      EXPECT_THAT(fused[o], BitEqual(eager[o])) << "output " << o;
   }
 }
 
@@ -339,7 +372,8 @@ TEST(Knobs, MoreNewtonIterationsAreCloserToFp64) {
     engine::EngineOptions o;
     o.rsqrt = engine::ApproxMode::NewtonBitTrick;
     o.rsqrt_newton_iters = iterations;
-    mean_ulp.push_back(error_stats(testsupport::run_fused(g, in, o).outputs[0], ref).ulp_error.mean);
+    mean_ulp.push_back(
+        error_stats(testsupport::run_fused(g, in, o).outputs[0], ref).ulp_error.mean);
   }
   EXPECT_GT(mean_ulp[0], mean_ulp[1]);
   EXPECT_GT(mean_ulp[1], mean_ulp[2]);
@@ -355,10 +389,12 @@ TEST(Knobs, ReduceTileChangesAStorageAccumulatedSum) {
     engine::EngineOptions o;
     o.reduce_tile = tile;
     o.accumulator = engine::AccumulatorDtype::Storage;
-    return fused ? testsupport::run_fused(g, in, o).outputs[0] : testsupport::run_eager(g, in, o).outputs[0];
+    return fused ? testsupport::run_fused(g, in, o).outputs[0]
+                 : testsupport::run_eager(g, in, o).outputs[0];
   };
   EXPECT_FALSE(bit_equal(run(512, true), run(2048, true)).equal);
-  EXPECT_THAT(run(512, true), BitEqual(run(512, false)));  // a lone reduction: eager and fused agree
+  // a lone reduction: eager and fused agree
+  EXPECT_THAT(run(512, true), BitEqual(run(512, false)));
 }
 
 TEST(Knobs, BroadcastTensorLoweringOfScalarDiffersFromImmediateAndAnExactScalarAgrees) {
@@ -391,7 +427,8 @@ TEST(Determinism, BitIdenticalAcrossRunsAndThreadCounts) {
   Graph g;
   const NodeId x = g.input("x", {64, 512}, DType::f16);
   const NodeId w = g.input("w", {512, 300}, DType::f16);
-  const NodeId gamma = g.input("gamma", {300}, DType::f16), beta = g.input("beta", {300}, DType::f16);
+  const NodeId gamma = g.input("gamma", {300}, DType::f16),
+               beta = g.input("beta", {300}, DType::f16);
   g.mark_output(g.gelu(g.layernorm(g.matmul(x, w), gamma, beta)));
   g.mark_output(g.sum(x, 1));
   const engine::Inputs in = {{"x", random_uniform(DType::f16, {64, 512}, -1, 1, 18)},
@@ -440,7 +477,8 @@ TEST(GemmService, ColumnTilesGiveTheBitsOfOneCall) {
         two.parallel_for(2, [&](std::int64_t task) {
           if (task == 0) cpu::gemm_f32(two, m, n, k, a.data(), b.data(), nested.data());
         });
-        EXPECT_EQ(std::memcmp(nested.data(), whole.data(), whole.size() * sizeof(float)), 0) << where << ", inside a task";
+        EXPECT_EQ(std::memcmp(nested.data(), whole.data(), whole.size() * sizeof(float)), 0)
+            << where << ", inside a task";
       }
     }
   }

@@ -96,7 +96,8 @@ TEST_P(PerArchitecture, BitTrickSeedUsesNoApproximateInstructionAndIeeeNone) {
 // ---- FMA contraction is NVRTC's --fmad
 TEST_P(PerArchitecture, FmaContractionKnobIsNvrtcFmad) {
   Graph g;
-  const auto x = g.input("x", {1024}, DType::f32), y = g.input("y", {1024}, DType::f32), z = g.input("z", {1024}, DType::f32);
+  const auto x = g.input("x", {1024}, DType::f32), y = g.input("y", {1024}, DType::f32),
+             z = g.input("z", {1024}, DType::f32);
   g.mark_output(g.add(g.mul(x, y), z));
   EngineOptions off, on;
   on.fma_contraction = true;
@@ -125,7 +126,8 @@ TEST(CudaCodegen, SplitReductionShufflesAndHonoursTheAccumulator) {
   EXPECT_EQ(kernels[0].kernel.launches[0].grid, 64 * 4);  // positions x tiles of 1024
   EngineOptions small_tile;
   small_tile.reduce_tile = 256;
-  EXPECT_EQ(compile_graph(g, small_tile, "sm_90", shared_cache())[0].kernel.launches[0].grid, 64 * 16);
+  EXPECT_EQ(compile_graph(g, small_tile, "sm_90", shared_cache())[0].kernel.launches[0].grid,
+            64 * 16);
 }
 
 // ---- every kernel kind compiles
@@ -137,7 +139,9 @@ TEST(CudaCodegen, EveryKernelKindCompiles) {
   const auto ln = g.gelu(g.layernorm(x, w, b));
   const auto sm = g.softmax(g.mul_scalar(ln, 0.125));
   const auto mm = g.add_scalar(g.matmul(sm, m), 1.0);
-  const auto views = g.concat({g.transpose(g.slice(mm, 2, 0, 16), 0, 1), g.reshape(g.expand(g.max(mm, 2, true), {4, 8, 16}), {8, 4, 16})}, 2);
+  const auto views = g.concat({g.transpose(g.slice(mm, 2, 0, 16), 0, 1),
+                               g.reshape(g.expand(g.max(mm, 2, true), {4, 8, 16}), {8, 4, 16})},
+                              2);
   g.mark_output(views);
   g.mark_output(g.mean(g.cast(x, DType::f64), 0));
   const auto kernels = compile_graph(g, EngineOptions{}, "sm_90", shared_cache());
@@ -154,7 +158,8 @@ TEST(CudaCodegen, EveryKernelKindCompiles) {
 TEST(CudaCodegen, TrainingOpsCompile) {
   Graph g;
   const auto x = g.input("x", {2, 16, 16}, DType::f32), dy = g.input("dy", {2, 16, 16}, DType::f32);
-  g.mark_output(g.softmax(g.causal_mask(g.log(g.gelu_tanh_backward(dy, x)), -std::numeric_limits<double>::infinity())));
+  g.mark_output(g.softmax(
+      g.causal_mask(g.log(g.gelu_tanh_backward(dy, x)), -std::numeric_limits<double>::infinity())));
   for (const auto& k : compile_graph(g, EngineOptions{}, "sm_90", shared_cache())) {
     EXPECT_GE(disassemble_cubin(k.cubin.library).instructions.size(), 10u) << k.plan.name;
   }
@@ -162,7 +167,8 @@ TEST(CudaCodegen, TrainingOpsCompile) {
 
 // ---- the cache: key with NVRTC's version and the architecture, cubin hash, hits
 TEST(CudaCodegen, CubinsAreCachedPerArchitectureAndNvrtcVersion) {
-  const auto dir = std::filesystem::temp_directory_path() / fmt::format("fusebench-cuda-cache-test-{}", ::getpid());
+  const auto dir = std::filesystem::temp_directory_path() /
+                   fmt::format("fusebench-cuda-cache-test-{}", ::getpid());
   std::filesystem::remove_all(dir);
   engine::KernelCache cache(dir);
   const Graph g = scaled(DType::bf16, 0.1);
@@ -178,15 +184,19 @@ TEST(CudaCodegen, CubinsAreCachedPerArchitectureAndNvrtcVersion) {
   EXPECT_EQ(cold.source.extension(), ".cu");
   EXPECT_NE(other.key, cold.key);
   EXPECT_NE(other.sha256, cold.sha256);
-  const std::string source = engine::emit_cuda_kernel(g, engine::plan_fusion(g).kernels.at(0), EngineOptions{}).code.source;
-  EXPECT_EQ(cold.key, engine::KernelCache::key_for(source, "nvrtc " + fmt::format("{}", fmt::join(nvrtc_options("sm_90", false), " ")),
-                                                   nvrtc_identity()));
+  const std::string source =
+      emit_cuda_kernel(g, engine::plan_fusion(g).kernels.at(0), EngineOptions{}).code.source;
+  EXPECT_EQ(cold.key,
+            engine::KernelCache::key_for(
+                source, "nvrtc " + fmt::format("{}", fmt::join(nvrtc_options("sm_90", false), " ")),
+                nvrtc_identity()));
   EXPECT_EQ(cache.list().size(), 2u);
   std::filesystem::remove_all(dir);
 }
 
 TEST(CudaCodegen, MalformedArchitectureIsAnInputError) {
-  EXPECT_THROW(compile_graph(scaled(DType::f32, 2.0), EngineOptions{}, "hopper", shared_cache()), InputError);
+  EXPECT_THROW(compile_graph(scaled(DType::f32, 2.0), EngineOptions{}, "hopper", shared_cache()),
+               InputError);
   try {
     nvrtc_options("90", false);
   } catch (const InputError& e) {
@@ -195,7 +205,8 @@ TEST(CudaCodegen, MalformedArchitectureIsAnInputError) {
 }
 
 TEST(CudaCodegen, EvidenceJsonHasEveryArchitectureAndHistogram) {
-  const nlohmann::json e = sass_evidence(scaled(DType::f16, 0.7), EngineOptions{}, kEvidenceArchitectures, shared_cache());
+  const nlohmann::json e = sass_evidence(scaled(DType::f16, 0.7), EngineOptions{},
+                                         kEvidenceArchitectures, shared_cache());
   EXPECT_EQ(e["nvrtc"], nvrtc_identity());
   for (const auto& arch : kEvidenceArchitectures) {
     ASSERT_TRUE(e["architectures"].contains(arch));
@@ -210,7 +221,8 @@ TEST(CudaCodegen, DeviceRegistersAsCudaAndSaysWhyItCannotRun) {
   const auto device = engine::make_device("cuda");
   EXPECT_EQ(device->name(), "cuda");
   const std::string reason = device->unavailable_reason();
-  std::cout << "cuda unavailable_reason: " << (reason.empty() ? "(none: a GPU is usable)" : reason) << "\n";
+  std::cout << "cuda unavailable_reason: " << (reason.empty() ? "(none: a GPU is usable)" : reason)
+            << "\n";
   if (!reason.empty()) {
     Graph g = scaled(DType::f32, 2.0);
     engine::Inputs in{{"x", Tensor(DType::f32, {1024})}};

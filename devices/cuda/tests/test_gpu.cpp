@@ -18,11 +18,11 @@ using engine::Graph;
 using fusebench::testing::BitEqual;
 using fusebench::testing::ErrorStatsWithin;
 
-#define SKIP_WITHOUT_GPU()                                                       \
-  do {                                                                           \
-    if (const std::string reason = unavailable_reason(); !reason.empty()) {      \
-      GTEST_SKIP() << "no usable CUDA GPU: " << reason;                          \
-    }                                                                            \
+#define SKIP_WITHOUT_GPU()                                                  \
+  do {                                                                      \
+    if (const std::string reason = unavailable_reason(); !reason.empty()) { \
+      GTEST_SKIP() << "no usable CUDA GPU: " << reason;                     \
+    }                                                                       \
   } while (0)
 
 struct Case {
@@ -52,8 +52,10 @@ TEST(CudaGpu, FusedChainMatchesTheCpuFusedKernelBitForBit) {
   SKIP_WITHOUT_GPU();
   for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
     const Case c = chain(dtype);
-    EXPECT_THAT(on("cuda", true, c).outputs[0], BitEqual(on("cpu", true, c).outputs[0])) << dtype_name(dtype);
-    EXPECT_THAT(on("cuda", false, c).outputs[0], BitEqual(on("cpu", false, c).outputs[0])) << dtype_name(dtype);
+    EXPECT_THAT(on("cuda", true, c).outputs[0], BitEqual(on("cpu", true, c).outputs[0]))
+        << dtype_name(dtype);
+    EXPECT_THAT(on("cuda", false, c).outputs[0], BitEqual(on("cpu", false, c).outputs[0]))
+        << dtype_name(dtype);
   }
 }
 
@@ -88,7 +90,8 @@ TEST(CudaGpu, RowwiseAndMatmulRun) {
   EXPECT_THAT(on("cuda", false, c).outputs[0], ErrorStatsWithin(ref, {.rel_max = 1e-5}));
   // the layernorm row and the softmax row are the CPU's code: the fused layernorm kernel alone is bit-equal
   Case ln;
-  ln.graph.mark_output(ln.graph.layernorm(ln.graph.input("x", {8, 128}, DType::f32), ln.graph.input("w", {128}, DType::f32),
+  ln.graph.mark_output(ln.graph.layernorm(ln.graph.input("x", {8, 128}, DType::f32),
+                                          ln.graph.input("w", {128}, DType::f32),
                                           ln.graph.input("b", {128}, DType::f32)));
   ln.inputs = {{"x", c.inputs["x"]}, {"w", c.inputs["w"]}, {"b", c.inputs["b"]}};
   EXPECT_THAT(on("cuda", true, ln).outputs[0], BitEqual(on("cpu", true, ln).outputs[0]));
@@ -96,12 +99,15 @@ TEST(CudaGpu, RowwiseAndMatmulRun) {
 
 TEST(CudaGpu, CublasLtBiasGeluEpilogueMatchesTheTanhGelu) {
   SKIP_WITHOUT_GPU();
-  const Tensor a = random_uniform(DType::f32, {64, 96}, -1, 1, 11), b = random_uniform(DType::f32, {96, 32}, -1, 1, 12);
+  const Tensor a = random_uniform(DType::f32, {64, 96}, -1, 1, 11),
+               b = random_uniform(DType::f32, {96, 32}, -1, 1, 12);
   const Tensor bias = random_uniform(DType::f32, {32}, -1, 1, 13);
   Case c;
-  c.graph.mark_output(c.graph.gelu(c.graph.add(c.graph.matmul(c.graph.input("a", {64, 96}, DType::f32), c.graph.input("b", {96, 32}, DType::f32)),
-                                               c.graph.input("bias", {32}, DType::f32)),
-                                   true));
+  c.graph.mark_output(
+      c.graph.gelu(c.graph.add(c.graph.matmul(c.graph.input("a", {64, 96}, DType::f32),
+                                              c.graph.input("b", {96, 32}, DType::f32)),
+                               c.graph.input("bias", {32}, DType::f32)),
+                   true));
   c.inputs = {{"a", a}, {"b", b}, {"bias", bias}};
   // the vendor's GELU epilogue is its own tanh approximation: close to fp64, not equal to ours
   const Tensor ref = engine::fp64_reference(c.graph, c.inputs)[0];

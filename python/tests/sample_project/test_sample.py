@@ -7,8 +7,8 @@ import numpy as np
 def test_rounding_is_within_one_ulp(fusebench):
     x = np.linspace(-2, 2, 1001)
     y = x.astype(np.float16)
-    fusebench.assert_ulp_within(y, (x * (1 + 2.0 ** -12)).astype(np.float16), 1)
-    fusebench.assert_error_within(y, x, ulp_max=0.5, rel_p99=2.0 ** -11)
+    fusebench.assert_ulp_within(y, (x * (1 + 2.0**-12)).astype(np.float16), 1)
+    fusebench.assert_error_within(y, x, ulp_max=0.5, rel_p99=2.0**-11)
 
 
 def test_fused_result_is_bit_equal(fusebench):

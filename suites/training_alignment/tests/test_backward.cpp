@@ -15,17 +15,23 @@ namespace {
 using engine::Graph;
 using engine::NodeId;
 
-NodeId total(Graph& g, NodeId x) { return g.sum(g.reshape(x, {shape_numel(g.node(x).shape)}), 0, true); }
+NodeId total(Graph& g, NodeId x) {
+  return g.sum(g.reshape(x, {shape_numel(g.node(x).shape)}), 0, true);
+}
 
-double scalar(const Graph& g, const engine::Inputs& in) { return engine::fp64_reference(g, in)[0].value_at(0); }
+double scalar(const Graph& g, const engine::Inputs& in) {
+  return engine::fp64_reference(g, in)[0].value_at(0);
+}
 
 // Central difference of the scalar graph output with respect to element i of input `name`.
-double central_difference(const Graph& g, engine::Inputs in, const std::string& name, std::int64_t i, double h) {
+double central_difference(const Graph& g, engine::Inputs in, const std::string& name,
+                          std::int64_t i, double h) {
   const Tensor original = in.at(name);
   auto at = [&](double delta) {
     Tensor moved = original.clone();
     if (moved.dtype() == DType::f32) {
-      moved.span<float>()[std::size_t(i)] = float(double(moved.span<float>()[std::size_t(i)]) + delta);
+      moved.span<float>()[std::size_t(i)] =
+          float(double(moved.span<float>()[std::size_t(i)]) + delta);
     } else {
       moved.span<double>()[std::size_t(i)] += delta;
     }
@@ -38,7 +44,8 @@ double central_difference(const Graph& g, engine::Inputs in, const std::string& 
 TEST(Backward, LayerNormMatchesFiniteDifferences) {
   const Shape xs{5, 7};
   Graph f;
-  const NodeId x = f.input("x", xs, DType::f64), w = f.input("w", {7}, DType::f64), b = f.input("b", {7}, DType::f64);
+  const NodeId x = f.input("x", xs, DType::f64), w = f.input("w", {7}, DType::f64),
+               b = f.input("b", {7}, DType::f64);
   const NodeId r = f.input("r", xs, DType::f64);
   f.mark_output(total(f, f.mul(f.layernorm(x, w, b), r)));
   Graph g;
@@ -49,13 +56,16 @@ TEST(Backward, LayerNormMatchesFiniteDifferences) {
   g.mark_output(layernorm_backward(g, gx, gw, dy, 1e-5, &dw, &db));
   g.mark_output(dw);
   g.mark_output(db);
-  const engine::Inputs in = {{"x", random_normal(DType::f64, xs, 0.3, 2, 1)}, {"w", random_uniform(DType::f64, {7}, 0.5, 1.5, 2)},
-                             {"b", random_uniform(DType::f64, {7}, -1, 1, 3)}, {"r", random_normal(DType::f64, xs, 0, 1, 4)}};
+  const engine::Inputs in = {{"x", random_normal(DType::f64, xs, 0.3, 2, 1)},
+                             {"w", random_uniform(DType::f64, {7}, 0.5, 1.5, 2)},
+                             {"b", random_uniform(DType::f64, {7}, -1, 1, 3)},
+                             {"r", random_normal(DType::f64, xs, 0, 1, 4)}};
   const auto grads = engine::fp64_reference(g, in);
   const char* names[] = {"x", "w", "b"};
   for (int k = 0; k < 3; ++k) {
     for (std::int64_t i = 0; i < grads[std::size_t(k)].numel(); ++i) {
-      EXPECT_NEAR(grads[std::size_t(k)].value_at(i), central_difference(f, in, names[k], i, 1e-6), 1e-7)
+      EXPECT_NEAR(grads[std::size_t(k)].value_at(i), central_difference(f, in, names[k], i, 1e-6),
+                  1e-7)
           << names[k] << "[" << i << "]";
     }
   }
@@ -69,9 +79,11 @@ TEST(Backward, SoftmaxMatchesFiniteDifferences) {
   Graph g;
   const NodeId gx = g.input("x", xs, DType::f64), dy = g.input("r", xs, DType::f64);
   g.mark_output(softmax_backward(g, g.softmax(gx), dy));
-  const engine::Inputs in = {{"x", random_normal(DType::f64, xs, 0, 3, 5)}, {"r", random_normal(DType::f64, xs, 0, 1, 6)}};
+  const engine::Inputs in = {{"x", random_normal(DType::f64, xs, 0, 3, 5)},
+                             {"r", random_normal(DType::f64, xs, 0, 1, 6)}};
   const Tensor dx = engine::fp64_reference(g, in)[0];
-  for (std::int64_t i = 0; i < dx.numel(); ++i) EXPECT_NEAR(dx.value_at(i), central_difference(f, in, "x", i, 1e-6), 1e-8) << i;
+  for (std::int64_t i = 0; i < dx.numel(); ++i)
+    EXPECT_NEAR(dx.value_at(i), central_difference(f, in, "x", i, 1e-6), 1e-8) << i;
 }
 
 // Cross-entropy through log_softmax: d/dx of -sum(onehot * log_softmax(x)) is softmax(x) - onehot.
@@ -84,10 +96,12 @@ TEST(Backward, CrossEntropyMatchesFiniteDifferences) {
   const NodeId gx = g.input("x", xs, DType::f64), gt = g.input("t", xs, DType::f64);
   g.mark_output(g.sub(g.softmax(gx), gt));
   Tensor onehot(DType::f64, xs);
-  for (int row = 0; row < 4; ++row) onehot.span<double>()[std::size_t(row * 11 + (3 * row + 2) % 11)] = 1;
+  for (int row = 0; row < 4; ++row)
+    onehot.span<double>()[std::size_t(row * 11 + (3 * row + 2) % 11)] = 1;
   const engine::Inputs in = {{"x", random_normal(DType::f64, xs, 0, 4, 7)}, {"t", onehot}};
   const Tensor dx = engine::fp64_reference(g, in)[0];
-  for (std::int64_t i = 0; i < dx.numel(); ++i) EXPECT_NEAR(dx.value_at(i), central_difference(f, in, "x", i, 1e-6), 1e-8) << i;
+  for (std::int64_t i = 0; i < dx.numel(); ++i)
+    EXPECT_NEAR(dx.value_at(i), central_difference(f, in, "x", i, 1e-6), 1e-8) << i;
 }
 
 // The whole training graph's gradients (fp64 reference: casts are identities) against finite
@@ -102,9 +116,11 @@ TEST(Backward, WholeModelMatchesFiniteDifferences) {
   engine::Inputs in;
   for (std::size_t s = 0; s < layout.size(); ++s) {
     const auto& slot = layout[s];
-    const Tensor init = random_normal(DType::f64, slot.shape, slot.init == ParameterSlot::Init::One ? 1.0 : 0.0, 0.3, 40, s);
+    const Tensor init = random_normal(
+        DType::f64, slot.shape, slot.init == ParameterSlot::Init::One ? 1.0 : 0.0, 0.3, 40, s);
     std::vector<float> values;
-    for (std::int64_t i = 0; i < slot.numel; ++i) values.push_back(float(std::round(init.value_at(i) * 65536.0) / 65536.0));
+    for (std::int64_t i = 0; i < slot.numel; ++i)
+      values.push_back(float(std::round(init.value_at(i) * 65536.0) / 65536.0));
     in[slot.name] = Tensor::from_values<float>(slot.shape, values);
   }
   const std::int64_t rows = std::int64_t(batch) * shape.context;

@@ -1,7 +1,7 @@
 // The trainer on the tiny config: the loss falls in every mode, eager and fused agree in fp32,
 // a resumed run continues bit for bit, and bad input is refused with exit 2 and no output.
-#include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -39,8 +39,10 @@ TEST(Trainer, TinyConfigLossFalls) {
     for (bool fused : {false, true}) {
       if (fused && dtype == DType::f16) continue;
       const auto losses = tiny.losses(fused, dtype, tiny.config.steps);
-      ASSERT_NEAR(losses.front(), std::log(256.0), 0.3) << "initial loss is that of a near-uniform prediction";
-      EXPECT_LT(losses.back(), losses.front() - 0.5) << dtype_name(dtype) << (fused ? " fused" : " eager");
+      ASSERT_NEAR(losses.front(), std::log(256.0), 0.3)
+          << "initial loss is that of a near-uniform prediction";
+      EXPECT_LT(losses.back(), losses.front() - 0.5)
+          << dtype_name(dtype) << (fused ? " fused" : " eager");
     }
   }
 }
@@ -75,6 +77,13 @@ TEST(Trainer, InterleavedTimingTakesTurnsAndKeepsEveryTimedStep) {
     EXPECT_EQ(mode->turn_first_step_s.size(), std::size_t(rounds));
     for (double s : mode->step_s) EXPECT_GT(s, 0);
     EXPECT_GT(mode->kind_ms.count("matmul"), 0u);
+    // every kernel says what it computes (the executors' trace kind, not its name)
+    for (const auto& [kind, ms] : mode->kind_ms) {
+      EXPECT_TRUE(kind == "pointwise" || kind == "reduction" || kind == "rowwise" ||
+                  kind == "matmul" || kind == "indexed" || kind == "copy" ||
+                  kind == "executor_overhead")
+          << kind;
+    }
   }
   try {
     interleaved_timing(tiny.config, tiny.data, spec, 0, timed, true);
@@ -86,7 +95,8 @@ TEST(Trainer, InterleavedTimingTakesTurnsAndKeepsEveryTimedStep) {
 
 TEST(Trainer, ResumeFromACheckpointIsBitIdentical) {
   Tiny tiny;
-  const auto path = std::filesystem::temp_directory_path() / fmt::format("fusebench-e-ckpt-{}.bin", ::getpid());
+  const auto path =
+      std::filesystem::temp_directory_path() / fmt::format("fusebench-e-ckpt-{}.bin", ::getpid());
   for (DType dtype : {DType::f16, DType::bf16}) {
     Trainer straight(tiny.config, tiny.data, *tiny.device, false, dtype, 7);
     std::vector<double> expected;
@@ -101,11 +111,26 @@ TEST(Trainer, ResumeFromACheckpointIsBitIdentical) {
     EXPECT_EQ(resumed.steps_done(), 3);
     for (int i = 3; i < 5; ++i) {
       const double loss = resumed.step().train_loss;
-      EXPECT_EQ(std::bit_cast<std::uint64_t>(loss), std::bit_cast<std::uint64_t>(expected[std::size_t(i)]))
-          << dtype_name(dtype) << " step " << i + 1 << ": " << loss << " vs " << expected[std::size_t(i)];
+      EXPECT_EQ(std::bit_cast<std::uint64_t>(loss),
+                std::bit_cast<std::uint64_t>(expected[std::size_t(i)]))
+          << dtype_name(dtype) << " step " << i + 1 << ": " << loss << " vs "
+          << expected[std::size_t(i)];
     }
     const auto a = straight.parameters().span<float>(), b = resumed.parameters().span<float>();
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size_bytes()), 0);
+    // A trainer of another seed (another batch order) or mode would continue a different run.
+    for (const auto& [fused, seed] :
+         {std::pair{false, std::uint64_t(8)}, std::pair{true, std::uint64_t(7)}}) {
+      Trainer other(tiny.config, tiny.data, *tiny.device, fused, dtype, seed);
+      try {
+        other.load(path);
+        ADD_FAILURE() << "a checkpoint of eager seed 7 loaded into " << (fused ? "fused" : "eager")
+                      << " seed " << seed;
+      } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("eager run with seed 7"), std::string::npos)
+            << e.what();
+      }
+    }
   }
   std::filesystem::remove(path);
 }
@@ -116,8 +141,10 @@ struct CliResult {
   std::string err;
 };
 CliResult run_cli(const std::string& args) {
-  const auto err_file = std::filesystem::temp_directory_path() / fmt::format("fusebench-e-err-{}.txt", ::getpid());
-  const std::string cmd = fmt::format("{} --train {} 2> {} > /dev/null", FUSEBENCH_TRAINING_BINARY, args, err_file.string());
+  const auto err_file =
+      std::filesystem::temp_directory_path() / fmt::format("fusebench-e-err-{}.txt", ::getpid());
+  const std::string cmd = fmt::format("{} --train {} 2> {} > /dev/null", FUSEBENCH_TRAINING_BINARY,
+                                      args, err_file.string());
   const int status = std::system(cmd.c_str());
   std::ifstream in(err_file);
   std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -125,8 +152,58 @@ CliResult run_cli(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, err};
 }
 
+// stdout's "loss <step> <hex>" lines of a --train run.
+std::vector<std::string> cli_losses(const std::string& args) {
+  const auto out_file =
+      std::filesystem::temp_directory_path() / fmt::format("fusebench-e-out-{}.txt", ::getpid());
+  const std::string cmd = fmt::format("{} --train {} > {} 2> /dev/null", FUSEBENCH_TRAINING_BINARY,
+                                      args, out_file.string());
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream in(out_file);
+  std::vector<std::string> losses;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("loss ", 0) == 0) losses.push_back(line.substr(line.find(' ', 5) + 1));
+  }
+  std::filesystem::remove(out_file);
+  return losses;
+}
+
+// A checkpoint fixes its run: --resume takes its seed (the batch order), mode and dtype, so a
+// resume without those flags continues bit for bit, and a flag that contradicts one is refused.
+TEST(Trainer, ResumeTakesTheCheckpointsSettingsAndRefusesConflictingFlags) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / fmt::format("fusebench-e-resume-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string tiny = "--config " + (kConfigDir / "tiny.json").string();
+  const std::string ckpt = (dir / "seed5.ckpt").string();
+  const auto straight = cli_losses(tiny + " --seed 5 --dtype f16 --steps 3");
+  ASSERT_EQ(straight.size(), 3u);
+  ASSERT_EQ(cli_losses(tiny + " --seed 5 --dtype f16 --steps 2 --checkpoint " + ckpt).size(), 2u);
+  const auto resumed = cli_losses(tiny + " --resume " + ckpt + " --steps 1");
+  ASSERT_EQ(resumed.size(), 1u);
+  EXPECT_EQ(resumed[0], straight[2])
+      << "a resume without --seed did not continue the checkpoint's data order";
+  const auto csv = dir / "out.csv";
+  for (const std::string flag : {"--seed 6", "--mode fused", "--dtype bf16"}) {
+    const auto r =
+        run_cli(tiny + " --resume " + ckpt + " " + flag + " --steps 1 --csv " + csv.string());
+    EXPECT_EQ(r.code, 2) << flag << "\n" << r.err;
+    EXPECT_NE(r.err.find(flag.substr(0, flag.find(' ')) + " " + flag.substr(flag.find(' ') + 1) +
+                         " conflicts"),
+              std::string::npos)
+        << flag << "\n"
+        << r.err;
+    EXPECT_FALSE(std::filesystem::exists(csv)) << flag;
+  }
+  // Flags that agree with the checkpoint are accepted.
+  EXPECT_EQ(cli_losses(tiny + " --resume " + ckpt + " --seed 5 --mode eager --dtype f16 --steps 1"),
+            resumed);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Trainer, BadInputIsRefusedWithExit2AndNothingWritten) {
-  const auto dir = std::filesystem::temp_directory_path() / fmt::format("fusebench-e-bad-{}", ::getpid());
+  const auto dir =
+      std::filesystem::temp_directory_path() / fmt::format("fusebench-e-bad-{}", ::getpid());
   std::filesystem::create_directories(dir);
   const auto csv = dir / "out.csv";
   const std::string tiny = (kConfigDir / "tiny.json").string();
@@ -140,7 +217,8 @@ TEST(Trainer, BadInputIsRefusedWithExit2AndNothingWritten) {
     good_text.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   }
   std::string missing_data = good_text;
-  missing_data.replace(missing_data.find("\"data_files\": ["), 15, "\"data_files\": [\"/nonexistent/text.txt\", ");
+  missing_data.replace(missing_data.find("\"data_files\": ["), 15,
+                       "\"data_files\": [\"/nonexistent/text.txt\", ");
   struct Case {
     std::string args, must_name;
   };
@@ -148,7 +226,9 @@ TEST(Trainer, BadInputIsRefusedWithExit2AndNothingWritten) {
       {"--config " + write("malformed.json", "{\"name\": \"x\", \"model\": {"), "malformed JSON"},
       {"--config " + (dir / "absent.json").string(), "absent.json"},
       {"--config " + write("nodata.json", missing_data), "/nonexistent/text.txt"},
-      {"--config " + write("badkey.json", good_text.substr(0, good_text.rfind('}')) + ", \"lrr\": 1}"), "'lrr'"},
+      {"--config " +
+           write("badkey.json", good_text.substr(0, good_text.rfind('}')) + ", \"lrr\": 1}"),
+       "'lrr'"},
       {"--config " + tiny + " --device tpu9", "tpu9"},
       {"--config " + tiny + " --dtype f8", "'f8'"},
       {"--config " + tiny + " --mode lazy", "'lazy'"},

@@ -31,29 +31,37 @@ using Inputs = std::map<std::string, Tensor>;  // by input name
 
 // What one executed kernel did: the evidence trail of a run.
 struct KernelTrace {
-  std::string name;                 // kernel or eager op
-  std::vector<std::string> ops;     // "name=op" of every node it computes
+  std::string name;  // kernel or eager op
+  // What it computes: pointwise, reduction, rowwise, matmul, indexed or copy (a framework's whole
+  // graph: graph).
+  std::string kind;
+  std::vector<std::string> ops;       // "name=op" of every node it computes
   std::vector<std::string> lowering;  // decisions, e.g. "mul_scalar4: fp32 immediate 0.699999988"
-  std::string cache_key;            // fused only
-  std::string source_path, artifact_path, artifact_sha256;  // artifact_sha256: the compiled artifact's hash
-  std::string source_sha256;        // hash of the generated source (stable even where the binary is not)
-  nlohmann::json evidence;          // device-specific extras (a framework's command line, HLO, fingerprint...)
-  double compile_ms = 0;            // 0 on a cache hit
+  std::string cache_key;              // fused only
+  // artifact_sha256: the compiled artifact's hash
+  std::string source_path, artifact_path, artifact_sha256;
+  // hash of the generated source (stable even where the binary is not)
+  std::string source_sha256;
+  // device-specific extras (a framework's command line, HLO, fingerprint...)
+  nlohmann::json evidence;
+  double compile_ms = 0;  // 0 on a cache hit
   bool cache_hit = false;
-  double run_ms = 0;                // wall time of the kernel itself (not emission, lookup or allocation)
-  double bytes_moved = 0;           // bytes the kernel reads (its operands) plus the bytes it writes
+  // wall time of the kernel itself (not emission, lookup or allocation)
+  double run_ms = 0;
+  // bytes the kernel reads (its operands) plus the bytes it writes
+  double bytes_moved = 0;
   nlohmann::json to_json() const;
 };
 
 struct RunOptions {
-  std::filesystem::path dump_dir;   // empty: no dumps
-  bool dump_intermediates = true;   // with dump_dir: every materialised node, not only outputs
+  std::filesystem::path dump_dir;  // empty: no dumps
+  bool dump_intermediates = true;  // with dump_dir: every materialised node, not only outputs
 };
 
 struct RunResult {
-  std::vector<Tensor> outputs;        // in graph.outputs() order
-  std::map<NodeId, Tensor> values;    // every materialised node (inputs included)
-  std::vector<KernelTrace> trace;     // kernels in execution order
+  std::vector<Tensor> outputs;      // in graph.outputs() order
+  std::map<NodeId, Tensor> values;  // every materialised node (inputs included)
+  std::vector<KernelTrace> trace;   // kernels in execution order
 };
 
 class Executor {
@@ -88,7 +96,8 @@ class Device {
   // behaviour" and is always accepted.
   virtual std::string unsupported_knobs(const EngineOptions& options, bool fused) const = 0;
   // A fused executor that compiles cold into `cache_dir` (emptied first).
-  virtual std::unique_ptr<Executor> fused_cold(const EngineOptions& options, const std::filesystem::path& cache_dir) const = 0;
+  virtual std::unique_ptr<Executor> fused_cold(const EngineOptions& options,
+                                               const std::filesystem::path& cache_dir) const = 0;
   // Mnemonic -> count of a compiled kernel's machine code; empty where the device has none (e.g.
   // eager ops, or a framework whose executable cannot be disassembled).
   virtual std::map<std::string, int> instruction_histogram(const KernelTrace& kernel) const = 0;
@@ -96,8 +105,14 @@ class Device {
 
 using DeviceFactory = std::function<std::unique_ptr<Device>()>;
 void register_device(const std::string& name, DeviceFactory factory);
+// A family of devices named BASE/VARIANT, made on demand from the variant (e.g. "torch/aot_eager":
+// torch.compile with any backend torch._dynamo knows, which no list can hold in advance).
+using DeviceVariantFactory = std::function<std::unique_ptr<Device>(const std::string& variant)>;
+void register_device_family(const std::string& base, DeviceVariantFactory factory);
 std::unique_ptr<Device> make_device(const std::string& name);  // InputError for unknown names
-std::vector<std::string> device_names();
+// a registered name, or BASE/VARIANT of a registered family
+bool device_known(const std::string& name);
+std::vector<std::string> device_names();  // the registered names (families as BASE/VARIANT)
 
 // ---- shared by executors
 // Checks that every graph input is given with its shape and dtype (InputError naming it).
@@ -107,6 +122,7 @@ void check_inputs(const Graph& graph, const Inputs& inputs);
 std::vector<std::int64_t> checked_row_ids(const Node& n, const Tensor& ids, std::int64_t rows);
 // Writes <dir>/<node>.npy for the chosen values and <dir>/manifest.json (name, op, shape, dtype,
 // executor) atomically.
-void dump_run(const Graph& graph, const RunResult& result, const std::string& executor, const RunOptions& run);
+void dump_run(const Graph& graph, const RunResult& result, const std::string& executor,
+              const RunOptions& run);
 
 }  // namespace fusebench::engine

@@ -19,24 +19,50 @@ namespace fusebench::engine {
 enum class OpKind : std::uint8_t {
   Input,
   // element-wise
-  Add, Sub, Mul, Div, AddScalar, MulScalar, Neg, Exp, Sqrt, Rsqrt, GeluErf, GeluTanh, Cast,
+  Add,
+  Sub,
+  Mul,
+  Div,
+  AddScalar,
+  MulScalar,
+  Neg,
+  Exp,
+  Sqrt,
+  Rsqrt,
+  GeluErf,
+  GeluTanh,
+  Cast,
   // element-wise, for training (task E): natural log; gelu-tanh's backward dy * gelu'(x); the
   // causal mask (x where column <= row over the last two axes, else the fill value)
-  Log, GeluTanhBackward, CausalMask,
+  Log,
+  GeluTanhBackward,
+  CausalMask,
   // reductions and row-wise composites
-  Sum, Mean, Max, LayerNorm, Softmax,
+  Sum,
+  Mean,
+  Max,
+  LayerNorm,
+  Softmax,
   Matmul,
   // rows of a table picked by integer ids (an embedding), and its backward: rows added into a
   // zero table at the ids, in id order (task E)
-  GatherRows, ScatterAddRows,
+  GatherRows,
+  ScatterAddRows,
   // data movement
-  Permute, Reshape, Slice, Concat, Expand,
+  Permute,
+  Reshape,
+  Slice,
+  Concat,
+  Expand,
 };
 
 std::string_view op_name(OpKind kind);
 bool is_elementwise(OpKind kind);
 bool is_data_movement(OpKind kind);
 bool is_reduction(OpKind kind);  // Sum, Mean, Max
+// The kind of kernel one op runs as on its own, named as the planner names fused kernels:
+// pointwise, reduction, rowwise, matmul, indexed, or copy (data movement).
+std::string_view op_kernel_kind(OpKind kind);
 
 using NodeId = int;
 
@@ -48,12 +74,12 @@ struct Node {
   DType dtype = DType::f32;
   std::string name;  // unique; generated as "<op><id>" unless given
   // attributes (only those of the op are meaningful)
-  double scalar = 0;          // AddScalar / MulScalar; CausalMask's fill value
-  int axis = -1;              // Sum / Mean / Max / Slice / Concat (normalised, >= 0)
-  bool keepdim = false;       // reductions
-  double eps = 1e-5;          // LayerNorm
+  double scalar = 0;             // AddScalar / MulScalar; CausalMask's fill value
+  int axis = -1;                 // Sum / Mean / Max / Slice / Concat (normalised, >= 0)
+  bool keepdim = false;          // reductions
+  double eps = 1e-5;             // LayerNorm
   std::vector<int> permutation;  // Permute
-  std::int64_t start = 0;     // Slice
+  std::int64_t start = 0;        // Slice
 };
 
 class Graph {

@@ -37,14 +37,16 @@ class KernelCache {
   static std::filesystem::path default_dir();
   const std::filesystem::path& dir() const { return dir_; }
 
-  static std::string key_for(const std::string& source, const std::string& command, const std::string& compiler_identity);
+  static std::string key_for(const std::string& source, const std::string& command,
+                             const std::string& compiler_identity);
 
   // The artifact for this source and compiler; `build(source_path, library_path, log_path)` makes
   // it when it is absent or corrupt (the paths are temporary names, renamed on success). The file
   // name extensions default to a C++ source and a shared object (the CUDA device: ".cu", ".cubin").
   CachedArtifact get_or_build(
       const std::string& source, const std::string& command, const std::string& compiler_identity,
-      const std::function<void(const std::filesystem::path&, const std::filesystem::path&, const std::filesystem::path&)>& build,
+      const std::function<void(const std::filesystem::path&, const std::filesystem::path&,
+                               const std::filesystem::path&)>& build,
       const std::string& source_extension = ".cpp", const std::string& artifact_extension = ".so");
 
   struct Entry {

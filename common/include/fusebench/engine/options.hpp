@@ -27,7 +27,8 @@ struct EngineOptions {
   // rounded to x's storage dtype, materialised as a tensor, multiplied element-wise.
   ScalarLowering scalar_lowering = ScalarLowering::ImmediateF32;
   bool fma_contraction = false;
-  bool emulate_per_op_rounding = false;  // fused: round every op's value to its dtype, as eager does
+  // fused: round every op's value to its dtype, as eager does
+  bool emulate_per_op_rounding = false;
   int threads = 2;
 
   // Throws InputError naming the knob and the value when out of range.

@@ -27,20 +27,25 @@ std::string_view kernel_kind_name(KernelKind kind);
 struct KernelPlan {
   std::string name;
   KernelKind kind = KernelKind::Pointwise;
-  NodeId anchor = -1;              // defines the iteration space
-  std::vector<NodeId> prologue;    // element-wise nodes computed before the anchor (per element)
-  std::vector<NodeId> members;     // every node the kernel computes, prologue and anchor included
-  std::vector<NodeId> loads;       // materialised nodes it reads (graph inputs, other kernels' stores)
-  std::vector<NodeId> stores;      // members it writes to memory
+  NodeId anchor = -1;            // defines the iteration space
+  std::vector<NodeId> prologue;  // element-wise nodes computed before the anchor (per element)
+  std::vector<NodeId> members;   // every node the kernel computes, prologue and anchor included
+  // materialised nodes it reads (graph inputs, other kernels' stores)
+  std::vector<NodeId> loads;
+  std::vector<NodeId> stores;  // members it writes to memory
 };
 
 struct FusionPlan {
   std::vector<KernelPlan> kernels;  // in execution order
-  std::vector<std::string> passes;  // names of the passes applied, in order
+  std::vector<std::string> passes;  // names of the passes applied, in order (fusion_pass_names)
   std::string describe(const Graph& graph) const;
 };
 
 FusionPlan plan_fusion(const Graph& graph);
+
+// The planner's passes, in the order they run. A plan records each pass that applied to its
+// graph (materialise_shared_concats only where a concat was materialised; the others always).
+const std::vector<std::string>& fusion_pass_names();
 
 // The non-view nodes that `id` reads through any chain of data-movement ops (inputs included).
 std::vector<NodeId> view_sources(const Graph& graph, NodeId id);

@@ -13,9 +13,8 @@
 // Inside those functions the polynomials and the argument reduction are written with explicit
 // std::fma. An fma is one correctly rounded IEEE operation, so the bits are the same in eager and
 // fused code, with or without the FMA-contraction knob (which is about contracting the graph's
-// own mul -> add), and on any machine; with FMA hardware it halves the work of gelu (measured:
-// 1.36 -> 0.86 ns per element, one core). Without FMA hardware it becomes a libm call, correct
-// but slow.
+// own mul -> add), and on any machine; with FMA hardware it takes much of the work out of gelu.
+// Without FMA hardware it becomes a libm call, correct but slow.
 #pragma once
 
 #include <cmath>
@@ -37,11 +36,10 @@ inline std::uint32_t f32_to_bits(float f) { return std::bit_cast<std::uint32_t>(
 // are the same either way, inside the guarantee (checked over every fp32 argument up to 43).
 //   Any: any float.
 //   AtMost43: never above 43, as softmax's x - max (<= 0): no upper clamp (its compare and blend
-//   cost gelu 5 %).
+//   cost gelu measurably).
 //   Minus130To43: inside [-130, 43], as gelu's erfc keeps it (it clamps its own operand more
 //   cheaply): no clamp at all.
-// With either bound, 2^n is built in one step instead of two (gelu 0.79 -> 0.70 ns per element,
-// one core).
+// With either bound, 2^n is built in one step instead of two (a measurably faster gelu).
 enum class ExpArgument { Any, AtMost43, Minus130To43 };
 
 template <ExpArgument Range = ExpArgument::Any>
@@ -314,9 +312,9 @@ inline constexpr int kReduceLanes = 32;
 // and the row's f16 stores each wait for a read-for-ownership of their line. RowPrefetch asks
 // for the next row's input lines (for reading) and output lines (for writing) a piece per group
 // of kReduceLanes elements of the current row's longest pass, spreading the misses over that
-// pass. Measured on softmax 4096x4096 f16, 2 threads: 42 % of the copy bandwidth without, 50 %
-// with the input prefetch, 66 % with both (a burst of prefetches at the row's start did not
-// help). It only moves data into L2 earlier; no value changes.
+// pass. On the Engine suite's f16 softmax the two together raised its share of the copy
+// bandwidth well beyond the input prefetch alone (a burst of prefetches at the row's start did
+// not help). It only moves data into L2 earlier; no value changes.
 //
 // One cache line into L2, for reading or for writing. Inline assembly on x86-64: GCC drops
 // __builtin_prefetch from loops it vectorises, and it did so here (a kernel compiled without a
@@ -360,9 +358,9 @@ struct RowPrefetch {
 // Element-wise kernels stream several inputs at once (the chain: four f16 inputs and one
 // output per core), and their per-element work is long enough that the hardware prefetcher falls
 // behind at each new page of each stream. prefetch_run asks for `count` elements from p for
-// reading; the pointwise kernels call it on each staged input a few blocks ahead. Measured on the
-// mul -> add -> gelu -> mul chain, 2^24 f16, 2 threads (16 interleaved runs each): 8.05 -> 7.70 ms
-// at 512 elements ahead (256 to 2048 were alike; the output's prefetchw added nothing).
+// reading; the pointwise kernels call it on each staged input a few blocks ahead. On the Engine
+// suite's f16 mul -> add -> gelu -> mul chain it shortened the run at 512 elements ahead (256 to
+// 2048 were alike; prefetching the output for writing added nothing).
 template <class T>
 inline void prefetch_run(const T* p, std::int64_t count) {
   prefetch_lines(reinterpret_cast<const char*>(p), count * std::int64_t(sizeof(T)), false);
@@ -433,8 +431,8 @@ inline void layernorm_row(const C* x, const C* w, const C* b, C* y, std::int64_t
 
 // Softmax of one row: e = exp(x - max), y = e * (1 / sum(e)), the reciprocal taken once per row
 // with the division knob. Multiplying by the reciprocal is how PyTorch's CPU softmax normalises;
-// it costs at most one more fp32 rounding than e / sum (measured: a per-element vdivps made the
-// normalisation 19 % of the row's work). `prefetch` runs in the exponential pass.
+// it costs at most one more fp32 rounding than e / sum (a per-element division made the
+// normalisation a large share of the row's work). `prefetch` runs in the exponential pass.
 // softmax_exp_row is the first part: it writes e to y and returns sum(e), so that a kernel
 // storing f16 can fold the last multiply into the narrowing (f32_scaled_to_f16_n).
 template <class C, class Round, class Prefetch = NoPrefetch>

@@ -26,12 +26,14 @@ namespace fusebench::testing {
 // Limits on error_stats(actual, reference); unset limits are not checked. Non-finite
 // mismatches fail unless allowed.
 struct ErrorLimits {
-  std::optional<double> abs_max{}, abs_p99{}, rel_max{}, rel_p99{}, ulp_max{}, ulp_p99{}, ulp_mean{};
+  std::optional<double> abs_max{}, abs_p99{}, rel_max{}, rel_p99{}, ulp_max{}, ulp_p99{},
+      ulp_mean{};
   bool allow_nonfinite_mismatches = false;
 };
 ::testing::Matcher<const Tensor&> ErrorStatsWithin(Tensor reference, ErrorLimits limits);
 
 // "  [index] actual=... (0x...) expected=... (0x...)" lines for the given indices.
-std::string describe_elements(const Tensor& actual, const Tensor& expected, const std::vector<std::int64_t>& indices);
+std::string describe_elements(const Tensor& actual, const Tensor& expected,
+                              const std::vector<std::int64_t>& indices);
 
 }  // namespace fusebench::testing

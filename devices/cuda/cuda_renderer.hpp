@@ -1,7 +1,8 @@
-// The CUDA code emitter for fused kernels: one CUDA C++ source per KernelPlan, compiled by NVRTC
-// (devices/cuda). It shares the C++ emitter's op table and spellings (emit_shared.hpp) and pastes
-// the same float_formats.hpp and scalar_math.hpp text, so an element-wise formula, the exp and
-// gelu polynomials, the Newton steps and the reduction order are the CPU kernels' own; the loop
+// The cuda device's renderer of fused kernels: one CUDA C++ source per KernelPlan, compiled by
+// NVRTC (nvrtc_compiler.hpp), on the engine's C-style emitter core
+// (fusebench/engine/c_style_emitter.hpp). With the core's op table and spellings and the same
+// pasted float_formats.hpp and scalar_math.hpp text, an element-wise formula, the exp and gelu
+// polynomials, the Newton steps and the reduction order are the CPU kernels' own; the loop
 // skeletons are GPU ones:
 //   Pointwise  fb_pointwise: one thread per element (grid-stride loop)
 //   Reduction  fb_partials: one 32-thread block per (output position, tile of reduce_tile
@@ -22,12 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "fusebench/engine/emit_cpp.hpp"
-#include "fusebench/engine/graph.hpp"
-#include "fusebench/engine/options.hpp"
-#include "fusebench/engine/planner.hpp"
+#include "fusebench/engine/c_style_emitter.hpp"
 
-namespace fusebench::engine {
+namespace fusebench::cuda {
 
 struct CudaLaunch {
   std::string entry;  // "fb_pointwise", ...
@@ -36,20 +34,24 @@ struct CudaLaunch {
 };
 
 struct CudaKernel {
-  EmittedKernel code;            // source, buffers, constants (broadcast scalars), lowering notes
-  KernelKind kind = KernelKind::Pointwise;
-  DType compute = DType::f32;    // of the scratch buffers
-  std::vector<CudaLaunch> launches;  // in order; a Matmul runs gather_a, gather_b, GEMM, epilogue per batch
+  engine::EmittedKernel code;  // source, buffers, constants (broadcast scalars), lowering notes
+  engine::KernelKind kind = engine::KernelKind::Pointwise;
+  DType compute = DType::f32;  // of the scratch buffers
+  // in order; a Matmul runs gather_a, gather_b, GEMM, epilogue per batch
+  std::vector<CudaLaunch> launches;
   std::int64_t scratch_elements[3] = {0, 0, 0};  // s0, s1, s2
   // Matmul only: [m, k] x [k, n] per batch; B is gathered once when it is not batched.
   std::int64_t m = 0, n = 0, k = 0, batches = 1;
   bool batched_b = false;
-  int ctx_fields() const { return int(code.loads.size() + code.stores.size() + code.constants.size()) + 4; }
+  int ctx_fields() const {
+    return int(code.loads.size() + code.stores.size() + code.constants.size()) + 4;
+  }
 };
 
-CudaKernel emit_cuda_kernel(const Graph& graph, const KernelPlan& kernel, const EngineOptions& options);
+CudaKernel emit_cuda_kernel(const engine::Graph& graph, const engine::KernelPlan& kernel,
+                            const engine::EngineOptions& options);
 
 // The text at the top of every CUDA kernel: std shims for NVRTC, float_formats.hpp, scalar_math.hpp.
 const std::string& cuda_kernel_prelude();
 
-}  // namespace fusebench::engine
+}  // namespace fusebench::cuda

@@ -1,0 +1,220 @@
+// The metrics of error_stats' pairs (internal to the toolkit library): abs, rel and ULP error of one
+// pair, of eight pairs in AVX-512 registers, and of a block of pairs stored for the passes that need
+// each element; and the compensated sum their means are accumulated in.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "fusebench/float_formats.hpp"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+// GCC 12 warns inside its own AVX-512 headers (the _mm512_undefined_pd placeholder of
+// _mm512_max_pd) wherever they are inlined.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+namespace fusebench::error_stats_internal {
+
+constexpr std::int64_t kBlock = 2048;
+constexpr int kMetrics = 3;  // abs, rel, ulp
+
+template <class Y>
+typename FloatFormat<Y>::Bits to_format_bits(double value) {
+  if constexpr (std::is_same_v<Y, double>) {
+    return std::bit_cast<std::uint64_t>(value);
+  } else if constexpr (std::is_same_v<Y, float>) {
+    return std::bit_cast<std::uint32_t>(float(value));
+  } else {
+    return round_to_format_bits<Y>(value);
+  }
+}
+
+inline bool finite_bits(double v) {
+  return (std::bit_cast<std::uint64_t>(v) & 0x7ff0'0000'0000'0000ULL) != 0x7ff0'0000'0000'0000ULL;
+}
+
+// ---- the metrics of a pair: abs = |y - ref|, rel = abs / max(|ref|, rel_floor), ulp = abs in
+// spacings of y's format at ref: abs * 2^(p - 1 - e), e = floor(log2 |ref|) clamped to the
+// format's exponent range, rounded once (ldexp; scalef in vectors). A pair with a NaN or an
+// infinity gets 0 for all three and is not compared.
+template <class Y>
+struct PairMetric {
+  using F = FormatTraits<Y>;
+  static double ulp(double diff, double ref) {
+    if constexpr (std::is_same_v<Y, double>) {
+      std::int64_t exponent =
+          std::int64_t((std::bit_cast<std::uint64_t>(ref) >> 52) & 0x7ff) - 1023;
+      exponent = std::clamp<std::int64_t>(exponent, F::min_normal_exponent, F::max_exponent);
+      return std::ldexp(diff, int(F::mantissa_bits - exponent));
+    } else {
+      // For the narrower formats 2^(p - 1 - e) is a normal fp64, and a product with an exact power
+      // of two rounds once, as ldexp does: the same bits, without a call per pair. The clamp is
+      // applied to |ref| (to the format's smallest normal and the largest fp64 of its top
+      // binade), whose exponent field is then e's: comparisons of doubles, which vectorise where
+      // 64-bit integer minima do not. (A NaN or infinite ref comes with diff = 0, and gives 0.)
+      constexpr double smallest = std::ldexp(1.0, F::min_normal_exponent);
+      constexpr double top = std::ldexp(2.0 - std::ldexp(1.0, -52), F::max_exponent);
+      double magnitude = std::fabs(ref);
+      magnitude = magnitude < smallest ? smallest : magnitude;
+      magnitude = magnitude > top ? top : magnitude;
+      const std::uint64_t field = std::bit_cast<std::uint64_t>(magnitude) >> 52;  // e + 1023
+      return diff * std::bit_cast<double>((2046 + F::mantissa_bits - field) << 52);
+    }
+  }
+};
+
+// ---- the reference rounded to y's format, for the integer ULP distances: the bits of
+// to_format_bits<Y>(to_double(ref[i])) for a block, in loops without branches that the compiler
+// vectorises (round_to_format_bits branches on the rounding direction, which continuous values
+// mispredict half the time).
+// fp64 to a 16-bit format goes through fp32 rounded to odd: truncated, its last bit set when
+// inexact. fp32 holds at least two more bits than either 16-bit format, subnormals included, and
+// rounding to nearest even from a value rounded to odd at such a precision is the correct rounding
+// of the original (Boldo and Melquiond, "Emulation of FMA and correctly rounded sums: proved
+// algorithms using rounding to odd", IEEE Trans. Computers 57(4), 2008). Infinities, NaN and
+// values beyond fp32's range come out as the direct rounding's: inf stays inf, a finite value
+// above fp32's largest becomes that largest (odd), which rounds to inf in both formats, and a NaN
+// stays a NaN (the distances only ask whether it is one).
+inline float round_to_odd_float(double value) {
+  const float nearest = float(value);
+  const double back = double(nearest);
+  const std::uint32_t away = std::fabs(back) > std::fabs(value);  // rounded up in magnitude
+  const std::uint32_t inexact = back != value;
+  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(nearest) - away) | inexact);
+}
+
+template <class Y, class R>
+void round_to_format(const R* __restrict ref, typename FloatFormat<Y>::Bits* __restrict out,
+                     std::int64_t count) {
+  constexpr bool narrow16 = std::is_same_v<Y, Half> || std::is_same_v<Y, BFloat16>;
+  if constexpr (narrow16 && (std::is_same_v<R, double> || std::is_same_v<R, float>)) {
+    // Two loops over pieces, one per conversion: each vectorises alone, the two fused do not.
+    constexpr std::int64_t kPiece = 256;
+    alignas(64) std::array<float, kPiece> wide;
+    for (std::int64_t begin = 0; begin < count; begin += kPiece) {
+      const std::int64_t n = std::min(kPiece, count - begin);
+      for (std::int64_t i = 0; i < n; ++i) {
+        if constexpr (std::is_same_v<R, double>) {
+          wide[std::size_t(i)] = round_to_odd_float(ref[begin + i]);
+        } else {
+          wide[std::size_t(i)] = ref[begin + i];  // one rounding, from fp32
+        }
+      }
+      for (std::int64_t i = 0; i < n; ++i) {
+        if constexpr (std::is_same_v<Y, Half>) {
+          out[begin + i] = fp32_to_fp16_bits(wide[std::size_t(i)]);
+        } else {
+          out[begin + i] = fp32_to_bf16_bits(wide[std::size_t(i)]);
+        }
+      }
+    }
+  } else {
+    for (std::int64_t i = 0; i < count; ++i) out[i] = to_format_bits<Y>(to_double(ref[i]));
+  }
+}
+
+#if defined(__AVX512F__)
+// The same metrics for eight pairs at a time, operation for operation: the same bits.
+template <class Y, class R>
+class VectorMetrics {
+  using F = FormatTraits<Y>;
+
+ public:
+  struct Pairs {
+    __m512d y, ref, abs, rel, ulp;
+    __mmask8 nonfinite;
+  };
+
+  explicit VectorMetrics(double rel_floor) : rel_floor_(_mm512_set1_pd(rel_floor)) {}
+
+  Pairs operator()(const Y* y, const R* ref) const {
+    Pairs p;
+    p.y = widen(y);
+    p.ref = widen(ref);
+    // fpclass 0x99: NaN (quiet, signalling) or +-inf
+    p.nonfinite = __mmask8(_mm512_fpclass_pd_mask(p.y, 0x99) | _mm512_fpclass_pd_mask(p.ref, 0x99));
+    const __m512d magnitude = _mm512_and_pd(p.ref, magnitude_mask_);
+    p.abs = _mm512_maskz_and_pd(__mmask8(~p.nonfinite), _mm512_sub_pd(p.y, p.ref), magnitude_mask_);
+    // max: magnitude > floor ? magnitude : floor
+    p.rel = _mm512_div_pd(p.abs, _mm512_max_pd(magnitude, rel_floor_));
+    // getexp gives floor(log2 |ref|) (-inf for 0, NaN for NaN); the clamp is the raw exponent
+    // field's (max and min return their second operand where the first is NaN)
+    const __m512d exponent =
+        _mm512_min_pd(_mm512_max_pd(_mm512_getexp_pd(p.ref), min_exponent_), max_exponent_);
+    p.ulp = _mm512_scalef_pd(p.abs, _mm512_sub_pd(mantissa_bits_, exponent));
+    return p;
+  }
+
+ private:
+  template <class T>
+  static __m512d widen(const T* p) {
+    if constexpr (std::is_same_v<T, double>) {
+      return _mm512_loadu_pd(p);
+    } else if constexpr (std::is_same_v<T, float>) {
+      return _mm512_cvtps_pd(_mm256_loadu_ps(p));
+    } else if constexpr (std::is_same_v<T, BFloat16>) {
+      const __m256i wide =
+          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      return _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
+    } else {
+      static_assert(std::is_same_v<T, Half>);
+      return _mm512_cvtps_pd(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    }
+  }
+
+  __m512d rel_floor_;
+  __m512d magnitude_mask_ = _mm512_castsi512_pd(_mm512_set1_epi64(0x7fff'ffff'ffff'ffffLL));
+  __m512d min_exponent_ = _mm512_set1_pd(F::min_normal_exponent),
+          max_exponent_ = _mm512_set1_pd(F::max_exponent);
+  __m512d mantissa_bits_ = _mm512_set1_pd(F::mantissa_bits);
+};
+#endif
+
+// The three metrics of one block, stored; non-finite pairs get 0 and finite[i] = 0.
+template <class Y, class R>
+struct BlockMetrics {
+  std::array<double, kBlock> y_value, ref_value;
+  std::array<std::array<double, kBlock>, kMetrics> metric;
+  std::array<std::uint8_t, kBlock> finite;
+  std::int64_t size = 0;
+  std::int64_t nonfinite = 0;
+
+  void compute(const Y* y, const R* ref, std::int64_t count, double rel_floor);
+};
+
+// compute() is defined in metrics.cpp, for every pair of floating formats.
+// One row per result type (clang-format's layout of this macro is not stable between runs).
+// clang-format off
+#define FUSEBENCH_BLOCK_METRICS_PAIRS(X)                                                   \
+  X(Half, Half)      X(Half, BFloat16)      X(Half, float)      X(Half, double)          \
+  X(BFloat16, Half)  X(BFloat16, BFloat16)  X(BFloat16, float)  X(BFloat16, double)      \
+  X(float, Half)     X(float, BFloat16)     X(float, float)     X(float, double)         \
+  X(double, Half)    X(double, BFloat16)    X(double, float)    X(double, double)
+// clang-format on
+#define FUSEBENCH_DECLARE_BLOCK_METRICS(Y, R) extern template struct BlockMetrics<Y, R>;
+FUSEBENCH_BLOCK_METRICS_PAIRS(FUSEBENCH_DECLARE_BLOCK_METRICS)
+#undef FUSEBENCH_DECLARE_BLOCK_METRICS
+
+// Neumaier summation: a running sum and the rounding errors it dropped.
+struct CompensatedSum {
+  double sum = 0, compensation = 0;
+  void add(double value) {
+    const double t = sum + value;
+    if (!std::isfinite(t)) {  // an overflowing sum stays +inf; no compensation to carry
+      sum = t;
+      compensation = 0;
+      return;
+    }
+    compensation += std::fabs(sum) >= std::fabs(value) ? (sum - t) + value : (value - t) + sum;
+    sum = t;
+  }
+};
+
+}  // namespace fusebench::error_stats_internal

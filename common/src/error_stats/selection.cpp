@@ -1,0 +1,478 @@
+#include "selection.hpp"
+
+#include "parallel.hpp"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+namespace fusebench::error_stats_internal {
+
+// ---- RankSelector
+
+void RankSelector::count_block(const double* values, const std::uint8_t* finite,
+                               std::int64_t count) {
+  if (whole_) {
+    for (std::int64_t i = 0; i < count; ++i) {
+      if (finite == nullptr || finite[i]) stored_.push_back(values[i]);
+    }
+    return;
+  }
+  for (std::int64_t i = 0; i < count; ++i) {
+    if (finite != nullptr && !finite[i]) continue;
+    const double v = values[i];
+    const std::size_t table = std::size_t(i & 1);
+    const std::uint32_t key = radix_key(v);
+    ++top_histogram_[table][key];
+    double* range = &top_range_[table][2 * std::size_t(key)];  // min and max share a cache line
+    range[0] = std::min(range[0], v);
+    range[1] = std::max(range[1], v);
+  }
+}
+
+void RankSelector::plan(const std::vector<std::int64_t>& ranks) {
+  if (whole_) {
+    for (auto rank : ranks) {
+      std::nth_element(stored_.begin(), stored_.begin() + std::ptrdiff_t(rank), stored_.end());
+      resolved_[rank] = stored_[std::size_t(rank)];
+    }
+    stored_ = {};
+    return;
+  }
+  for (std::size_t key = 0; key < kKeyBins; ++key) {
+    top_histogram_[0][key] += top_histogram_[1][key];
+    top_range_[0][2 * key] = std::min(top_range_[0][2 * key], top_range_[1][2 * key]);
+    top_range_[0][2 * key + 1] = std::max(top_range_[0][2 * key + 1], top_range_[1][2 * key + 1]);
+  }
+  auto& top_histogram = top_histogram_[0];
+  auto& top_range = top_range_[0];
+  for (auto rank : ranks) {
+    std::int64_t before = 0;
+    std::uint64_t bin = 0;
+    while (rank >= before + std::int64_t(top_histogram[bin])) before += top_histogram[bin++];
+    if (top_range[2 * bin] == top_range[2 * bin + 1]) {
+      resolved_[rank] = top_range[2 * bin];  // one distinct value in the bin: no further pass
+    } else {
+      add_probe(rank, 1, bin, before, top_histogram[bin]);
+    }
+  }
+  top_histogram_ = {};
+  top_range_ = {};
+  mark_wanted_top_bins();
+}
+
+void RankSelector::merge_counts(const RankSelector& other) {
+  for (std::size_t table = 0; table < 2; ++table) {
+    for (std::size_t key = 0; key < kKeyBins; ++key) {
+      top_histogram_[table][key] += other.top_histogram_[table][key];
+      top_range_[table][2 * key] =
+          std::min(top_range_[table][2 * key], other.top_range_[table][2 * key]);
+      top_range_[table][2 * key + 1] =
+          std::max(top_range_[table][2 * key + 1], other.top_range_[table][2 * key + 1]);
+    }
+  }
+}
+
+RankSelector RankSelector::pass_copy() const {
+  RankSelector copy(0);
+  copy.whole_ = false;
+  copy.wanted_top_ = wanted_top_;
+  for (const auto& probe : probes_) {
+    Probe empty;
+    empty.level = probe.level;
+    empty.prefix = probe.prefix;
+    empty.rank_base = probe.rank_base;
+    empty.count = probe.count;
+    empty.ranks = probe.ranks;
+    empty.store = probe.store;
+    if (!probe.store) empty.histogram.assign(probe.histogram.size(), 0);
+    copy.probes_.push_back(std::move(empty));
+  }
+  return copy;
+}
+
+void RankSelector::merge_observations(RankSelector& other) {
+  for (std::size_t i = 0; i < probes_.size(); ++i) {
+    Probe& mine = probes_[i];
+    Probe& theirs = other.probes_[i];
+    if (mine.store) {
+      mine.values.insert(mine.values.end(), theirs.values.begin(), theirs.values.end());
+      theirs.values = {};
+    } else {
+      mine.min = std::min(mine.min, theirs.min);
+      mine.max = std::max(mine.max, theirs.max);
+      for (std::size_t k = 0; k < mine.histogram.size(); ++k)
+        mine.histogram[k] += theirs.histogram[k];
+      mine.distinct.merge(theirs.distinct);
+    }
+  }
+}
+
+void RankSelector::finish_pass() {
+  std::vector<Probe> next;
+  for (auto& probe : probes_) {
+    for (auto rank : probe.ranks) {
+      if (probe.store) {
+        const auto within = std::ptrdiff_t(rank - probe.rank_base);
+        std::nth_element(probe.values.begin(), probe.values.begin() + within, probe.values.end());
+        resolved_[rank] = probe.values[std::size_t(within)];
+      } else if (probe.min == probe.max) {
+        resolved_[rank] = probe.min;
+      } else if (auto value = probe.distinct.rank_value(rank - probe.rank_base)) {
+        resolved_[rank] = *value;
+      } else {
+        std::int64_t before = probe.rank_base;
+        std::uint64_t sub = 0;
+        while (rank >= before + std::int64_t(probe.histogram[sub]))
+          before += probe.histogram[sub++];
+        add_probe_to(next, rank, probe.level + 1, (probe.prefix << 16) | sub, before,
+                     probe.histogram[sub]);
+      }
+    }
+  }
+  probes_ = std::move(next);
+  mark_wanted_top_bins();
+}
+
+void RankSelector::add_probe_to(std::vector<Probe>& probes, std::int64_t rank, int level,
+                                std::uint64_t prefix, std::int64_t rank_base, std::int64_t count) {
+  for (auto& probe : probes) {
+    if (probe.level == level && probe.prefix == prefix) {
+      probe.ranks.push_back(rank);
+      return;
+    }
+  }
+  Probe probe;
+  probe.level = level;
+  probe.prefix = prefix;
+  probe.rank_base = rank_base;
+  probe.count = count;
+  probe.ranks = {rank};
+  probe.store = count <= kStoreLimit || level == 4;
+  if (probe.store) {
+    probe.values.reserve(std::size_t(level == 4 ? 1 : count));
+  } else {
+    probe.histogram.assign(std::size_t(1) << 16, 0);
+  }
+  probes.push_back(std::move(probe));
+}
+
+void RankSelector::mark_wanted_top_bins() {
+  wanted_top_.assign(kKeyBins, 0);
+  for (const auto& probe : probes_) wanted_top_[probe.prefix >> (16 * (probe.level - 1))] = 1;
+}
+
+std::vector<double> RankSelector::initial_ranges() {
+  std::vector<double> ranges(2 * kKeyBins);
+  for (std::size_t i = 0; i < kKeyBins; ++i) {
+    ranges[2 * i] = std::numeric_limits<double>::infinity();
+    ranges[2 * i + 1] = -std::numeric_limits<double>::infinity();
+  }
+  return ranges;
+}
+
+RankSelector::RankSelector(std::int64_t stream_length) : whole_(stream_length <= kStoreLimit) {
+  if (whole_) {
+    stored_.reserve(std::size_t(stream_length));
+  } else {
+    top_histogram_ = {std::vector<std::uint32_t>(kKeyBins, 0),
+                      std::vector<std::uint32_t>(kKeyBins, 0)};
+    top_range_ = {initial_ranges(), initial_ranges()};
+  }
+}
+
+void RankSelector::DistinctCounter::merge(const DistinctCounter& other) {
+  if (other.overflowed_) overflowed_ = true;
+  for (const auto& e : other.table_) {
+    if (e.count != 0) add(e.bits, e.count);
+  }
+}
+
+std::optional<double> RankSelector::DistinctCounter::rank_value(std::int64_t within) const {
+  if (overflowed_ || used_ == 0) return std::nullopt;
+  std::vector<Entry> entries;
+  for (const auto& e : table_) {
+    if (e.count != 0) entries.push_back(e);
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.bits < b.bits; });
+  std::int64_t before = 0;
+  for (const auto& e : entries) {
+    before += std::int64_t(e.count);
+    if (within < before) return std::bit_cast<double>(e.bits);
+  }
+  return std::nullopt;
+}
+
+// ---- WindowSelector
+
+void WindowSelector::count_block(const double* values, std::int64_t count, std::int64_t nonfinite) {
+  if (overflowed_) return;  // kept too much to answer anything: stop counting
+  reserve(count);
+  std::int64_t i = 0;
+#if defined(__AVX512F__)
+  VectorCounter counter(*this);
+  for (; i + 8 <= count; i += 8) counter.count(_mm512_loadu_pd(values + i));
+  counter.finish();
+#endif
+  count_values(values + i, count - i);
+  finish_block(nonfinite);
+}
+
+void WindowSelector::finish_block(std::int64_t nonfinite) {
+  for (int k = 0; k < kWindows; ++k) {
+    const Interval& w = intervals_[std::size_t(k)];
+    below_[k] -= nonfinite * (0 < w.lo);
+    at_lo_[k] -= nonfinite * (0 == w.lo);
+    at_hi_[k] -= nonfinite * (0 == w.hi && w.hi != w.lo);
+  }
+  if (kept_ > keep_limit_) {
+    overflowed_ = true;
+    candidates_.release();
+    kept_ = 0;
+  }
+}
+
+void WindowSelector::merge(WindowSelector& other) {
+  for (int k = 0; k < kWindows; ++k) {
+    below_[k] += other.below_[k];
+    at_lo_[k] += other.at_lo_[k];
+    at_hi_[k] += other.at_hi_[k];
+    inside_count_[k] += other.inside_count_[k];
+  }
+  merged_kept_ += other.kept_;
+  overflowed_ = overflowed_ || other.overflowed_ || kept_ + merged_kept_ > keep_limit_;
+  if (overflowed_) {
+    candidates_.release();
+    merged_.clear();
+    kept_ = 0;
+  } else {
+    merged_.emplace_back(std::move(other.candidates_), other.kept_);
+  }
+  other.candidates_.release();
+}
+
+std::optional<std::vector<double>> WindowSelector::values(const std::vector<std::int64_t>& ranks,
+                                                          int threads) {
+  if (overflowed_) return std::nullopt;
+  // The kept values, in pieces that the sweeps share among `threads` workers.
+  constexpr std::int64_t kPiece = std::int64_t(1) << 16;
+  std::vector<std::pair<const double*, std::int64_t>> pieces;
+  auto add_pieces = [&](const KeptBuffer& values, std::int64_t count) {
+    for (std::int64_t begin = 0; begin < count; begin += kPiece)
+      pieces.emplace_back(values.data() + begin, std::min(kPiece, count - begin));
+  };
+  add_pieces(candidates_, kept_);
+  for (const auto& [values, count] : merged_) add_pieces(values, count);
+  threads = int(std::min<std::int64_t>(threads, std::max<std::size_t>(pieces.size(), 1)));
+  // ---- sweep 1: a histogram of each window's kept values
+  constexpr int kBucketBits = 12;
+  struct Buckets {
+    std::uint64_t lo_bits = 0;
+    int shift = 0;
+    std::vector<std::int64_t> counts;
+    std::int64_t kept = 0;
+    std::size_t of(double x) const {
+      return std::size_t((std::bit_cast<std::uint64_t>(x) - lo_bits) >> shift);
+    }
+  };
+  std::array<Buckets, kWindows> buckets;
+  for (int k = 0; k < kWindows; ++k) {
+    const Interval& interval = intervals_[std::size_t(k)];
+    if (interval.lo == interval.hi) continue;
+    Buckets& b = buckets[std::size_t(k)];
+    b.lo_bits = std::bit_cast<std::uint64_t>(interval.lo);
+    // +inf's pattern bounds an open one
+    const std::uint64_t span = std::bit_cast<std::uint64_t>(interval.hi) - b.lo_bits;
+    b.shift = std::max(0, int(std::bit_width(span)) - kBucketBits);
+    b.counts.assign(std::size_t(span >> b.shift) + 1, 0);
+  }
+  std::vector<std::array<std::vector<std::int64_t>, kWindows>> worker_counts{std::size_t(threads)};
+  for (auto& counts : worker_counts) {
+    for (int k = 0; k < kWindows; ++k)
+      counts[std::size_t(k)].assign(buckets[std::size_t(k)].counts.size(), 0);
+  }
+  for_each_chunk(std::int64_t(pieces.size()), threads, [&](int w, std::int64_t piece) {
+    auto& counts = worker_counts[std::size_t(w)];
+    const auto [values, count] = pieces[std::size_t(piece)];
+    for (std::int64_t i = 0; i < count; ++i) {
+      const double x = values[i];
+      // Windows may overlap (each kept value is counted in every window that holds it).
+      if (intervals_[0].keeps && intervals_[0].holds(x)) ++counts[0][buckets[0].of(x)];
+      if (intervals_[1].keeps && intervals_[1].holds(x)) ++counts[1][buckets[1].of(x)];
+    }
+  });
+  for (int k = 0; k < kWindows; ++k) {
+    Buckets& b = buckets[std::size_t(k)];
+    for (const auto& counts : worker_counts) {
+      for (std::size_t i = 0; i < b.counts.size(); ++i) b.counts[i] += counts[std::size_t(k)][i];
+    }
+    for (auto c : b.counts) b.kept += c;
+  }
+  // ---- where each rank lies: at a window's lo, inside it, at its hi
+  std::vector<double> found(ranks.size());
+  struct Inside {
+    std::size_t slot;  // in `found`
+    int window;
+    std::int64_t within;  // rank among the window's kept values
+  };
+  std::vector<Inside> inside;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    bool held = false;
+    for (int k = 0; k < kWindows && !held; ++k) {
+      const Interval& interval = intervals_[std::size_t(k)];
+      std::int64_t within = ranks[r] - below_[k];
+      if (within < 0) continue;
+      held = true;
+      if (within < at_lo_[k]) {
+        found[r] = interval.lo;
+      } else if ((within -= at_lo_[k]) < buckets[std::size_t(k)].kept) {
+        inside.push_back({r, k, within});
+      } else if ((within -= buckets[std::size_t(k)].kept) < inside_count_[k]) {
+        return std::nullopt;  // among values counted but not kept
+      } else if (interval.hi != interval.lo && within - inside_count_[k] < at_hi_[k]) {
+        found[r] = interval.hi;
+      } else {
+        held = false;
+      }
+    }
+    if (!held) return std::nullopt;
+  }
+  // ---- the bucket of each rank inside (adjacent ranks mostly share one)
+  struct Pick {
+    int window;
+    std::size_t bucket;
+    std::int64_t before;  // kept values of the window in lower buckets
+    // (slot in `found`, rank in the bucket)
+    std::vector<std::pair<std::size_t, std::int64_t>> ranks;
+    std::vector<double> values;
+  };
+  std::vector<Pick> picks;
+  for (const Inside& r : inside) {
+    const Buckets& b = buckets[std::size_t(r.window)];
+    std::size_t bucket = 0;
+    std::int64_t before = 0;
+    while (before + b.counts[bucket] <= r.within) before += b.counts[bucket++];
+    auto same = std::find_if(picks.begin(), picks.end(), [&](const Pick& p) {
+      return p.window == r.window && p.bucket == bucket;
+    });
+    if (same == picks.end()) {
+      same = picks.insert(picks.end(), Pick{r.window, bucket, before, {}, {}});
+    }
+    same->ranks.emplace_back(r.slot, r.within - before);
+  }
+  // ---- sweep 2: the values of those buckets, in no order
+  if (!picks.empty()) {
+    std::vector<std::vector<std::vector<double>>> worker_picked(
+        std::size_t(threads), std::vector<std::vector<double>>(picks.size()));
+    for_each_chunk(std::int64_t(pieces.size()), threads, [&](int w, std::int64_t piece) {
+      auto& picked = worker_picked[std::size_t(w)];
+      const auto [values, count] = pieces[std::size_t(piece)];
+      for (std::int64_t i = 0; i < count; ++i) {
+        const double x = values[i];
+        for (std::size_t p = 0; p < picks.size(); ++p) {
+          if (intervals_[std::size_t(picks[p].window)].keeps &&
+              intervals_[std::size_t(picks[p].window)].holds(x) &&
+              buckets[std::size_t(picks[p].window)].of(x) == picks[p].bucket) {
+            picked[p].push_back(x);
+          }
+        }
+      }
+    });
+    for (const auto& picked : worker_picked) {
+      for (std::size_t p = 0; p < picks.size(); ++p)
+        picks[p].values.insert(picks[p].values.end(), picked[p].begin(), picked[p].end());
+    }
+  }
+  for (Pick& pick : picks) {
+    for (const auto& [slot, rank] : pick.ranks) {
+      std::nth_element(pick.values.begin(), pick.values.begin() + rank, pick.values.end());
+      found[slot] = pick.values[std::size_t(rank)];
+    }
+  }
+  return found;
+}
+
+// Window by window, in loops of one comparison each, which the compiler vectorises (a branch per
+// value mispredicts on continuous errors, half of which lie on either side of the median's lo);
+// then the kept values, each stored and the end advanced by whether it lies inside (room for the
+// block was reserved).
+void WindowSelector::count_values(const double* __restrict values, std::int64_t count) {
+  for (int k = 0; k < kWindows; ++k) {
+    const Interval& interval = intervals_[std::size_t(k)];
+    const double lo = interval.lo, hi = interval.hi;
+    std::int64_t below = 0;
+    for (std::int64_t i = 0; i < count; ++i) below += values[i] < lo;
+    below_[k] += below;
+    if (!interval.half_open) {
+      std::int64_t at_lo = 0;
+      for (std::int64_t i = 0; i < count; ++i) at_lo += values[i] == lo;
+      at_lo_[k] += at_lo;
+      if (hi != lo) {  // a collapsed interval (lo == hi) counts its value once, as at_lo
+        std::int64_t at_hi = 0;
+        for (std::int64_t i = 0; i < count; ++i) at_hi += values[i] == hi;
+        at_hi_[k] += at_hi;
+      }
+    }
+    if (!interval.keeps && lo != hi) {  // (not half-open: no value lies strictly inside [lo, lo])
+      std::int64_t inside = 0;
+      for (std::int64_t i = 0; i < count; ++i) inside += (values[i] > lo) & (values[i] < hi);
+      inside_count_[k] += inside;
+    }
+  }
+  const Interval &first = intervals_[0], &second = intervals_[1];
+  if (!first.keeps && !second.keeps) return;
+  // A window that does not keep contributes an empty interval here: (+inf, +inf) holds nothing.
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const double lo0 = first.keeps ? first.lo : kInf, hi0 = first.keeps ? first.hi : kInf;
+  const double lo1 = second.keeps ? second.lo : kInf, hi1 = second.keeps ? second.hi : kInf;
+  const bool closed0 = first.half_open, closed1 = second.half_open;  // lo itself inside
+  double* __restrict out = candidates_.data() + kept_;
+  std::int64_t kept = 0;
+  std::int64_t i = 0;
+#if defined(__AVX2__)
+  // Four values at a time: the mask of those inside picks a permutation that moves them to the
+  // front, and the whole vector is stored (the next store overwrites what lies past them).
+  static constexpr auto kFront = [] {
+    std::array<std::array<std::int32_t, 8>, 16> table{};
+    for (int mask = 0; mask < 16; ++mask) {
+      int slot = 0;
+      for (int lane = 0; lane < 4; ++lane) {
+        if ((mask >> lane) & 1) {
+          table[std::size_t(mask)][std::size_t(2 * slot)] = 2 * lane;
+          table[std::size_t(mask)][std::size_t(2 * slot + 1)] = 2 * lane + 1;
+          ++slot;
+        }
+      }
+    }
+    return table;
+  }();
+  const __m256d vlo0 = _mm256_set1_pd(lo0), vhi0 = _mm256_set1_pd(hi0), vlo1 = _mm256_set1_pd(lo1),
+                vhi1 = _mm256_set1_pd(hi1);
+  for (; i + 4 <= count; i += 4) {
+    const __m256d x = _mm256_loadu_pd(values + i);
+    const __m256d above0 =
+        closed0 ? _mm256_cmp_pd(x, vlo0, _CMP_GE_OQ) : _mm256_cmp_pd(x, vlo0, _CMP_GT_OQ);
+    const __m256d above1 =
+        closed1 ? _mm256_cmp_pd(x, vlo1, _CMP_GE_OQ) : _mm256_cmp_pd(x, vlo1, _CMP_GT_OQ);
+    const __m256d in = _mm256_or_pd(_mm256_and_pd(above0, _mm256_cmp_pd(x, vhi0, _CMP_LT_OQ)),
+                                    _mm256_and_pd(above1, _mm256_cmp_pd(x, vhi1, _CMP_LT_OQ)));
+    const int mask = _mm256_movemask_pd(in);
+    const __m256i front =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kFront[std::size_t(mask)].data()));
+    _mm256_storeu_pd(out + kept, _mm256_castsi256_pd(
+                                     _mm256_permutevar8x32_epi32(_mm256_castpd_si256(x), front)));
+    kept += std::popcount(unsigned(mask));
+  }
+#endif
+  for (; i < count; ++i) {
+    const double x = values[i];
+    const bool in0 = (closed0 ? x >= lo0 : x > lo0) & (x < hi0);
+    const bool in1 = (closed1 ? x >= lo1 : x > lo1) & (x < hi1);
+    out[kept] = x;
+    kept += in0 | in1;
+  }
+  kept_ += kept;
+}
+
+}  // namespace fusebench::error_stats_internal

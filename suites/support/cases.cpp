@@ -1,0 +1,56 @@
+#include "support/cases.hpp"
+
+#include <exception>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+namespace fusebench::suite {
+namespace {
+// Registration happens once, on the main thread, before the benchmarks run; the lock keeps a later
+// caller honest.
+std::mutex registry_mutex;
+nlohmann::ordered_json& registry() {
+  static nlohmann::ordered_json cases = nlohmann::ordered_json::object();
+  return cases;
+}
+
+nlohmann::ordered_json axes_object(const Axes& axes) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& [axis, value] : axes.items()) out[axis] = value;
+  return out;
+}
+}  // namespace
+
+std::string Axes::name(std::string_view family) const {
+  std::string out(family);
+  for (const auto& [axis, value] : axes_) out += fmt::format("/{}:{}", axis, value);
+  return out;
+}
+
+benchmark::internal::Benchmark* register_case(std::string_view family, const Axes& axes,
+                                              CaseBody body) {
+  const std::string name = axes.name(family);
+  {
+    std::lock_guard lock(registry_mutex);
+    nlohmann::ordered_json record = axes_object(axes);
+    record["family"] = std::string(family);
+    registry()[name] = std::move(record);
+  }
+  return benchmark::RegisterBenchmark(
+      name.c_str(), [name, body = std::move(body)](benchmark::State& state) {
+        try {
+          body(state, name);
+        } catch (const std::exception& e) {
+          state.SkipWithError(
+              e.what());  // e.g. "n/a on <device>: ..." for a knob the device cannot realise
+        }
+      });
+}
+
+std::string registered_axes_json() {
+  std::lock_guard lock(registry_mutex);
+  return registry().dump();
+}
+
+}  // namespace fusebench::suite

@@ -1,0 +1,252 @@
+"""Known-answer tests of the claims module (reports/claims.py) and its paired bootstrap.
+
+Run: python -m pytest tools/tests/test_claims.py (with the repository root on PYTHONPATH; ctest sets it)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from reports import claims
+from reports.bootstrap import Interval, paired_interval
+from reports.claims import BCell, Outcome, Verdict
+
+
+def per_set(rng: np.random.Generator, sets: int, elements: int, scale: float = 1.0) -> dict[str, np.ndarray]:
+    """Per-set P99 and max of |N(0, scale²)| errors: one path's figures for `sets` input sets."""
+    errors = np.abs(rng.standard_normal((sets, elements))) * scale
+    return {"ulp_p99": np.quantile(errors, 0.99, axis=1), "ulp_max": errors.max(axis=1)}
+
+
+# ---- vocabulary
+def test_a_verdict_over_zero_cases_is_refused():
+    with pytest.raises(ValueError, match="0 cases"):
+        Verdict(Outcome.SUPPORTED, "0/0 series improve", "every series improves", cases=0)
+    with pytest.raises(ValueError):
+        Verdict(Outcome.CONTRADICTED, "x", "a condition")  # cases not given
+
+
+def test_zero_cases_become_na_with_the_reason():
+    v = claims.judged(0, 0, "0/0 series improve", "every series improves", na_reason="no Newton series in this run")
+    assert v.outcome is Outcome.NA and "no Newton series" in v.reason and v.label == "N/A"
+    assert claims.decide_c3([], [], "").outcome is Outcome.NA
+    assert claims.decide_d([]).outcome is Outcome.NA
+
+
+def test_absent_and_na_need_their_evidence_and_inconclusive_its_interval():
+    with pytest.raises(ValueError):
+        Verdict(Outcome.ABSENT, "same kernel")
+    with pytest.raises(ValueError):
+        Verdict(Outcome.NA, "no knob")
+    with pytest.raises(ValueError):
+        Verdict(Outcome.INCONCLUSIVE, "x", "a condition", cases=3)
+    assert claims.absent("Inductor folds both lowerings into one kernel", "same kernel").outcome is Outcome.ABSENT
+
+
+def test_c1_with_identical_instructions_is_absent():
+    b = {"frac_ulp0": 1.0, "instructions_differ": 0}
+    fused = {("f16", "0.7", "1024", "immediate"): b, ("f16", "0.5", "1024", "immediate"): b}
+    assert claims.decide_c1(fused).outcome is Outcome.ABSENT
+
+
+# ---- the paired bootstrap
+def test_identical_distributions_are_never_contradicted_in_95_percent_of_seeds():
+    """Eager and fused draw their errors from one distribution. At tolerance 0 (stricter than the
+    thresholds' own), a 95 % interval wrongly lies above 0 in about 2.5 % of seeds."""
+    contradicted = {"ulp_p99": 0, "ulp_max": 0, "share": 0}
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        eager, fused = per_set(rng, 100, 256), per_set(rng, 100, 256)
+        for name in ("ulp_p99", "ulp_max"):
+            i = paired_interval(fused[name], eager[name], "relative", seed=seed)
+            contradicted[name] += claims.b_statistic_verdict(name, i, 0.0).outcome is Outcome.CONTRADICTED
+        i = paired_interval(fused["ulp_max"], eager["ulp_max"], "share_worse", seed=seed)
+        contradicted["share"] += claims.b_statistic_verdict("share", i, 0.0).outcome is Outcome.CONTRADICTED
+    for name, n in contradicted.items():
+        assert n <= 10, f"{name}: CONTRADICTED in {n} of 200 seeds (more than 5 %)"
+
+
+def test_fused_ten_percent_worse_at_p99_is_contradicted_with_1000_sets():
+    rng = np.random.default_rng(7)
+    eager, fused = per_set(rng, 1000, 1024), per_set(rng, 1000, 1024, scale=1.1)
+    cell = BCell("f16", "uniform", {}, {"ulp_p99": (fused["ulp_p99"], eager["ulp_p99"])})
+    [(label, v, _)] = [p for p in claims.b_cell_verdicts(cell) if p[0] == "per-set P99 ULP"]
+    assert v.outcome is Outcome.CONTRADICTED, v.key_figure
+
+
+def test_identical_paths_are_supported_exactly():
+    x = np.random.default_rng(1).random(50)
+    i = paired_interval(x, x.copy())
+    assert (i.estimate, i.low, i.high) == (0.0, 0.0, 0.0)
+    assert claims.b_statistic_verdict("set-max", i, 0.0).outcome is Outcome.SUPPORTED
+
+
+def test_sets_to_decide_is_what_the_interval_width_implies():
+    i = Interval("relative", estimate=0.02, low=-0.02, high=0.06, sets=100, resamples=10_000)
+    assert math.isclose(i.sets_to_decide(0.05), 100 * (0.04 / 0.03) ** 2)
+    assert i.sets_to_decide(0.07) is None  # already SUPPORTED
+    # and it is a usable forecast: fused 10 % worse, 20 sets leave it undecided; at twice the forecast
+    # (at the forecast itself the interval would just touch the tolerance if the estimate stayed put,
+    # so it decides about half the time) the same effect is decided
+    rng = np.random.default_rng(3)
+    eager, fused = per_set(rng, 20, 64), per_set(rng, 20, 64, scale=1.1)
+    small = paired_interval(fused["ulp_max"], eager["ulp_max"])
+    need = small.sets_to_decide(0.05)
+    assert need is not None and need > 20, small
+    n = int(2 * need) + 1
+    eager, fused = per_set(rng, n, 64), per_set(rng, n, 64, scale=1.1)
+    big = paired_interval(fused["ulp_max"], eager["ulp_max"])
+    assert big.low > 0.05, (need, big)
+
+
+def test_bootstrap_refuses_zero_sets():
+    with pytest.raises(ValueError):
+        paired_interval([], [])
+
+
+# ---- task B's decision
+def test_b_without_f16_rows_or_per_set_figures_is_na():
+    row = {"fused_ulp_p99": 1.0, "eager_ulp_p99": 1.0, "fused_ulp_max": 2.0, "eager_ulp_max": 1.0}
+    assert claims.decide_b("chain", [BCell("f32", "uniform", row, {})]).outcome is Outcome.NA
+    v = claims.decide_b("chain", [BCell("f16", "uniform", row, {})])
+    assert v.outcome is Outcome.NA and v.beside and v.beside[0][1].outcome is Outcome.CONTRADICTED
+
+
+def test_b_reads_the_per_set_block_and_the_older_flat_pairs():
+    evidence = {
+        "fused_set_max_ulp": [1, 2],
+        "eager_set_max_ulp": [1, 3],
+        "fused_set_bad": [1],
+        "eager_set_bad": [1, 2],
+        "per_set": {
+            "schema": claims.PER_SET_SCHEMA,
+            "sets": 2,
+            "fused": {"cond_p99": [0.5, None], "rmse_vs_fp64": [1e-3, 2e-3], "ulp_p99": [1, 2, 3]},
+            "eager": {"cond_p99": [0.4, 0.7], "rmse_vs_fp64": [1e-3, 1e-3], "ulp_p99": [1, 2]},
+            "fused_allclose_eager_1e-4": [True, False],
+        },
+    }
+    stats = claims.per_set_statistics(evidence)
+    assert set(stats) == {"ulp_max", "cond_p99", "rmse_vs_fp64"}  # mismatched lengths are not a pair
+    assert np.isnan(stats["cond_p99"][0][1])  # null: no finite figure
+    assert claims.per_set_allclose(evidence).tolist() == [True, False]
+    with pytest.raises(ValueError, match="schema"):
+        claims.per_set_statistics({"chain": "c", "dtype": "f16", "per_set": {"schema": "fusebench.B.per_set/0"}})
+
+
+def _cell(dtype="f16", **columns) -> BCell:
+    row = {"fused_ulp_p99": 1.0, "eager_ulp_p99": 1.0, "fused_ulp_max": 1.0, "eager_ulp_max": 1.0}
+    return BCell(
+        dtype, "uniform", row, {k: (np.asarray(f, float), np.asarray(e, float)) for k, (f, e) in columns.items()}
+    )
+
+
+def test_b_is_decided_on_the_conditioned_error_with_ulp_beside():
+    """Fused 10 % worse in ULP (the cancelling outputs) and equal in conditioned error: the conditioned
+    measure decides, and the ULP verdict is shown beside it, not hidden."""
+    rng = np.random.default_rng(11)
+    eager, fused = per_set(rng, 1000, 1024), per_set(rng, 1000, 1024, scale=1.1)
+    cond = per_set(rng, 1000, 1024)["ulp_max"]
+    v = claims.decide_b("chain", [_cell(ulp_max=(fused["ulp_max"], eager["ulp_max"]), cond_max=(cond, cond))])
+    assert v.outcome is Outcome.SUPPORTED, v.key_figure
+    assert "Conditioned error decides" in v.condition and "no conditioned error figures" not in v.condition
+    ulp = dict(v.beside)["ULP error (not deciding)"]
+    assert ulp.outcome is Outcome.CONTRADICTED and "set-max ULP" in ulp.key_figure
+
+
+def test_b_without_the_deciding_measure_says_which_measure_decided():
+    rng = np.random.default_rng(12)
+    eager, fused = per_set(rng, 1000, 1024), per_set(rng, 1000, 1024, scale=1.1)
+    v = claims.decide_b("chain", [_cell(ulp_max=(fused["ulp_max"], eager["ulp_max"]))])
+    assert v.outcome is Outcome.CONTRADICTED
+    assert "no conditioned error figures" in v.condition
+
+
+def test_b_leaves_out_sets_without_a_finite_figure_and_says_so():
+    f, e = np.array([1.0, np.nan, 2.0, 3.0]), np.array([1.0, 1.0, np.inf, 3.0])
+    [(_, v, _), _share] = claims.b_cell_verdicts(_cell(cond_max=(f, e)), "conditioned")
+    assert v.cases == 2 and "2 of 4 sets without a finite figure" in v.evidence
+
+
+def test_torch_same_rule_known_answers():
+    """rmse(fused) ≤ 3 · rmse(eager) + 1e-5 for f16, allclose passing first; f32 takes 2."""
+    rmse = ([3.0e-3, 3.2e-3, 1.0, 2.0e-3], [1e-3, 1e-3, 1e-3, 1e-3])
+    cell = _cell(rmse_vs_fp64=rmse)
+    cell.allclose = np.array([False, False, True, False])
+    assert claims.torch_same_sets(cell).tolist() == [True, False, True, True]
+    cell32 = _cell("f32", rmse_vs_fp64=rmse)
+    cell32.allclose = np.zeros(4, bool)
+    assert claims.torch_same_sets(cell32).tolist() == [False, False, False, True]
+    v = claims.b_torch_same_rule([cell])
+    assert v.outcome is Outcome.CONTRADICTED and v.cases == 4 and "1/4 sets" in v.evidence
+
+
+# ---- E: the seed band's own uncertainty
+def _runs(values: list[float]) -> dict[int, dict]:
+    return {seed: {"eval_loss": [5.0, v]} for seed, v in enumerate(values)}
+
+
+def test_e_gap_uses_the_prediction_interval_of_the_seeds():
+    row = {"rows": 10, "excursions": 1, "max_gap_over_band": 1.5}
+    eager = _runs([3.00, 3.01, 3.02])
+    # just outside the range of the three seeds, well inside their 95 % prediction interval
+    inside = claims.decide_e_gap("bf16", eager, _runs([3.025]), row)
+    assert inside.outcome is Outcome.SUPPORTED and inside.beside[0][1].outcome is Outcome.CONTRADICTED
+    far = claims.decide_e_gap("bf16", eager, _runs([3.2]), row)
+    assert far.outcome is Outcome.CONTRADICTED
+    assert claims.decide_e_gap("bf16", _runs([3.0]), _runs([3.0]), row).outcome is Outcome.NA
+
+
+class _OneSuite:
+    """The one suite result evaluate_check reads (Results.get's interface)."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def get(self, suite, device):
+        return type("SuiteResult", (), {"data": self.data})()
+
+
+def _chain_run(isa: str, eager_ms: float, fused_ms: float) -> dict:
+    return {
+        "context": {"cpu_isa": isa},
+        "benchmarks": [
+            {"name": "Chain/path:eager/dtype:f16/n:4194304/real_time", "real_time": eager_ms},
+            {"name": "Chain/path:fused/dtype:f16/n:4194304/real_time", "real_time": fused_ms},
+        ],
+    }
+
+
+def test_a_floor_measured_with_one_isa_is_shown_not_gated_on_another():
+    check = next(c for c in claims.thresholds()["checks"] if c.get("measured_with_isa"))
+    slow = 1.0 / (check["value"] * 1.25)  # fused well below the floor
+    [(_, value, passed, note)] = claims.evaluate_check(
+        check, _OneSuite(_chain_run("fma f16c avx2", 1.0, 1 / slow)), "cpu"
+    )
+    assert passed and note.startswith("n/a:") and check["measured_with_isa"] in note and value == pytest.approx(slow)
+    isa = f"{check['measured_with_isa']} avx2 fma f16c"
+    [(_, value, passed, note)] = claims.evaluate_check(check, _OneSuite(_chain_run(isa, 1.0, 1 / slow)), "cpu")
+    assert not passed and note == ""
+    [(_, _, passed, _)] = claims.evaluate_check(check, _OneSuite(_chain_run(isa, 2.0, 1.0)), "cpu")
+    assert passed
+
+
+# ---- the claims × devices matrix of a run on several devices
+def test_claims_that_differ_only_in_their_subject_share_a_row():
+    from reports.report import claim_group, grouped_verdict
+
+    assert claim_group("attention: fused error ≤ eager error") == ("fused error ≤ eager error", "attention")
+    assert claim_group("fused Softmax is faster than eager") == ("fused is faster than eager", "Softmax")
+    assert claim_group("fp32 control: eager and fused agree") == ("fp32 control: eager and fused agree", None)
+    ok = claims.judged(1, 1, "fine", "a condition")
+    undecided = Verdict(Outcome.INCONCLUSIVE, "spans", "a condition", cases=3, interval="[-1, 1]")
+    v = grouped_verdict([("layernorm", ok), ("attention", undecided), ("softmax", ok)])
+    assert v.outcome is Outcome.INCONCLUSIVE and v.key_figure == "attention; 2 SUPPORTED" and v.cases == 5
+    v = grouped_verdict([("bf16", ok), ("f16", claims.not_applicable("f16 is the full profile's"))])
+    assert v.outcome is Outcome.SUPPORTED and v.key_figure == "1/2; N/A: f16"
+    bad = claims.judged(0, 1, "worse", "a condition")
+    assert grouped_verdict([("a", ok), ("b", bad), ("c", undecided)]).outcome is Outcome.CONTRADICTED
+    v = grouped_verdict([("a", claims.not_applicable("no knob")), ("b", claims.absent("same kernel", "same"))])
+    assert v.outcome is Outcome.NA and v.reason

@@ -1,0 +1,141 @@
+"""tools/run --filter on a framework device runs exactly what each suite lists for that filter.
+
+A suite with matches must run them all (a listing read through `| grep -q` once made a suite with
+66 matches look empty: its second 4 KiB stdio write met a closed pipe, the lister died of SIGPIPE
+and pipefail turned that into "no match"); a suite without matches is skipped and says why. First
+`tools/run --list` must show a listing larger than one stdio buffer whole (task D on the device,
+no run); then a run with a filter that picks one cheap case from four suites must run exactly
+those, and run.json must count the framework's compiles of each suite (and its cache lookups).
+
+Usage: test_filtered_run_devices.py --device torch --work DIR   (exit 77: the device is unavailable)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = ROOT / "build" / "release" / "bin"
+FILTER = (
+    "^(D/subgraph:transpose/dtype:f16/shape:2x16x32/|C2/out:f16/acc:f32/shape:1x16384/tile:256/"
+    "|UlpDiff/dtype:f16/|Chain/path:eager/dtype:f16/)"
+)
+SKIP = 77
+
+
+def listing(suite: pathlib.Path, device: str, regex: str = FILTER) -> list[str]:
+    r = subprocess.run(
+        [
+            str(suite),
+            "--profile=quick",
+            f"--device={device}",
+            "--benchmark_list_tests=true",
+            f"--benchmark_filter={regex}",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode != 0:
+        sys.exit(f"{suite.name} --device={device} --benchmark_list_tests: exit {r.returncode}\n{r.stderr[-800:]}")
+    return [line for line in r.stdout.splitlines() if line.strip()]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="torch")
+    parser.add_argument("--work", required=True, type=pathlib.Path)
+    args = parser.parse_args()
+    suites = sorted(p for p in BIN.glob("bench_*") if p.is_file())
+    if not suites:
+        sys.exit(f"no suite binaries in {BIN}: build first (tools/build release)")
+    devices = subprocess.run([str(suites[0]), "--list-devices"], capture_output=True, text=True)
+    if args.device not in devices.stdout.split():
+        reason = next(
+            (line for line in devices.stderr.splitlines() if line.startswith(f"{args.device}:")),
+            f"{args.device}: not listed by --list-devices",
+        )
+        print(f"skipped: device unavailable here ({reason})")
+        return SKIP
+
+    failures = []
+    # tools/run's own listing of a filter whose listing takes more than one stdio buffer
+    whole = listing(BIN / "bench_data_movement", args.device, "^D/")
+    r = subprocess.run(
+        [str(ROOT / "tools" / "run"), "--list", "--device", args.device, "--filter", "^D/"],
+        capture_output=True,
+        text=True,
+    )
+    shown = [line.split(" ", 1)[1] for line in r.stdout.splitlines() if line.startswith("bench_data_movement@")]
+    if r.returncode != 0 or shown != whole or len("\n".join(whole)) <= 4096:
+        failures.append(
+            f"tools/run --list --filter '^D/' on {args.device}: exit {r.returncode}, {len(shown)} names "
+            f"against the suite's {len(whole)} ({len(chr(10).join(whole))} bytes)\n{r.stderr[-800:]}"
+        )
+
+    expected = {p.name.removeprefix("bench_"): listing(p, args.device) for p in suites}
+    matched = [name for name, names in expected.items() if names]
+    if len(matched) < 4 or "data_movement" not in matched:
+        failures.append(
+            f"the filter should match four suites including data_movement on {args.device}, listings matched {matched}"
+        )
+
+    shutil.rmtree(args.work, ignore_errors=True)
+    r = subprocess.run(
+        [str(ROOT / "tools" / "run"), "--device", args.device, "--filter", FILTER, "--out", str(args.work)],
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode != 0:
+        print(r.stdout[-2000:], r.stderr[-2000:], sep="\n")
+        print(f"FAILED: tools/run --device {args.device} --filter: exit {r.returncode}")
+        return 1
+    run_dir = (args.work / "latest").resolve()
+    manifest = json.loads((run_dir / "run.json").read_text())
+    ran = {e["suite"] for e in manifest["ran"]}
+    skipped = {e["suite"]: e["reason"] for e in manifest["skipped"]}
+    file_device = args.device.replace(":", "-")
+    for name, names in expected.items():
+        if names:
+            out = run_dir / f"{name}@{file_device}.json"
+            if name not in ran or not out.exists():
+                failures.append(
+                    f"{name}: the listing shows {len(names)} benchmarks but the run "
+                    f"{'skipped it: ' + skipped.get(name, '?') if name in skipped else 'wrote no ' + out.name}"
+                )
+                continue
+            got = sorted({b.get("run_name", b["name"]) for b in json.loads(out.read_text())["benchmarks"]})
+            if got != sorted(names):
+                failures.append(f"{name}: ran {got}, the listing shows {sorted(names)}")
+        elif "no benchmark matches" not in skipped.get(name, ""):
+            failures.append(
+                f"{name}: no listed match, but the run did not skip it saying so "
+                f"(ran: {name in ran}, skipped: {skipped.get(name)})"
+            )
+    # the framework's compiles are counted per suite (the workers' own counts, in run.json)
+    counted = {e["suite"]: e.get("framework_compiles") for e in manifest["ran"]}
+    compiled = [s for s, c in counted.items() if c and c["compiles"] > 0]
+    # Inductor and XLA look every compiled graph up in their persistent cache (other torch.compile
+    # backends have none)
+    cached = args.device in ("torch", "torch/inductor", "xla")
+    if "data_movement" not in compiled or any(
+        cached and c["cache_hits"] + c["cache_misses"] < c["compiles"] for c in counted.values() if c
+    ):
+        failures.append(f"run.json's framework_compiles per suite: {counted}")
+    for failure in failures:
+        print("FAILED:", failure)
+    if failures:
+        return 1
+    print(
+        f"passed: {len(matched)} suites ran their {sum(map(len, expected.values()))} listed benchmarks on "
+        f"{args.device}; {len(expected) - len(matched)} without matches were skipped with the reason"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
