@@ -396,7 +396,19 @@ def run_line(results: Results) -> str:
         f"Run: {one('cpu_model')} ({one('hardware_threads')} hardware threads; {one('cpu_isa')}), "
         f"{one('compiler')}, commit {one('git_revision')}, profile {one('fusebench_profile')}{filt}, "
         f"devices {', '.join(results.devices)}; {total}.{compile_counts(manifest)}{not_available(manifest)}"
+        f"{shard_origin(manifest)}"
     )
+
+
+def shard_origin(manifest: dict) -> str:
+    """A merged run (tools/merge): its shards, their machine time, and the machines they ran on."""
+    shards = manifest.get("merged_from", [])
+    if not shards:
+        return ""
+    hosts = sorted({(s.get("machine") or {}).get("host", "?") for s in shards})
+    times = ", ".join(f"{s['index']}: {num(s['seconds'])} s" for s in shards)
+    where = f"on {hosts[0]}" if len(hosts) == 1 else f"on {len(hosts)} machines ({', '.join(hosts)})"
+    return f" Merged from {len(shards)} shards {where} (tools/merge; shard times {times}; the total sums them)."
 
 
 def not_available(manifest: dict) -> str:

@@ -5,8 +5,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <malloc.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <map>
 
 #include "cpu_device.hpp"
 #if defined(FUSEBENCH_HAVE_CUDA)
@@ -61,6 +64,54 @@ std::string isa_summary() {
   fmt::print(stderr, "error: {}\n", message);
   std::exit(2);
 }
+
+// The console reporter, which also times each benchmark instance by the wall clock from the end of
+// the previous report to the end of its own: setup, reference computation and compiles included,
+// which is what a shard planner must balance (the JSON's times count the timed loop only). Written
+// as "<instance name>\t<seconds>" lines when the run ends, through a temporary file.
+class InstanceTimingReporter : public benchmark::ConsoleReporter {
+ public:
+  explicit InstanceTimingReporter(std::filesystem::path path)
+      : benchmark::ConsoleReporter(::isatty(STDOUT_FILENO) ? OO_ColorTabular : OO_Tabular),
+        path_(std::move(path)) {}
+
+  bool ReportContext(const Context& context) override {
+    last_ = Clock::now();
+    return benchmark::ConsoleReporter::ReportContext(context);
+  }
+
+  void ReportRuns(const std::vector<Run>& runs) override {
+    benchmark::ConsoleReporter::ReportRuns(runs);
+    const auto now = Clock::now();
+    if (!runs.empty()) {
+      const std::string name = runs.front().run_name.str();
+      if (!seconds_.count(name)) order_.push_back(name);
+      seconds_[name] += std::chrono::duration<double>(now - last_).count();
+    }
+    last_ = now;
+  }
+
+  void Finalize() override {
+    benchmark::ConsoleReporter::Finalize();
+    const std::filesystem::path partial = path_.string() + ".partial";
+    std::ofstream out(partial);
+    for (const std::string& name : order_) out << fmt::format("{}\t{:.3f}\n", name, seconds_[name]);
+    out.close();
+    if (!out) {
+      fmt::print(stderr, "error: --instance-times={}: cannot write\n", path_.string());
+      std::filesystem::remove(partial);
+      return;
+    }
+    std::filesystem::rename(partial, path_);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::filesystem::path path_;
+  Clock::time_point last_ = Clock::now();
+  std::vector<std::string> order_;
+  std::map<std::string, double> seconds_;
+};
 }  // namespace
 
 void register_all_devices() {
@@ -111,6 +162,7 @@ void keep_freed_heap_memory() {
 int run_suite(int argc, char** argv, const char* suite_name) {
   keep_freed_heap_memory();
   SuiteConfig config;
+  std::filesystem::path instance_times;
   std::vector<char*> remaining;
   for (int i = 0; i < argc; ++i) {
     const std::string_view arg = argv[i];
@@ -150,6 +202,8 @@ int run_suite(int argc, char** argv, const char* suite_name) {
       std::exit(0);
     } else if (auto dir = value_of("--dump-dir")) {
       config.dump_dir = std::string(*dir);
+    } else if (auto file = value_of("--instance-times")) {
+      instance_times = std::string(*file);
     } else {
       remaining.push_back(argv[i]);
     }
@@ -182,7 +236,12 @@ int run_suite(int argc, char** argv, const char* suite_name) {
   }
   register_benchmarks(config);
   benchmark::AddCustomContext("fusebench_axes", registered_axes_json());
-  benchmark::RunSpecifiedBenchmarks();
+  if (instance_times.empty()) {
+    benchmark::RunSpecifiedBenchmarks();
+  } else {
+    InstanceTimingReporter reporter(instance_times);
+    benchmark::RunSpecifiedBenchmarks(&reporter);
+  }
   benchmark::Shutdown();
   return 0;
 }

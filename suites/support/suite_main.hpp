@@ -44,8 +44,9 @@ void register_memory_copy(std::int64_t bytes, int threads);
 void keep_freed_heap_memory();
 
 // Parses --profile=quick|full, --device=NAME (any registered device; an unavailable one is an
-// error with its reason), --list-devices (prints the available devices and exits), --dump-dir=DIR (removing them from argv), records the
-// context and runs the benchmarks.
+// error with its reason), --list-devices (prints the available devices and exits), --dump-dir=DIR
+// and --instance-times=FILE (each instance's wall time, for tools/run's run.json), removing them
+// from argv; records the context and runs the benchmarks.
 int run_suite(int argc, char** argv, const char* suite_name);
 
 }  // namespace fusebench::suite
