@@ -1253,7 +1253,11 @@ SPEEDUP_NOISE = 0.1  # one run of each on a shared machine: a ratio within 10 % 
 
 
 def decide_speedup(family: str, eager: dict, fused: dict, copy_bw: float | None) -> Verdict:
-    """A fuser's compiled kernel against its own eager ops, each also a share of the run's copy."""
+    """A fuser's compiled kernel against its own eager ops, each also a share of the run's copy.
+    Decided on the interleaved rounds where the run has them (the median per-round eager/fused time
+    ratio and its distribution-free 95 % interval): SUPPORTED when the interval lies above 1,
+    CONTRADICTED when below, INCONCLUSIVE when it holds 1. Older runs without them: one timed run of
+    each, within SPEEDUP_NOISE of 1 not judged."""
     speedup = eager["real_time"] / fused["real_time"]
     shares = ""
     if copy_bw and "bytes_per_second" in fused and "bytes_per_second" in eager:
@@ -1263,8 +1267,33 @@ def decide_speedup(family: str, eager: dict, fused: dict, copy_bw: float | None)
         )
     facts = (
         f"eager {_num(eager['real_time'])} {eager.get('time_unit', '')}, fused {_num(fused['real_time'])} "
-        f"{fused.get('time_unit', '')} per run ({_num(speedup)}×){shares}"
+        f"{fused.get('time_unit', '')} per run timed apart ({_num(speedup)}×){shares}"
     )
+    rounds = int(fused.get("interleaved_rounds", 0))
+    if rounds:
+        median, lo, hi = (fused[f"interleaved_speedup{k}"] for k in ("", "_lo", "_hi"))
+        wins = int(fused["interleaved_fused_wins"])
+        figure = f"{_num(median)}× eager [{_num(lo)}, {_num(hi)}]"
+        condition = (
+            f"the 95 % interval of the median eager/fused time ratio over {rounds} interleaved rounds (one run of "
+            "each per round, alternating order; sign-test order statistics) lies above 1 (below: CONTRADICTED)"
+        )
+        facts = (
+            f"interleaved: fused faster in {wins} of {rounds} rounds, median ratio {_num(median)}× "
+            f"[{_num(lo)}, {_num(hi)}]; {facts}"
+        )
+        if lo > 1:
+            return Verdict(Outcome.SUPPORTED, figure, condition, facts, rounds)
+        if hi < 1:
+            return Verdict(Outcome.CONTRADICTED, figure, condition, facts, rounds)
+        return Verdict(
+            Outcome.INCONCLUSIVE,
+            figure,
+            condition,
+            facts,
+            rounds,
+            interval=f"the median ratio's 95 % interval [{_num(lo)}, {_num(hi)}] holds 1",
+        )
     condition = f"fused {family}'s time per run more than {_pct(SPEEDUP_NOISE, 2)} below eager's (one run of each)"
     if abs(speedup - 1) < SPEEDUP_NOISE:
         return Verdict(

@@ -7,9 +7,11 @@ own suite process with tools/run's timing flags, and its wall time is what the s
 --instance-times records (setup, reference and compiles included).
 
 A sampled instance that outlives --limit-s is stopped. Its cost is then extrapolated from the last
-progress line the suite printed for it ("<label>: <done>/<total> (<seconds> s)"): the time so far
-plus the remaining part of that loop at its observed rate, a lower bound for the instance when
-other phases follow; without a progress line, the limit itself, a lower bound.
+progress line the suite printed for it ("<label>: <done>/<total> (<seconds> s)", read as it came,
+so the loop's start is known): the loop's time to the stop divided by the fraction that line
+reached, a lower bound for the instance when other phases follow; for task E's trainer, the end of
+the training run it was in, from the trainer's ETA (a lower bound: a case trains several runs);
+without a progress line, the limit itself, a lower bound.
 
 Every instance that was not sampled costs the family sample nearest in size, scaled by the ratio of
 the elements its `shape:` names (linear in the data; a matmul grows faster, so estimates of larger
@@ -29,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 
@@ -36,6 +39,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 BIN = ROOT / "build" / "release" / "bin"
 TIMING = {"quick": ["--benchmark_min_time=0.2"], "full": ["--benchmark_min_time=1", "--benchmark_repetitions=5"]}
 PROGRESS = re.compile(r"^\s*(?P<label>.+): (?P<done>\d+)/(?P<total>\d+) \((?P<s>[\d.]+) s\)\s*$")
+# task E's trainer: "<label>: step <done>/<total> loss ... tokens/s ETA <seconds> s"
+TRAINING = re.compile(r"^\s*(?P<label>.+): step (?P<done>\d+)/(?P<total>\d+) .* ETA (?P<eta>[\d.]+) s\s*$")
 
 
 def listing(profile: str, device: str, filt: str | None) -> list[tuple[str, str]]:
@@ -86,30 +91,52 @@ def time_instance(suite: str, name: str, profile: str, device: str, limit_s: flo
         ]
         start = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # progress lines with the time each arrived, read as they come
+        lines: list[tuple[float, str]] = []
+        reader = threading.Thread(
+            target=lambda: lines.extend((time.monotonic() - start, line) for line in proc.stderr), daemon=True
+        )
+        reader.start()
         try:
-            _, err = proc.communicate(timeout=limit_s)
+            proc.wait(timeout=limit_s)
         except subprocess.TimeoutExpired:
+            stopped = time.monotonic() - start
             proc.kill()
-            _, err = proc.communicate()
-            elapsed = time.monotonic() - start
-            progress = [m for line in err.splitlines() if (m := PROGRESS.match(line))]
-            if progress:
-                last = progress[-1]
-                done, total, loop_s = int(last["done"]), int(last["total"]), float(last["s"])
-                rest = loop_s / done * (total - done) if done else 0.0
+            proc.wait()
+            reader.join(timeout=5)
+            training = [(t, m) for t, line in lines if (m := TRAINING.match(line))]
+            if training:
+                arrived, last = training[-1]
                 return {
-                    "seconds": round(elapsed + rest, 1),
+                    "seconds": round(max(stopped, arrived + float(last["eta"])), 1),
                     "how": (
-                        f"stopped at {limit_s:.0f} s in '{last['label']}' {done}/{total}; extrapolated at its rate "
-                        "(a lower bound if other phases follow)"
+                        f"stopped at {limit_s:.0f} s in '{last['label']}' at step {last['done']}/{last['total']}; "
+                        "that training run's end from the trainer's ETA (a lower bound: the case trains more runs)"
+                    ),
+                }
+            progress = [(t, m) for t, line in lines if (m := PROGRESS.match(line))]
+            if progress and int(progress[-1][1]["done"]) > 0:
+                arrived, last = progress[-1]
+                done, total = int(last["done"]), int(last["total"])
+                loop_start = arrived - float(last["s"])
+                # the loop's fraction at the stop is taken as the last line's: an over-estimate of
+                # the loop's rate when it went on after that line, none when it had stalled there
+                estimate = loop_start + (stopped - loop_start) * total / done
+                return {
+                    "seconds": round(estimate, 1),
+                    "how": (
+                        f"stopped at {limit_s:.0f} s in '{last['label']}' at {done}/{total}; its loop extrapolated "
+                        "from that fraction (a lower bound if other phases follow)"
                     ),
                 }
             return {
-                "seconds": round(elapsed, 1),
+                "seconds": round(stopped, 1),
                 "how": f"stopped at {limit_s:.0f} s, no progress line (a lower bound)",
             }
+        reader.join(timeout=5)
         if proc.returncode != 0 or not times.exists():
-            return {"seconds": None, "how": f"failed (exit {proc.returncode}): {err.strip()[-300:]}"}
+            tail = "".join(line for _, line in lines).strip()[-300:]
+            return {"seconds": None, "how": f"failed (exit {proc.returncode}): {tail}"}
         recorded = dict(line.split("\t") for line in times.read_text().splitlines())
         return {"seconds": round(float(recorded.get(name, time.monotonic() - start)), 2), "how": "measured"}
 

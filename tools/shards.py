@@ -59,17 +59,22 @@ def instance_key(suite: str, device: str, name: str) -> str:
     return f"{suite}@{device} {name}"
 
 
+def read_manifest(run_dir: pathlib.Path, label: str) -> dict:
+    """A results directory's run.json; errors name the directory (label: the flag that named it)."""
+    path = run_dir / MANIFEST
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError as e:
+        raise InputError(f"{label}{run_dir}: no {MANIFEST} (not a tools/run results directory)") from e
+    except json.JSONDecodeError as e:
+        raise InputError(f"{label}{path}: malformed JSON ({e})") from e
+
+
 def read_costs(run_dir: pathlib.Path | None) -> dict[str, float]:
     """Instance wall times recorded by an earlier tools/run, by instance key (empty without one)."""
     if run_dir is None:
         return {}
-    path = run_dir / MANIFEST
-    try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError as e:
-        raise InputError(f"--shard-costs {run_dir}: no {MANIFEST} there") from e
-    except json.JSONDecodeError as e:
-        raise InputError(f"--shard-costs {path}: malformed JSON ({e})") from e
+    manifest = read_manifest(run_dir, "--shard-costs ")
     return {
         instance_key(i["suite"], i["device"], i["name"]): float(i["seconds"]) for i in manifest.get("instances", [])
     }
@@ -156,13 +161,7 @@ def plan_command(args: argparse.Namespace) -> int:
 
 
 def _manifest(run_dir: pathlib.Path) -> dict:
-    path = run_dir / MANIFEST
-    try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError as e:
-        raise InputError(f"{run_dir}: no {MANIFEST} (not a tools/run results directory)") from e
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: malformed JSON ({e})") from e
+    manifest = read_manifest(run_dir, "")
     if "shard" not in manifest:
         raise InputError(f"{run_dir}: not a shard ({MANIFEST} has no 'shard'; run with tools/run --shard K/N)")
     return manifest

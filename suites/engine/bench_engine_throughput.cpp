@@ -22,8 +22,13 @@
 //                  bridge_overhead_ms counter, and bytes_per_second counts the same bytes as the
 //                  engine's fused path, so each is a share of the same MemoryCopy
 // Precision counters (ulp_max, ulp_p99 against fp64) are computed once, outside the timed loop.
+// The fused path's speed-up over eager is also timed interleaved (interleaved_* counters): the two
+// paths run one after the other, in alternating order, round after round, so that a burst of other
+// load on the machine slows both and not one; the report decides "fused is faster" on the median
+// per-round ratio and its distribution-free 95 % interval, not on two runs timed minutes apart.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <map>
 #include <thread>
 
@@ -95,10 +100,76 @@ const char* path_name(Path p) {
   return p == Path::Eager ? "eager" : (p == Path::Fused ? "fused" : "fused_fma");
 }
 
+// One run's time as the benchmark counts it: the kernels' own (manual time) or the wall clock.
+double run_ms(engine::Executor& executor, const Workload& w, bool manual_time) {
+  const auto start = std::chrono::steady_clock::now();
+  auto result = executor.run(w.graph, w.inputs);
+  const double wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  benchmark::DoNotOptimize(result.outputs[0].raw_data());
+  if (!manual_time) return wall_ms;
+  double own_ms = 0;
+  for (const auto& k : result.trace) own_ms += k.run_ms;
+  return own_ms;
+}
+
+// Rounds of one eager and one fused run, in alternating order; the per-round ratio eager/fused,
+// its median, and the median's 95 % interval from order statistics (the sign test's: no
+// assumption on the ratios' distribution). 31 rounds give an interval between the 10th and the
+// 22nd ratio.
+constexpr int kInterleavedRounds = 31;
+// Measured once per workload and device: Google Benchmark calls a benchmark more than once to size
+// its loop, and the rounds do not depend on that.
+void interleaved_speedup(benchmark::State& state, const Workload& w, engine::Executor& fused,
+                         const SuiteConfig& config, bool manual_time) {
+  static std::map<std::string, std::map<std::string, double>> measured;
+  const std::string key = fmt::format("{}/{}", static_cast<const void*>(&w), config.device);
+  if (auto found = measured.find(key); found != measured.end()) {
+    for (const auto& [name, value] : found->second) state.counters[name] = value;
+    return;
+  }
+  std::unique_ptr<engine::Executor> eager = make_executor(config, false, engine::EngineOptions{});
+  (void)eager->run(w.graph, w.inputs);  // compiles or warms, untimed
+  std::vector<double> ratios;
+  int fused_wins = 0;
+  for (int r = 0; r < kInterleavedRounds; ++r) {
+    double eager_ms = 0, fused_ms = 0;
+    if (r % 2 == 0) {
+      eager_ms = run_ms(*eager, w, manual_time);
+      fused_ms = run_ms(fused, w, manual_time);
+    } else {
+      fused_ms = run_ms(fused, w, manual_time);
+      eager_ms = run_ms(*eager, w, manual_time);
+    }
+    if (fused_ms <= 0) continue;
+    ratios.push_back(eager_ms / fused_ms);
+    fused_wins += fused_ms < eager_ms ? 1 : 0;
+  }
+  std::sort(ratios.begin(), ratios.end());
+  const int n = int(ratios.size());
+  if (n == 0) return;
+  // the largest k with P(Binomial(n, 1/2) < k) <= 2.5 %: the interval is [x_(k), x_(n+1-k)]
+  int k = 0;
+  double below = 0, term = std::ldexp(1.0, -n);  // P(X = 0)
+  while (k < n / 2 && below + term <= 0.025) {
+    below += term;
+    term *= double(n - k) / double(k + 1);
+    ++k;
+  }
+  const double median = n % 2 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
+  auto& c = measured[key];
+  c["interleaved_rounds"] = n;
+  c["interleaved_fused_wins"] = fused_wins;
+  c["interleaved_speedup"] = median;
+  c["interleaved_speedup_lo"] = k > 0 ? ratios[k - 1] : ratios.front();
+  c["interleaved_speedup_hi"] = k > 0 ? ratios[n - k] : ratios.back();
+  for (const auto& [name, value] : c) state.counters[name] = value;
+}
+
 // `manual_time`: the benchmark's time is the kernels' own (a framework device's run time as the
 // framework measures it), and the rest of each run's wall time is reported as bridge_overhead_ms.
 void run_workload(benchmark::State& state, const Workload& w, Path path, const SuiteConfig& config,
-                  bool manual_time) {
+                  bool manual_time, bool against_eager = false) {
   const bool fused = path != Path::Eager;
   engine::EngineOptions options;
   options.fma_contraction = path == Path::FusedFma;
@@ -154,6 +225,7 @@ void run_workload(benchmark::State& state, const Workload& w, Path path, const S
   state.counters["kernels"] = double(trace.size());
   state.counters["ulp_max"] = stats.ulp_error.max;
   state.counters["ulp_p99"] = stats.ulp_error.p99;
+  if (against_eager) interleaved_speedup(state, w, *executor, config, manual_time);
   if (w.flops > 0) {
     state.counters["gflops"] =
         benchmark::Counter(w.flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
@@ -339,7 +411,8 @@ void register_benchmarks(const SuiteConfig& config) {
       if (config.device != "cpu") axes.add("device", config.device);
       auto* b = register_case(family, axes,
                               [key, path, config, manual](benchmark::State& s, const std::string&) {
-                                run_workload(s, workloads.at(key), path, config, manual);
+                                run_workload(s, workloads.at(key), path, config, manual,
+                                             path == Path::Fused);
                               })
                     ->Unit(benchmark::kMillisecond);
       manual ? b->UseManualTime() : b->UseRealTime();

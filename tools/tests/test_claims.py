@@ -250,3 +250,43 @@ def test_claims_that_differ_only_in_their_subject_share_a_row():
     assert grouped_verdict([("a", ok), ("b", bad), ("c", undecided)]).outcome is Outcome.CONTRADICTED
     v = grouped_verdict([("a", claims.not_applicable("no knob")), ("b", claims.absent("same kernel", "same"))])
     assert v.outcome is Outcome.NA and v.reason
+
+
+def _speed_rows(eager_ms: float, fused_ms: float, interleaved: tuple[float, float, float] | None):
+    eager = {"real_time": eager_ms, "time_unit": "ms"}
+    fused = {"real_time": fused_ms, "time_unit": "ms"}
+    if interleaved:
+        median, lo, hi = interleaved
+        fused |= {
+            "interleaved_rounds": 31,
+            "interleaved_fused_wins": 20,
+            "interleaved_speedup": median,
+            "interleaved_speedup_lo": lo,
+            "interleaved_speedup_hi": hi,
+        }
+    return eager, fused
+
+
+@pytest.mark.parametrize(
+    ("interval", "outcome"),
+    [
+        ((1.07, 1.05, 1.11), Outcome.SUPPORTED),
+        ((0.9, 0.85, 0.95), Outcome.CONTRADICTED),
+        ((1.01, 0.97, 1.04), Outcome.INCONCLUSIVE),
+    ],
+)
+def test_speedup_is_decided_on_the_interleaved_interval_not_on_runs_timed_apart(interval, outcome):
+    # timed apart, fused reads 0.84x eager; interleaved rounds decide
+    eager, fused = _speed_rows(2.85, 3.39, interval)
+    verdict = claims.decide_speedup("Softmax", eager, fused, None)
+    assert verdict.outcome is outcome
+    assert verdict.cases == 31
+    assert "interleaved rounds" in verdict.condition
+    assert "0.84" in verdict.evidence  # the runs timed apart stay in the evidence
+
+
+def test_speedup_without_interleaved_rounds_keeps_the_single_run_rule():
+    eager, fused = _speed_rows(2.85, 3.39, None)
+    assert claims.decide_speedup("Softmax", eager, fused, None).outcome is Outcome.CONTRADICTED
+    eager, fused = _speed_rows(3.0, 3.1, None)
+    assert claims.decide_speedup("Softmax", eager, fused, None).outcome is Outcome.INCONCLUSIVE
