@@ -23,8 +23,9 @@ import tempfile
 from dataclasses import dataclass, field
 
 from reports import claims
-from reports.sections import engine, plan_tasks, toolkit, training
+from reports.sections import attribution, engine, plan_tasks, toolkit, training
 from reports.sections.common import num
+from tools import fusion_switches
 from tools.runs import InputError, Results, load_results
 
 # (task id, title, suite, render function(section, result, results_dir)); the plan's order.
@@ -82,7 +83,7 @@ def _is_number(cell: str) -> bool:
         return False
 
 
-def _table_html(header: list[str], rows: list[list]) -> str:
+def _table_html(header: list[str], rows: list[list], wrap: frozenset[int] = frozenset()) -> str:
     numeric = [all(_is_number(r[i]) for r in rows if i < len(r)) for i in range(len(header))]
     head = "".join(f'<th class="{"num" if numeric[i] else "txt"}">{html.escape(h)}</th>' for i, h in enumerate(header))
 
@@ -90,6 +91,8 @@ def _table_html(header: list[str], rows: list[list]) -> str:
         text = str(c)
         if numeric[i]:
             return f'<td class="num">{html.escape(text)}</td>'
+        if i in wrap:  # short phrases in a wide table: they may break at their spaces
+            return f'<td class="txt wrap">{html.escape(text)}</td>'
         if len(text) > 32:  # long text (benchmark names, notes) may wrap, after a '/' where it has one
             return f'<td class="txt long">{html.escape(text).replace("/", "/&#8203;")}</td>'
         return f'<td class="txt">{html.escape(text)}</td>'
@@ -165,9 +168,27 @@ class Section:
     def paragraph(self, text: str):
         self.body.append(([text + "\n"], [f"<p>{html.escape(text)}</p>"]))
 
-    def table(self, header: list[str], rows: list[list], summary: str | None = None, caption: str | None = None):
+    def link(self, text: str, href: str):
+        """A paragraph ending in a link to a file of the run directory (relative: it moves with the run)."""
+        self.body.append(
+            (
+                [f"{text}[{href}]({href})\n"],
+                [f"<p>{html.escape(text)}<a href='{html.escape(href)}'>{html.escape(href)}</a></p>"],
+            )
+        )
+
+    def table(
+        self,
+        header: list[str],
+        rows: list[list],
+        summary: str | None = None,
+        caption: str | None = None,
+        wrap: tuple[str, ...] = (),
+    ):
         """A table; with `summary` it is collapsed under that line (a <details> element). A column whose
-        every value carries the same unit (%, ×) shows it once, in its header."""
+        every value carries the same unit (%, ×) shows it once, in its header. The columns named in
+        `wrap` break their text at spaces, so that a wide table keeps within the page."""
+        wrap_columns = frozenset(i for i, h in enumerate(header) if h in wrap)
         header, rows = _units_to_header(header, [[str(c) for c in r] for r in rows])
         if self.show_device:  # several devices share the section: every table says whose it is
             if summary:
@@ -180,10 +201,12 @@ class Section:
             h.append(f"<p class='caption'>{html.escape(caption)}</p>")
         if summary:
             md += [f"<details><summary>{summary}</summary>\n"] + _table_md(header, rows) + ["</details>\n"]
-            h.append(f"<details><summary>{html.escape(summary)}</summary>{_table_html(header, rows)}</details>")
+            h.append(
+                f"<details><summary>{html.escape(summary)}</summary>{_table_html(header, rows, wrap_columns)}</details>"
+            )
         else:
             md += _table_md(header, rows)
-            h.append(_table_html(header, rows))
+            h.append(_table_html(header, rows, wrap_columns))
         self.body.append((md, h))
 
     def figure(self, fig, name: str, caption: str):
@@ -442,6 +465,7 @@ h1{font-size:1.5em;margin:.3em 0}h2{margin-top:1.6em;border-bottom:1px solid #cc
 table{border-collapse:collapse;margin:.6em 0;font-size:14px}td,th{border:1px solid #bbb;padding:2px 7px}
 th{background:#eee;font-weight:600;vertical-align:bottom}td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 th.num{text-align:right}.txt{text-align:left}td.txt{white-space:nowrap}td.long{white-space:normal;min-width:12em}
+td.wrap{white-space:normal;min-width:7em}
 .verdict.supported{color:#060}.verdict.contradicted{color:#a00}.verdict.inconclusive{color:#a60}
 .verdict.absent{color:#245}.verdict.not-applicable{color:#555}
 #verdicts{font-size:13px;line-height:1.25}#verdicts td,#verdicts th{padding:2px 6px;vertical-align:top}
@@ -453,6 +477,33 @@ figure{margin:.8em 0}figcaption{font-size:13px;color:#444}img{max-width:100%;hei
 details{margin:.5em 0}summary{cursor:pointer;color:#225}.caption{margin-bottom:0;font-size:14px}
 .runline,.contents{font-size:13px;color:#333}
 </style>"""
+
+
+ATTRIBUTION_TASK = "attribution"  # a section of its own after B's, without verdicts (no row in the matrix)
+
+
+def attribution_part(doc: Document, results: Results) -> list[str]:
+    """Writes the run's switch files (tools/fusion_switches.py), adds the attribution section after B's
+    where a device's B evidence has attribution data, and returns the first screen's lines, one per
+    such device."""
+    written = fusion_switches.write_switch_files(results)
+    for path, _, problems in written:
+        for p in problems:
+            print(f"report: warning: {path.name}: {p}", file=sys.stderr)
+    switch_docs = {switch_doc["device"]: (switch_doc, path.name) for path, switch_doc, _ in written}
+    evidence = {d: e for d, e in fusion_switches.b_evidence(results).items() if attribution.has_attribution(e)}
+    if not evidence:
+        return []
+    s = Section(ATTRIBUTION_TASK, attribution.TITLE, doc)
+    after_b = next((i + 1 for i, section in enumerate(doc.sections) if section.task == "B"), len(doc.sections))
+    doc.sections.insert(after_b, s)
+    lines = []
+    for device, device_evidence in evidence.items():
+        s.device, s.show_device = device, len(evidence) > 1
+        switch_doc, switch_file = switch_docs.get(device, (None, None))
+        attribution.render(s, device_evidence, switch_doc, switch_file)
+        lines.append(attribution.first_screen_line(device, device_evidence))
+    return lines
 
 
 def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
@@ -487,6 +538,7 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
             s.device, s.show_device = device, len(ran) > 1
             result = results.get(suite, device)
             render_task(s, result.data, result)
+    attribution_lines = attribution_part(doc, results)
     verdict_md, verdict_html = verdict_table(doc, results)
     not_run = results.not_run()
     by_reason: dict[str, list[str]] = {}
@@ -500,10 +552,17 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
     line = run_line(results)
     contents = " · ".join(f"[{s.title.split(' — ')[0]}](#{anchor(s.task)})" for s in doc.sections)
     contents_html = " · ".join(f"<a href='#{anchor(s.task)}'>{html.escape(s.title)}</a>" for s in doc.sections)
-    md = ["# fusebench report\n", *verdict_md, f"Contents: {contents}\n", line + "\n"]
+    md = [
+        "# fusebench report\n",
+        *verdict_md,
+        *(text + "\n" for text in attribution_lines),
+        f"Contents: {contents}\n",
+        line + "\n",
+    ]
     body = [
         "<h1>fusebench report</h1>",
         *verdict_html,
+        *attribution.first_screen_html(attribution_lines, anchor(ATTRIBUTION_TASK)),
         f"<p class='contents'><b>Contents:</b> {contents_html}</p>",
         f"<p class='runline'>{html.escape(line)}</p>",
     ]

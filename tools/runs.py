@@ -12,6 +12,9 @@ import pathlib
 from dataclasses import dataclass, field
 
 MANIFEST = "run.json"
+# What the report writes beside the suites' files (tools/fusion_switches.py): not results, and a
+# report or merge run again over the directory must not read them as such.
+DERIVED_PREFIXES = ("fusion_switches.",)
 # Every suite tools/run knows about, in the plan's order (the report lists the ones not run).
 KNOWN_SUITES = [
     "precision_toolkit",
@@ -93,7 +96,7 @@ class Results:
 
 
 def suite_files(path: pathlib.Path) -> list[pathlib.Path]:
-    return sorted(p for p in path.glob("*.json") if p.name != MANIFEST)
+    return sorted(p for p in path.glob("*.json") if p.name != MANIFEST and not p.name.startswith(DERIVED_PREFIXES))
 
 
 def load_results(target: str | pathlib.Path) -> Results:

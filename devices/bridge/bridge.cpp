@@ -277,6 +277,10 @@ std::string emit_python_module(const engine::Graph& graph, const FrameworkSpec& 
     body.push_back(fmt::format("    {} = {}  # node {}: {} {}{}", var[std::size_t(n.id)],
                                spec.emit_op(n, args, options), n.name, engine::op_name(n.kind),
                                dtype_name(n.dtype), shape_string(n.shape)));
+    const auto knobs = options.per_op.find(n.name);
+    if (fused && knobs != options.per_op.end() && knobs->second.split_after)
+      body.push_back(
+          fmt::format("    {}  # fusion switch: split after {}", spec.split_statement, n.name));
   }
   std::vector<std::string> outs;
   for (engine::NodeId o : graph.outputs()) outs.push_back(var[std::size_t(o)]);
@@ -446,7 +450,20 @@ class FrameworkDevice final : public engine::Device {
     options.validate();
     return std::make_unique<FrameworkExecutor>(spec_, options, true, shared_worker(spec_));
   }
+  // The engine's per-op switches have no framework counterpart here: a framework's own switches
+  // are its compile options (devices/README.md).
   std::string unsupported_knobs(const engine::EngineOptions& options, bool fused) const override {
+    for (const auto& [op, knobs] : options.per_op) {
+      engine::OpKnobs split_only;
+      split_only.split_after = true;
+      const bool split = knobs.describe() == split_only.describe();
+      if (!split || !fused || spec_.split_statement.empty()) {
+        return fmt::format("per-op switch {} at {}: {} realises {}", knobs.describe(), op, name(),
+                           spec_.split_statement.empty() || !fused
+                               ? "no per-op switch"
+                               : "only a split (a graph break) per op");
+      }
+    }
     return spec_.unsupported_knobs(options, fused);
   }
   // A fresh worker process whose framework cache is `cache_dir`, emptied: nothing compiled in this

@@ -63,6 +63,9 @@ struct FrameworkSpec {
   // Empty when the framework runs this dtype, else why not.
   std::string (*dtype_unsupported)(DType dtype);
   bool disassemble = false;  // the compiled artifact is a host .so whose machine code we can count
+  // The statement after an op that ends the compiled graph there (the fusion switch `split`: its
+  // value is materialised and its consumers are compiled apart); empty where the framework has none.
+  std::string split_statement;
 };
 
 // The Python interpreter: $FUSEBENCH_PYTHON (InputError when it is not an executable file), else

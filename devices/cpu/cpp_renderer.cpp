@@ -42,24 +42,7 @@ class CppRenderer final : public CStyleEmitter {
       : CStyleEmitter(g, k, o) {}
 
   EmittedKernel emit() {
-    std::string body;
-    switch (k_.kind) {
-      case KernelKind::Pointwise:
-        body = pointwise();
-        break;
-      case KernelKind::Reduction:
-        body = reduction();
-        break;
-      case KernelKind::Rowwise:
-        body = rowwise();
-        break;
-      case KernelKind::Matmul:
-        body = matmul();
-        break;
-      case KernelKind::Indexed:
-        body = indexed();
-        break;
-    }
+    const std::string body = kernel_body();
     // The source names no node or kernel: kernels of the same structure (a transformer's layers,
     // one graph built twice) are one source, compiled once and shared through the kernel cache.
     // The trace keeps the names (KernelTrace::name, ops).
@@ -67,8 +50,8 @@ class CppRenderer final : public CStyleEmitter {
                                      kernel_kind_name(k_.kind), o_.describe());
     for (NodeId m : k_.members) {
       const Node& n = g_.node(m);
-      header += fmt::format("//   {} -> {}{}\n", op_name(n.kind), dtype_name(n.dtype),
-                            shape_string(n.shape));
+      header += fmt::format("//   {} -> {}{}{}\n", op_name(n.kind), dtype_name(n.dtype),
+                            shape_string(n.shape), switches_comment(m));
     }
     std::string ctx =
         "namespace {\nstruct Ctx {\n  const FbKernelServices* services;\n  std::int64_t batch;\n";
@@ -297,7 +280,7 @@ class CppRenderer final : public CStyleEmitter {
         name, body);
   }
 
-  std::string pointwise() {
+  std::string pointwise() override {
     const Node& anchor = g_.node(k_.anchor);
     const std::int64_t n = shape_numel(anchor.shape);
     const std::int64_t tasks = (n + kPointwiseChunk - 1) / kPointwiseChunk;
@@ -376,7 +359,7 @@ class CppRenderer final : public CStyleEmitter {
                tasks);
   }
 
-  std::string reduction() {
+  std::string reduction() override {
     const Node& r = g_.node(k_.anchor);
     const Node& x = g_.node(r.inputs[0]);
     std::int64_t outer = 1, inner = 1;
@@ -454,7 +437,7 @@ class CppRenderer final : public CStyleEmitter {
                tasks);
   }
 
-  std::string rowwise() {
+  std::string rowwise() override {
     const Node& r = g_.node(k_.anchor);
     const Node& x = g_.node(r.inputs[0]);
     const std::int64_t extent = x.shape.back(), rows = shape_numel(x.shape) / extent;
@@ -552,7 +535,7 @@ class CppRenderer final : public CStyleEmitter {
                tasks);
   }
 
-  std::string matmul() {
+  std::string matmul() override {
     const Node& mm = g_.node(k_.anchor);
     const Node& a = g_.node(mm.inputs[0]);
     const Node& b = g_.node(mm.inputs[1]);
@@ -731,7 +714,7 @@ class CppRenderer final : public CStyleEmitter {
     return fmt::format("std::int64_t(c.{}[{}])", buffers_.at(ids->id), position);
   }
 
-  std::string indexed() {
+  std::string indexed() override {
     const Node& op = g_.node(k_.anchor);
     const Node& data = g_.node(op.inputs[0]);  // the table (gather) or the rows to add (scatter)
     const std::int64_t width = op.shape[1];

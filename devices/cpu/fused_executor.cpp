@@ -2,6 +2,7 @@
 #include "fusebench/engine/eigen.hpp"
 
 #include <chrono>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -39,7 +40,8 @@ FusedExecutor::FusedExecutor(engine::EngineOptions options, std::filesystem::pat
     : options_((options.validate(), options)),
       pool_(options.threads),
       cache_(std::move(cache_dir)),
-      jit_(options.fma_contraction, std::move(compiler)) {}
+      jit_(options.fma_contraction, compiler),
+      jit_other_contraction_(!options.fma_contraction, std::move(compiler)) {}
 
 FusedExecutor::PreparedGraph& FusedExecutor::prepare(const engine::Graph& graph) {
   auto& candidates = prepared_[graph.fingerprint()];
@@ -51,15 +53,34 @@ FusedExecutor::PreparedGraph& FusedExecutor::prepare(const engine::Graph& graph)
   }
   auto prepared = std::make_unique<PreparedGraph>();
   prepared->graph = graph;
-  const engine::FusionPlan plan = engine::plan_fusion(graph);
+  std::set<std::string> split_after;
+  for (const auto& [op, knobs] : options_.per_op) {
+    if (knobs.split_after) split_after.insert(op);
+  }
+  const engine::FusionPlan plan = engine::plan_fusion(graph, split_after);
   for (const auto& kernel : plan.kernels) {
     PreparedKernel k;
     k.emitted = emit_cpp_kernel(graph, kernel, options_);
+    // FP contraction is the compiler's flag: a member switched the other way sets it for the
+    // whole kernel, and the source says so (a different source: a different cache key).
+    std::string contraction_switch;
+    for (engine::NodeId m : kernel.members) {
+      const std::string& op = graph.node(m).name;
+      if (options_.at_op(op).fma_contraction != options_.fma_contraction) contraction_switch = op;
+    }
+    const JitCompiler& jit = contraction_switch.empty() ? jit_ : jit_other_contraction_;
+    if (!contraction_switch.empty()) {
+      const std::string flag = options_.fma_contraction ? "off" : "fast";
+      k.emitted.source.insert(
+          0, fmt::format("// compiled with -ffp-contract={} (a member's fusion switch)\n", flag));
+      k.emitted.lowering.push_back(
+          fmt::format("{}: kernel compiled with -ffp-contract={}", contraction_switch, flag));
+    }
     auto known = loaded_.find(k.emitted.source);
     const bool reused = known != loaded_.end();  // the same source in another graph or kernel
     if (!reused) {
-      engine::CachedArtifact built = jit_.build(cache_, k.emitted.source);
-      const KernelFunction function = jit_.load(built);
+      engine::CachedArtifact built = jit.build(cache_, k.emitted.source);
+      const KernelFunction function = jit.load(built);
       known = loaded_
                   .emplace(k.emitted.source,
                            LoadedKernel{std::move(built), function,

@@ -32,6 +32,8 @@ class FusedExecutor final : public engine::Executor {
   ThreadPool pool_;
   engine::KernelCache cache_;
   JitCompiler jit_;
+  // for the kernels whose members' switches set FP contraction the other way (OpKnobs)
+  JitCompiler jit_other_contraction_;
   // Kernels this executor has built and loaded, by source: a repeated run skips the on-disk
   // lookup (key hash and artifact SHA-256 check), as a framework keeps its compiled graphs.
   struct LoadedKernel {

@@ -57,7 +57,16 @@ class CudaDevice final : public engine::Device {
     return std::make_unique<FusedExecutor>(options);
   }
   // The CUDA kernels realise every knob of the engine (threads has no effect on a GPU's results).
-  std::string unsupported_knobs(const engine::EngineOptions&, bool) const override { return {}; }
+  // The planner's split and a kernel's contraction flag are not wired into the NVRTC path.
+  std::string unsupported_knobs(const engine::EngineOptions& options, bool) const override {
+    for (const auto& [op, knobs] : options.per_op) {
+      if (knobs.split_after || knobs.fma_contraction) {
+        return fmt::format("per-op switch of {} ({}): split and FMA switches run on cpu only", op,
+                           knobs.describe());
+      }
+    }
+    return {};
+  }
   std::unique_ptr<engine::Executor> fused_cold(
       const engine::EngineOptions& options, const std::filesystem::path& cache_dir) const override {
     engine::KernelCache(cache_dir).clear();

@@ -30,33 +30,13 @@ class CudaRenderer final : public CStyleEmitter {
   }
 
   CudaKernel emit() {
-    std::string body;
-    switch (k_.kind) {
-      case KernelKind::Pointwise:
-        body = pointwise();
-        break;
-      case KernelKind::Reduction:
-        body = reduction();
-        break;
-      case KernelKind::Rowwise:
-        body = rowwise();
-        break;
-      case KernelKind::Matmul:
-        body = matmul();
-        break;
-      case KernelKind::Indexed:
-        throw_input_error(
-            "cuda emitter: kernel {} ({} of {}) has no CUDA lowering; gather_rows and "
-            "scatter_add_rows run "
-            "on the cpu device",
-            k_.name, op_name(g_.node(k_.anchor).kind), shape_string(g_.node(k_.anchor).shape));
-    }
+    const std::string body = kernel_body();
     std::string header = fmt::format("// fusebench fused CUDA kernel {} ({})\n// knobs: {}\n",
                                      k_.name, kernel_kind_name(k_.kind), o_.describe());
     for (NodeId m : k_.members) {
       const Node& n = g_.node(m);
-      header += fmt::format("//   {} = {} -> {}{}\n", n.name, op_name(n.kind), dtype_name(n.dtype),
-                            shape_string(n.shape));
+      header += fmt::format("//   {} = {} -> {}{}{}\n", n.name, op_name(n.kind),
+                            dtype_name(n.dtype), shape_string(n.shape), switches_comment(m));
     }
     // Every field is 8 bytes, so the host fills the struct as an array of 64-bit words.
     std::string ctx = "struct FbCtx {\n";
@@ -112,7 +92,7 @@ class CudaRenderer final : public CStyleEmitter {
   }
 
   // ---- kernel skeletons
-  std::string pointwise() {
+  std::string pointwise() override {
     const Node& anchor = g_.node(k_.anchor);
     const std::int64_t n = shape_numel(anchor.shape);
     scopes_.emplace_back();
@@ -131,7 +111,7 @@ class CudaRenderer final : public CStyleEmitter {
     return fmt::format("{0} = {1}({0} + {2});", acc, round, v);
   }
 
-  std::string reduction() {
+  std::string reduction() override {
     const Node& r = g_.node(k_.anchor);
     const Node& x = g_.node(r.inputs[0]);
     std::int64_t outer = 1, inner = 1;
@@ -199,7 +179,7 @@ class CudaRenderer final : public CStyleEmitter {
     return entry("fb_partials", partials) + entry("fb_finish", finish);
   }
 
-  std::string rowwise() {
+  std::string rowwise() override {
     const Node& r = g_.node(k_.anchor);
     const Node& x = g_.node(r.inputs[0]);
     const std::int64_t extent = x.shape.back(), rows = shape_numel(x.shape) / extent;
@@ -250,7 +230,14 @@ class CudaRenderer final : public CStyleEmitter {
     return code;
   }
 
-  std::string matmul() {
+  std::string indexed() override {
+    throw_input_error(
+        "cuda emitter: kernel {} ({} of {}) has no CUDA lowering; gather_rows and "
+        "scatter_add_rows run on the cpu device",
+        k_.name, op_name(g_.node(k_.anchor).kind), shape_string(g_.node(k_.anchor).shape));
+  }
+
+  std::string matmul() override {
     const Node& mm = g_.node(k_.anchor);
     const Node& a = g_.node(mm.inputs[0]);
     const Node& b = g_.node(mm.inputs[1]);

@@ -109,9 +109,16 @@ def eager(fn, settings):
 def compile(fn, settings, inputs):
     _threads(settings)
     return {
-        "fn": torch.compile(fn, backend=settings.get("backend", BACKEND), fullgraph=True, dynamic=False),
+        # a fusion switch's graph break (settings["graph_breaks"]) splits the graph where it says
+        "fn": torch.compile(
+            fn,
+            backend=settings.get("backend", BACKEND),
+            fullgraph=not settings.get("graph_breaks"),
+            dynamic=False,
+        ),
         "inductor": settings.get("inductor", {}),
         "backend": settings.get("backend", BACKEND),
+        "fullgraph": not settings.get("graph_breaks"),
         "modules_before": set(id(m) for m in PyCodeCache.modules),
         "counters_before": _counters(),
     }
@@ -221,7 +228,7 @@ def evidence(state, inputs):
         ).hexdigest(),
         "artifact_path": kernels[0]["library"] if kernels else "",
         "framework": "torch " + VERSION,
-        "compiler": f"torch.compile(backend={state['backend']!r}, fullgraph=True, dynamic=False)",
+        "compiler": f"torch.compile(backend={state['backend']!r}, fullgraph={state['fullgraph']}, dynamic=False)",
         "backend": state["backend"],
         "inductor_config": state["inductor"],
         "wrapper_modules": [m.__file__ for m in new],

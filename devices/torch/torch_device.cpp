@@ -238,7 +238,7 @@ if __name__ == "__main__":
     eager = graph_fn(*args)
     backend = SETTINGS.get("backend", "inductor")
     with torch._inductor.config.patch(SETTINGS.get("inductor", {})):
-        fused = torch.compile(graph_fn, backend=backend, fullgraph=True, dynamic=False)(*args)
+        fused = torch.compile(graph_fn, backend=backend, fullgraph=not SETTINGS.get("graph_breaks"), dynamic=False)(*args)
     for i, (e, f) in enumerate(zip(eager, fused)):
         differ = int(((e != f) & ~(e.isnan() & f.isnan())).sum()) if e.is_floating_point() else int((e != f).sum())
         print(f"output {i} {tuple(e.shape)} {e.dtype}: {differ} of {e.numel()} elements differ, eager vs torch.compile, "
@@ -295,8 +295,13 @@ FrameworkSpec torch_spec(const std::string& target, const std::string& compile_b
   s.settings = [settings, backend](const engine::EngineOptions& o, bool fused) {
     nlohmann::json j = settings(o, fused);
     if (fused) j["backend"] = backend;
+    // a split is a graph break, which torch.compile(fullgraph=True) refuses
+    for (const auto& [op, knobs] : o.per_op) {
+      if (fused && knobs.split_after) j["graph_breaks"].push_back(op);
+    }
     return j;
   };
+  s.split_statement = "torch._dynamo.graph_break()";
   s.dtype_unsupported = torch_dtype_unsupported;
   // an Inductor .so's machine code to count (a backend without generated code reports no kernels)
   s.disassemble = target == "cpu";

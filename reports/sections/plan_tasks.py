@@ -10,6 +10,7 @@ import pathlib
 from reports import claims
 from tools.runs import dump_dir
 
+from .attribution import mechanism_text
 from .common import axes, benchmarks, num, pct, yesno
 from .plots import EAGER, FUSED, close, figure
 
@@ -1132,6 +1133,7 @@ def _b_counterexamples(s, evidence):
             num(severity),
             c.get("conditioning", "—"),
             c["first_divergent_op"],
+            mechanism_text(c),
         ]
 
     header = [
@@ -1147,6 +1149,7 @@ def _b_counterexamples(s, evidence):
         "fused − eager (ULP)",
         "conditioning",
         "first divergent op",
+        "mechanism",
     ]
     s.table(
         ["chain", "dtype", "inputs", "counter-example sets", "of them ill-conditioned", "worst fused − eager (ULP)"],
@@ -1163,7 +1166,10 @@ def _b_counterexamples(s, evidence):
         [line(*r) for r in worst],
         caption="The three most severe of each group, by severity (fused − eager). 'first divergent op' is the first op, "
         "in graph order, whose fused intermediate (from a probe run storing every op) has a larger max ULP "
-        "error against fp64 than eager's:",
+        "error against fp64 than eager's. 'mechanism': the mechanism, and the ops, whose switch to eager's "
+        "behaviour removes the counter-example (section 'Attribution of counter-examples'; — where the "
+        "evidence has no attribution):",
+        wrap=("mechanism",),
     )
     s.table(
         header,
@@ -1171,6 +1177,7 @@ def _b_counterexamples(s, evidence):
         summary=f"All {num(len(rows))} counter-examples by severity"
         + (" (the first 200)" if len(rows) > 200 else "")
         + "; per-op errors are in the dump directory",
+        wrap=("mechanism",),
     )
 
 

@@ -12,10 +12,13 @@
 // maxima, counter-examples (each with the first op where the fused error exceeds eager's) and the
 // per-set figures of both paths (ULP and conditioned error, msprobe's metrics, the RMSE of
 // torch._dynamo.utils.same; schema in docs/conditioned-error.md) go to the dump directory.
+#include <array>
+#include <fstream>
 #include <map>
 #include <thread>
 
 #include "fusebench/compare.hpp"
+#include "fusebench/engine/attribution.hpp"
 #include "fusebench/engine/reference_ops.hpp"
 #include "fusebench/error_stats.hpp"
 #include "fusebench/rng.hpp"
@@ -241,13 +244,188 @@ nlohmann::json set_columns(const std::vector<SetFigures>& sets) {
   return out;
 }
 
+// ---- the fusion switch list (--fusion-switches=FILE, docs/fusion-switches.md)
+struct ListedSwitch {
+  std::string chain;
+  DType dtype = DType::f32;
+  std::string op;
+  engine::OpKnobs knobs;
+};
+
+std::vector<ListedSwitch>& listed_switches() {
+  static std::vector<ListedSwitch> list;
+  return list;
+}
+
+// Reads and checks the whole list before anything runs: a bad entry is named (its index, chain,
+// op and switch) with exit status 2.
+void load_switch_list(const std::filesystem::path& file, const std::vector<Chain>& all,
+                      bool quick) {
+  const std::string flag = fmt::format("--fusion-switches={}", file.string());
+  std::ifstream in(file);
+  if (!in) usage_error(fmt::format("{}: cannot read the file", flag));
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    usage_error(fmt::format("{}: not JSON: {}", flag, e.what()));
+  }
+  if (!doc.is_object() || doc.value("schema", "") != "fusebench.fusion_switches/1" ||
+      !doc.contains("entries") || !doc["entries"].is_array()) {
+    usage_error(fmt::format(
+        "{}: expected an object with schema fusebench.fusion_switches/1 and an entries array",
+        flag));
+  }
+  std::size_t index = 0;
+  for (const nlohmann::json& entry : doc["entries"]) {
+    auto text = [&](const char* key) {
+      return entry.is_object() && entry.contains(key) && entry[key].is_string()
+                 ? entry[key].get<std::string>()
+                 : std::string();
+    };
+    const std::string where =
+        fmt::format("{}: entry {} (chain {}, dtype {}, op {}, switch {})", flag, index++,
+                    text("chain"), text("dtype"), text("op"), text("switch"));
+    for (const char* key : {"chain", "dtype", "op", "switch"}) {
+      if (text(key).empty()) usage_error(fmt::format("{}: no {} string", where, key));
+    }
+    const auto chain = std::find_if(all.begin(), all.end(),
+                                    [&](const Chain& c) { return c.name == text("chain"); });
+    if (chain == all.end()) usage_error(fmt::format("{}: task B has no such chain", where));
+    ListedSwitch listed;
+    listed.chain = chain->name;
+    try {
+      listed.dtype = parse_dtype(text("dtype"));
+      listed.knobs = engine::parse_switch(text("switch"));
+    } catch (const InputError& e) {
+      usage_error(fmt::format("{}: {}", where, e.what()));
+    }
+    const Graph g = chain->build(listed.dtype, quick);
+    const bool known_op = std::any_of(g.nodes().begin(), g.nodes().end(), [&](const auto& n) {
+      return n.name == text("op") && n.kind != engine::OpKind::Input;
+    });
+    if (!known_op) usage_error(fmt::format("{}: the chain's graph has no op of that name", where));
+    listed.op = text("op");
+    listed_switches().push_back(std::move(listed));
+  }
+}
+
+// The fused path's knobs for one chain and dtype: the listed switches applied.
+engine::EngineOptions fused_options_for(const std::string& chain, DType dtype) {
+  std::vector<engine::Switch> applied;
+  for (const ListedSwitch& s : listed_switches()) {
+    if (s.chain == chain && s.dtype == dtype) applied.push_back({s.op, "", dtype, "", s.knobs});
+  }
+  return engine::with_switches({}, applied);
+}
+
+// Wall time (ms) of each executor over interleaved rounds (one sample of each per round, the
+// order rotating, so that a slow spell of the machine falls on all of them alike). A sample is the
+// mean of enough back-to-back runs to last about 2 ms: the quick profile's graphs run in
+// tens of microseconds. Per executor: the median sample, and the median and 95 % interval
+// (sign-test order statistics) of its per-round ratio to executor 1 (plain fused).
+struct InterleavedTimes {
+  std::vector<double> median_ms;
+  std::vector<std::array<double, 3>> ratio_to_fused;  // low, median, high
+};
+InterleavedTimes interleaved_times(const std::vector<engine::Executor*>& executors, const Graph& g,
+                                   const engine::Inputs& in, int rounds) {
+  auto time_ms = [&](engine::Executor& e, int reps) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) e.run(g, in);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+               .count() /
+           reps;
+  };
+  for (engine::Executor* e : executors) e->run(g, in);  // plans, loads, first-touch pages
+  const double first = time_ms(*executors.at(1), 3);
+  const int reps = int(std::clamp(std::ceil(2.0 / std::max(first, 1e-3)), 1.0, 500.0));
+  std::vector<std::vector<double>> times(executors.size());
+  for (int r = 0; r < rounds; ++r) {
+    for (std::size_t k = 0; k < executors.size(); ++k) {
+      const std::size_t e = (k + std::size_t(r)) % executors.size();
+      times[e].push_back(time_ms(*executors[e], reps));
+    }
+  }
+  // the largest k with P(Binomial(n, 1/2) < k) <= 2.5 %: [x_(k), x_(n+1-k)] covers the median
+  // with at least 95 %
+  const int n = rounds;
+  int k = 0;
+  double cdf = 0, term = std::pow(0.5, n);
+  for (int j = 0; j < n; ++j) {
+    if (cdf + term > 0.025) break;
+    cdf += term;
+    k = j + 1;
+    term = term * double(n - j) / double(j + 1);
+  }
+  InterleavedTimes out;
+  for (std::size_t e = 0; e < executors.size(); ++e) {
+    out.median_ms.push_back(percentile(times[e], 0.5));
+    std::vector<double> ratio;
+    for (int r = 0; r < rounds; ++r)
+      ratio.push_back(times[e][std::size_t(r)] / times[1][std::size_t(r)]);
+    std::sort(ratio.begin(), ratio.end());
+    const std::size_t low = std::size_t(std::max(k, 1) - 1), high = std::size_t(n - std::max(k, 1));
+    out.ratio_to_fused.push_back({ratio[low], percentile(ratio, 0.5), ratio[high]});
+  }
+  return out;
+}
+constexpr int kCostRounds = 21;
+// Distinct switch sets a run compiles on a framework device for attribution (each is a compile
+// of the graph, seconds on Inductor).
+constexpr int kFrameworkCompileBudget = 24;
+int& framework_compiles_spent() {
+  static int spent = 0;
+  return spent;
+}
+
 void run_case(benchmark::State& state, const std::string& name, const Chain& chain,
               std::size_t chain_index, DType dtype, bool heavy, const SuiteConfig& config) {
   const int sets = config.quick() ? 100 : 1000;
   const std::uint64_t seed = 9000 + chain_index;
   const Graph g = chain.build(dtype, config.quick());
-  auto eager = make_executor(config, false, {});
-  auto fused = make_executor(config, true, {});
+  const engine::EngineOptions eager_options, fused_options = fused_options_for(chain.name, dtype);
+  auto eager = make_executor(config, false, eager_options);
+  auto fused = make_executor(config, true, fused_options);
+  // Attribution: the switches the device realises (the cpu engine's per-op knobs; a framework's
+  // graph breaks and graph-wide compile options), else n/a with the reasons.
+  std::vector<std::string> refused;
+  const std::vector<engine::Switch> candidates = engine::realisable_switches(
+      g, eager_options, fused_options,
+      [&](const engine::EngineOptions& o) { return not_applicable(config, true, o); }, refused);
+  // With no candidate at all, a counter-example is unexplained (attribute says why); with every
+  // candidate refused by the device, it cannot be attributed here.
+  const std::string attribution_na = candidates.empty() && !refused.empty()
+                                         ? fmt::format("{}", fmt::join(refused, "; "))
+                                         : std::string();
+  // A framework device compiles every switch set anew (seconds per graph): the sets it compiles
+  // are capped per run (this process), and a search that would need one more stops there.
+  const bool framework = config.device != "cpu" && config.device != "cuda";
+  const std::string budget_note =
+      fmt::format("budget: {} compiled switch sets per run on {}, spent", kFrameworkCompileBudget,
+                  config.device);
+  int reruns = 0, not_attempted = 0;
+  std::map<std::string, std::unique_ptr<engine::Executor>> switched;  // by knobs described
+  struct OverBudget {};
+  auto fused_with = [&](const std::vector<engine::Switch>& switches,
+                        bool counted = true) -> engine::Executor& {
+    const engine::EngineOptions o = engine::with_switches(fused_options, switches);
+    auto& slot = switched[o.describe()];
+    if (!slot) {
+      if (framework && counted) {
+        if (framework_compiles_spent() >= kFrameworkCompileBudget) throw OverBudget{};
+        ++framework_compiles_spent();
+      }
+      slot = make_executor(config, true, o);
+    }
+    return *slot;
+  };
+  struct FoundSwitch {
+    engine::Switch what;
+    std::vector<int> sets;
+  };
+  std::map<std::string, FoundSwitch> found;  // by op and switch
+  int explained = 0, unexplained = 0;
   engine::EngineOptions emulate;
   emulate.emulate_per_op_rounding = true;
   // a device without per-op rounding (a torch.compile backend that is not Inductor) has no
@@ -353,6 +531,39 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
           const double bound = w.bound.value_at(at),
                        condition = engine::condition_of(bound, w.ref.value_at(at), dtype);
           const bool ill = !(condition <= kIllConditioned);
+          nlohmann::json attribution;
+          if (!attribution_na.empty()) {
+            attribution = {{"status", "n/a"}, {"reason", attribution_na}};
+          } else {
+            const double eager_max = es.ulp_error.max;
+            engine::Attribution a;
+            try {
+              a = engine::attribute(candidates, [&](const std::vector<engine::Switch>& switches) {
+                const Tensor y = fused_with(switches).run(g, w.in).outputs[0];
+                return error_stats(y, w.ref).ulp_error.max <= eager_max;
+              });
+            } catch (const OverBudget&) {
+              a.reason = budget_note;
+            }
+            reruns += a.reruns;
+            attribution = a.to_json();
+            if (a.reason == budget_note) {
+              ++not_attempted;
+              attribution["status"] = "not attempted";
+            } else if (a.status == engine::Attribution::Status::Explained) {
+              ++explained;
+              const Tensor y = fused_with(a.switches).run(g, w.in).outputs[0];
+              attribution["bit_equal_to_eager"] = bit_equal(y, w.eager).equal;
+              for (const engine::Switch& sw : a.switches) {
+                FoundSwitch& f = found[sw.op + " " + sw.token()];
+                f.what = sw;
+                f.sets.push_back(s);
+              }
+            } else {
+              ++unexplained;
+            }
+          }
+          attribution["criterion"] = "fused set max ULP error <= eager's";
           (ill ? ill_conditioned : well_conditioned) += 1;
           counterexamples.push_back(
               {{"set", s},
@@ -372,6 +583,7 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
                {"fused_value", w.fused.value_at(fs.ulp_error.max_index)},
                {"reference_value", w.ref.value_at(fs.ulp_error.max_index)},
                {"first_divergent_op", first.empty() ? "(final rounding)" : first},
+               {"attribution", attribution},
                {"ops", ops}});
         }
         refs.push_back(w.ref);
@@ -381,6 +593,49 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
       progress.tick(batch_end);
     }
     state.SetIterationTime(fused_seconds / sets);
+  }
+  // Each switch's cost, and the applied list's, timed in this run beside plain fused and eager.
+  const engine::Inputs timing_inputs = inputs_for(g, heavy, seed, 0);
+  nlohmann::json switch_costs = nlohmann::json::array();
+  // A second executor of plain fused: the A/A control of every timing below (a ratio away from 1
+  // there is the executors' own difference, not a switch's cost).
+  std::unique_ptr<engine::Executor> fused_again;
+  if (!found.empty() || !fused_options.per_op.empty())
+    fused_again = make_executor(config, true, eager_options);
+  for (const auto& [key, f] : found) {
+    engine::Executor& with = fused_with({f.what}, false);  // a cost is measured whatever the budget
+    const InterleavedTimes t = interleaved_times(
+        {eager.get(), fused.get(), &with, fused_again.get()}, g, timing_inputs, kCostRounds);
+    nlohmann::json entry = f.what.to_json();
+    entry.update({{"removes_sets", f.sets},
+                  {"eager_ms", t.median_ms[0]},
+                  {"fused_ms", t.median_ms[1]},
+                  {"fused_with_switch_ms", t.median_ms[2]},
+                  {"slowdown", t.ratio_to_fused[2][1]},
+                  {"slowdown_ci95", {t.ratio_to_fused[2][0], t.ratio_to_fused[2][2]}},
+                  {"aa_ratio", t.ratio_to_fused[3][1]},
+                  {"aa_ratio_ci95", {t.ratio_to_fused[3][0], t.ratio_to_fused[3][2]}},
+                  {"rounds", kCostRounds}});
+    switch_costs.push_back(entry);
+  }
+  nlohmann::json applied = nlohmann::json::array();
+  for (const auto& [op, knobs] : fused_options.per_op) {
+    applied.push_back({{"op", op}, {"switch", knobs.describe()}});
+  }
+  if (!fused_options.per_op.empty()) {
+    // the speed the applied list gives up: plain fused is executor 1 here
+    auto plain = make_executor(config, true, eager_options);
+    const InterleavedTimes t = interleaved_times(
+        {eager.get(), plain.get(), fused.get(), fused_again.get()}, g, timing_inputs, kCostRounds);
+    state.counters["eager_ms_interleaved"] = t.median_ms[0];
+    state.counters["fused_ms_without_switches"] = t.median_ms[1];
+    state.counters["fused_ms_with_switches"] = t.median_ms[2];
+    state.counters["switches_slowdown"] = t.ratio_to_fused[2][1];
+    state.counters["switches_slowdown_low"] = t.ratio_to_fused[2][0];
+    state.counters["switches_slowdown_high"] = t.ratio_to_fused[2][2];
+    state.counters["switches_aa_ratio"] = t.ratio_to_fused[3][1];
+    state.counters["switches_aa_ratio_low"] = t.ratio_to_fused[3][0];
+    state.counters["switches_aa_ratio_high"] = t.ratio_to_fused[3][2];
   }
   const Tensor ref_all = concat_flat(refs);
   const auto es = error_stats(concat_flat(eager_out), ref_all);
@@ -419,25 +674,42 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
   state.counters["cond_counterexamples"] = cond_counterexamples;
   state.counters["counterexamples_well_conditioned"] = well_conditioned;
   state.counters["counterexamples_ill_conditioned"] = ill_conditioned;
-  write_evidence(config, name,
-                 {{"chain", chain.name},
-                  {"dtype", dtype_name(dtype)},
-                  {"distribution", heavy ? "N(0,3^2) with 0.1% outliers x20" : "U(-1,1)"},
-                  {"eager_set_max_ulp", eager_set_max},
-                  {"fused_set_max_ulp", fused_set_max},
-                  {"counterexamples", counterexamples},
-                  {"ill_conditioned_above", kIllConditioned},
-                  {"per_set",
-                   {{"schema", "fusebench.B.per_set/1"},
-                    {"sets", sets},
-                    {"eager", set_columns(eager_sets)},
-                    {"fused", set_columns(fused_sets)},
-                    {"fused_allclose_eager_1e-4", sets_allclose}}}});
+  state.counters["counterexamples_explained"] = explained;
+  state.counters["counterexamples_unexplained"] = unexplained;
+  write_evidence(
+      config, name,
+      {{"chain", chain.name},
+       {"dtype", dtype_name(dtype)},
+       {"distribution", heavy ? "N(0,3^2) with 0.1% outliers x20" : "U(-1,1)"},
+       {"eager_set_max_ulp", eager_set_max},
+       {"fused_set_max_ulp", fused_set_max},
+       {"counterexamples", counterexamples},
+       {"ill_conditioned_above", kIllConditioned},
+       {"switches", switch_costs},
+       {"applied_switches", applied},
+       {"attribution_summary",
+        {{"counterexamples", counterexamples.size()},
+         {"explained", explained},
+         {"unexplained", unexplained},
+         {"not_attempted", not_attempted},
+         {"not_applicable", int(counterexamples.size()) - explained - unexplained - not_attempted},
+         {"candidates", candidates.size()},
+         {"reruns", reruns},
+         {"budget_note", not_attempted ? budget_note : ""},
+         {"reason", attribution_na}}},
+       {"per_set",
+        {{"schema", "fusebench.B.per_set/1"},
+         {"sets", sets},
+         {"eager", set_columns(eager_sets)},
+         {"fused", set_columns(fused_sets)},
+         {"fused_allclose_eager_1e-4", sets_allclose}}}});
 }
 }  // namespace
 
 void register_benchmarks(const SuiteConfig& config) {
   const auto all = chains();
+  if (!config.fusion_switches.empty())
+    load_switch_list(config.fusion_switches, all, config.quick());
   for (std::size_t c = 0; c < all.size(); ++c) {
     for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
       for (bool heavy : {false, true}) {

@@ -60,11 +60,6 @@ std::string isa_summary() {
   return "unknown";
 }
 
-[[noreturn]] void usage_error(std::string_view message) {
-  fmt::print(stderr, "error: {}\n", message);
-  std::exit(2);
-}
-
 // The console reporter, which also times each benchmark instance by the wall clock from the end of
 // the previous report to the end of its own: setup, reference computation and compiles included,
 // which is what a shard planner must balance (the JSON's times count the timed loop only). Written
@@ -113,6 +108,11 @@ class InstanceTimingReporter : public benchmark::ConsoleReporter {
   std::map<std::string, double> seconds_;
 };
 }  // namespace
+
+[[noreturn]] void usage_error(std::string_view message) {
+  fmt::print(stderr, "error: {}\n", message);
+  std::exit(2);
+}
 
 void register_all_devices() {
   cpu::register_cpu_device();
@@ -204,6 +204,14 @@ int run_suite(int argc, char** argv, const char* suite_name) {
       config.dump_dir = std::string(*dir);
     } else if (auto file = value_of("--instance-times")) {
       instance_times = std::string(*file);
+    } else if (auto list = value_of("--fusion-switches")) {
+      if (std::string_view(suite_name) != "accumulated_error") {
+        usage_error(
+            fmt::format("--fusion-switches={}: a switch list applies to task B "
+                        "(bench_accumulated_error), not to {}",
+                        *list, suite_name));
+      }
+      config.fusion_switches = std::string(*list);
     } else {
       remaining.push_back(argv[i]);
     }
@@ -222,6 +230,8 @@ int run_suite(int argc, char** argv, const char* suite_name) {
   benchmark::AddCustomContext("hardware_threads",
                               std::to_string(std::thread::hardware_concurrency()));
   benchmark::AddCustomContext("git_revision", fusebench_build_revision);
+  if (!config.fusion_switches.empty())
+    benchmark::AddCustomContext("fusion_switches", config.fusion_switches.string());
   if (!config.dump_dir.empty()) {
     std::filesystem::create_directories(config.dump_dir);
     benchmark::AddCustomContext("dump_dir", config.dump_dir.string());

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 namespace fusebench::suite {
 
@@ -17,6 +18,8 @@ struct SuiteConfig {
   Profile profile = Profile::Quick;
   std::string device = "cpu";
   std::filesystem::path dump_dir;  // empty: no dumps
+  // a fusion switch list applied to the fused path (task B; docs/fusion-switches.md)
+  std::filesystem::path fusion_switches;
   bool quick() const { return profile == Profile::Quick; }
   const char* profile_name() const { return quick() ? "quick" : "full"; }
 };
@@ -24,6 +27,9 @@ struct SuiteConfig {
 // Registers every device this build has (cpu, and the framework devices torch, torch:cuda, xla),
 // idempotent. A registered device may still be unavailable here (unavailable_reason()).
 void register_all_devices();
+
+// "error: <message>" on stderr and exit status 2: bad input named, nothing run.
+[[noreturn]] void usage_error(std::string_view message);
 
 // Defined by each suite.
 void register_benchmarks(const SuiteConfig& config);
@@ -45,7 +51,8 @@ void keep_freed_heap_memory();
 
 // Parses --profile=quick|full, --device=NAME (any registered device; an unavailable one is an
 // error with its reason), --list-devices (prints the available devices and exits), --dump-dir=DIR
-// and --instance-times=FILE (each instance's wall time, for tools/run's run.json), removing them
+// --instance-times=FILE (each instance's wall time, for tools/run's run.json) and
+// --fusion-switches=FILE (task B only; any other suite refuses it with exit 2), removing them
 // from argv; records the context and runs the benchmarks.
 int run_suite(int argc, char** argv, const char* suite_name);
 

@@ -237,7 +237,7 @@ std::string elementwise_formula(const Graph& graph, const Node& n, const Operand
 using namespace emit;
 
 CStyleEmitter::CStyleEmitter(const Graph& g, const KernelPlan& k, const EngineOptions& o)
-    : g_(g), k_(k), o_(o) {
+    : g_(g), k_(k), graph_options_(o), o_(o.at_op(g.node(k.anchor).name)) {
   members_.insert(k.members.begin(), k.members.end());
   int buffer_count = 0;
   for (NodeId id : k.loads) {
@@ -397,10 +397,14 @@ std::string CStyleEmitter::operand(const Node& n, std::size_t i, const Index& id
 }
 
 std::string CStyleEmitter::compute_value(const Node& n, const Index& idx) {
+  const EngineOptions knobs = graph_options_.at_op(n.name);
   std::string expr = elementwise_formula(
       g_, n, [&](std::size_t i) { return operand(n, i, idx); },
-      [&](std::size_t i) { return value(n.inputs[i], idx); }, idx, o_, out_);
-  if (o_.emulate_per_op_rounding) expr = round_to_dtype(n.dtype, n.dtype, expr);
+      [&](std::size_t i) { return value(n.inputs[i], idx); }, idx, knobs, out_);
+  if (knobs.emulate_per_op_rounding) {
+    expr = round_to_dtype(n.dtype, n.dtype, expr);
+    if (!o_.emulate_per_op_rounding) out_.lowering.push_back(n.name + ": rounded to its dtype");
+  }
   const std::string v = fresh();
   line(fmt::format("const {} {} = {};", ctype(n.dtype), v, expr));
   return v;
@@ -412,6 +416,28 @@ std::vector<NodeId> CStyleEmitter::epilogue_members() const {
     if (std::find(k_.prologue.begin(), k_.prologue.end(), m) == k_.prologue.end()) out.push_back(m);
   }
   return out;
+}
+
+std::string CStyleEmitter::kernel_body() {
+  switch (k_.kind) {
+    case KernelKind::Pointwise:
+      return pointwise();
+    case KernelKind::Reduction:
+      return reduction();
+    case KernelKind::Rowwise:
+      return rowwise();
+    case KernelKind::Matmul:
+      return matmul();
+    case KernelKind::Indexed:
+      return indexed();
+  }
+  throw_input_error("{}: kernel {} has an unknown kind", emitter_name(), k_.name);
+}
+
+std::string CStyleEmitter::switches_comment(NodeId m) const {
+  const auto found = graph_options_.per_op.find(g_.node(m).name);
+  if (found == graph_options_.per_op.end() || found->second.empty()) return "";
+  return fmt::format(" [switches: {}]", found->second.describe());
 }
 
 std::string CStyleEmitter::anchor_value(const Node& anchor, const std::string& expr) const {

@@ -22,6 +22,50 @@ void EngineOptions::validate() const {
   }
   if (threads < 1 || threads > 256)
     throw_input_error("engine option threads must be in 1..256, got {}", threads);
+  for (const auto& entry : per_op) {
+    try {
+      at_op(entry.first).validate();
+    } catch (const InputError& e) {
+      throw_input_error("per-op knobs of {}: {}", entry.first, e.what());
+    }
+  }
+}
+
+EngineOptions EngineOptions::with_knobs(const OpKnobs& k) const {
+  EngineOptions o = *this;
+  o.reduce_tile = k.reduce_tile.value_or(o.reduce_tile);
+  o.accumulator = k.accumulator.value_or(o.accumulator);
+  o.rsqrt = k.rsqrt.value_or(o.rsqrt);
+  o.div = k.div.value_or(o.div);
+  o.rsqrt_newton_iters = k.rsqrt_newton_iters.value_or(o.rsqrt_newton_iters);
+  o.div_newton_iters = k.div_newton_iters.value_or(o.div_newton_iters);
+  o.scalar_lowering = k.scalar_lowering.value_or(o.scalar_lowering);
+  o.fma_contraction = k.fma_contraction.value_or(o.fma_contraction);
+  o.emulate_per_op_rounding = k.emulate_per_op_rounding.value_or(o.emulate_per_op_rounding);
+  return o;
+}
+
+EngineOptions EngineOptions::at_op(const std::string& name) const {
+  const auto found = per_op.find(name);
+  EngineOptions o = found == per_op.end() ? *this : with_knobs(found->second);
+  o.per_op.clear();
+  return o;
+}
+
+void OpKnobs::merge(const OpKnobs& k) {
+  auto take = [](auto& field, const auto& other) {
+    if (other) field = other;
+  };
+  take(reduce_tile, k.reduce_tile);
+  take(accumulator, k.accumulator);
+  take(rsqrt, k.rsqrt);
+  take(div, k.div);
+  take(rsqrt_newton_iters, k.rsqrt_newton_iters);
+  take(div_newton_iters, k.div_newton_iters);
+  take(scalar_lowering, k.scalar_lowering);
+  take(fma_contraction, k.fma_contraction);
+  take(emulate_per_op_rounding, k.emulate_per_op_rounding);
+  split_after |= k.split_after;
 }
 
 namespace {
@@ -32,28 +76,59 @@ std::string_view approx_name(ApproxMode m) {
 }
 }  // namespace
 
+bool OpKnobs::empty() const { return describe().empty(); }
+
+std::string OpKnobs::describe() const {
+  std::vector<std::string> parts;
+  if (reduce_tile) parts.push_back(fmt::format("tile={}", *reduce_tile));
+  if (accumulator)
+    parts.push_back(
+        fmt::format("acc={}", *accumulator == AccumulatorDtype::F32 ? "f32" : "storage"));
+  if (rsqrt) parts.push_back(fmt::format("rsqrt={}", approx_name(*rsqrt)));
+  if (rsqrt_newton_iters) parts.push_back(fmt::format("rsqrt_iters={}", *rsqrt_newton_iters));
+  if (div) parts.push_back(fmt::format("div={}", approx_name(*div)));
+  if (div_newton_iters) parts.push_back(fmt::format("div_iters={}", *div_newton_iters));
+  if (scalar_lowering) {
+    parts.push_back(fmt::format(
+        "scalar={}", *scalar_lowering == ScalarLowering::ImmediateF32 ? "immediate" : "broadcast"));
+  }
+  if (fma_contraction) parts.push_back(fmt::format("fma={}", *fma_contraction ? "on" : "off"));
+  if (emulate_per_op_rounding)
+    parts.push_back(fmt::format("rounding={}", *emulate_per_op_rounding ? "on" : "off"));
+  if (split_after) parts.push_back("split");
+  return fmt::format("{}", fmt::join(parts, " "));
+}
+
 std::string EngineOptions::describe() const {
-  return fmt::format(
-      "tile={} acc={} rsqrt={}{} div={}{} scalar={} fma={} emulate_rounding={} threads={}",
-      reduce_tile, accumulator == AccumulatorDtype::F32 ? "f32" : "storage", approx_name(rsqrt),
-      rsqrt == ApproxMode::Ieee ? "" : fmt::format("x{}", rsqrt_newton_iters), approx_name(div),
-      div == ApproxMode::Ieee ? "" : fmt::format("x{}", div_newton_iters),
-      scalar_lowering == ScalarLowering::ImmediateF32 ? "immediate" : "broadcast",
-      fma_contraction ? "on" : "off", emulate_per_op_rounding ? "on" : "off", threads);
+  std::string per_op_text;
+  for (const auto& [op, knobs] : per_op)
+    per_op_text += fmt::format(" {}({})", op, knobs.describe());
+  if (!per_op_text.empty()) per_op_text = " per-op:" + per_op_text;
+  return per_op_text.insert(
+      0,
+      fmt::format(
+          "tile={} acc={} rsqrt={}{} div={}{} scalar={} fma={} emulate_rounding={} threads={}",
+          reduce_tile, accumulator == AccumulatorDtype::F32 ? "f32" : "storage", approx_name(rsqrt),
+          rsqrt == ApproxMode::Ieee ? "" : fmt::format("x{}", rsqrt_newton_iters), approx_name(div),
+          div == ApproxMode::Ieee ? "" : fmt::format("x{}", div_newton_iters),
+          scalar_lowering == ScalarLowering::ImmediateF32 ? "immediate" : "broadcast",
+          fma_contraction ? "on" : "off", emulate_per_op_rounding ? "on" : "off", threads));
 }
 
 nlohmann::json EngineOptions::to_json() const {
-  return {{"reduce_tile", reduce_tile},
-          {"accumulator", accumulator == AccumulatorDtype::F32 ? "f32" : "storage"},
-          {"rsqrt", approx_name(rsqrt)},
-          {"rsqrt_newton_iters", rsqrt_newton_iters},
-          {"div", approx_name(div)},
-          {"div_newton_iters", div_newton_iters},
-          {"scalar_lowering",
-           scalar_lowering == ScalarLowering::ImmediateF32 ? "immediate" : "broadcast"},
-          {"fma_contraction", fma_contraction},
-          {"emulate_per_op_rounding", emulate_per_op_rounding},
-          {"threads", threads}};
+  nlohmann::json j = {{"reduce_tile", reduce_tile},
+                      {"accumulator", accumulator == AccumulatorDtype::F32 ? "f32" : "storage"},
+                      {"rsqrt", approx_name(rsqrt)},
+                      {"rsqrt_newton_iters", rsqrt_newton_iters},
+                      {"div", approx_name(div)},
+                      {"div_newton_iters", div_newton_iters},
+                      {"scalar_lowering",
+                       scalar_lowering == ScalarLowering::ImmediateF32 ? "immediate" : "broadcast"},
+                      {"fma_contraction", fma_contraction},
+                      {"emulate_per_op_rounding", emulate_per_op_rounding},
+                      {"threads", threads}};
+  for (const auto& [op, knobs] : per_op) j["per_op"][op] = knobs.describe();
+  return j;
 }
 
 nlohmann::json KernelTrace::to_json() const {

@@ -72,7 +72,16 @@ struct Group {
 
 class Planner {
  public:
-  explicit Planner(const Graph& g) : g_(g), group_of_(g.nodes().size(), -1) {}
+  Planner(const Graph& g, const std::set<std::string>& split_after)
+      : g_(g), group_of_(g.nodes().size(), -1) {
+    for (const std::string& name : split_after) {
+      const auto found = std::find_if(g.nodes().begin(), g.nodes().end(),
+                                      [&](const Node& n) { return n.name == name; });
+      if (found == g.nodes().end())
+        throw_input_error("fusion switch split_after: the graph has no op named {}", name);
+      split_.insert(found->id);
+    }
+  }
 
   // A pass: whether it applied (a plan records the passes that did).
   using Pass = bool (Planner::*)(FusionPlan&);
@@ -174,7 +183,11 @@ class Planner {
       const auto sources = sources_of(g_, n, [this](NodeId id) { return this->sources(id); });
       int latest = -1;
       for (const auto& s : sources) latest = std::max(latest, group_of_[std::size_t(s.node)]);
-      if (latest >= 0 && can_join(groups_[std::size_t(latest)], n, sources, latest)) {
+      bool reads_split = false;
+      for (const auto& s : sources)
+        reads_split |= split_.count(s.node) && group_of_[std::size_t(s.node)] == latest;
+      if (latest >= 0 && !reads_split &&
+          can_join(groups_[std::size_t(latest)], n, sources, latest)) {
         groups_[std::size_t(latest)].members.push_back(n.id);
         group_of_[std::size_t(n.id)] = latest;
       } else {
@@ -208,7 +221,8 @@ class Planner {
       const int p = group_of_[std::size_t(sources[0])];
       Group& producer = groups_[std::size_t(p)];
       if (producer.kind != KernelKind::Pointwise || !producer.alive) continue;
-      bool private_to_target = true;
+      bool private_to_target = std::none_of(producer.members.begin(), producer.members.end(),
+                                            [&](NodeId m) { return split_.count(m) > 0; });
       for (NodeId m : producer.members) {
         if (std::find(outputs.begin(), outputs.end(), m) != outputs.end())
           private_to_target = false;
@@ -300,10 +314,13 @@ class Planner {
   std::vector<int> group_of_;
   std::vector<Group> groups_;
   std::set<NodeId> materialised_;  // concats written by a copy kernel of their own
+  std::set<NodeId> split_;         // ops whose consumers read them from memory
 };
 }  // namespace
 
-FusionPlan plan_fusion(const Graph& graph) { return Planner(graph).run(); }
+FusionPlan plan_fusion(const Graph& graph, const std::set<std::string>& split_after) {
+  return Planner(graph, split_after).run();
+}
 
 const std::vector<std::string>& fusion_pass_names() {
   static const std::vector<std::string> names = [] {

@@ -22,6 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const engine::Device& device(const std::string& name) {
   static std::map<std::string, std::unique_ptr<engine::Device>> devices;
@@ -339,8 +340,9 @@ TEST(Bridge, GraphModuleIsARunnableReproNamingEveryNode) {
   EXPECT_THAT(module, HasSubstr("x * 0.7"));
   EXPECT_THAT(module, HasSubstr("torch.softmax("));
   EXPECT_THAT(module, HasSubstr("# node softmax"));
-  EXPECT_THAT(module,
-              HasSubstr("torch.compile(graph_fn, backend=backend, fullgraph=True, dynamic=False)"));
+  EXPECT_THAT(module, HasSubstr("torch.compile(graph_fn, backend=backend, fullgraph=not "
+                                "SETTINGS.get(\"graph_breaks\"), dynamic=False)"));
+  EXPECT_THAT(module, Not(HasSubstr("graph_break()")));
   EXPECT_THAT(module, HasSubstr("\\\"backend\\\":\\\"inductor\\\""));  // the backend in SETTINGS
   EXPECT_THAT(emit_python_module(g, torch_spec("cpu", "aot_eager"), {}, true),
               HasSubstr("\\\"backend\\\":\\\"aot_eager\\\""));
@@ -350,6 +352,34 @@ TEST(Bridge, GraphModuleIsARunnableReproNamingEveryNode) {
   EXPECT_THAT(emit_python_module(g, torch_spec("cpu"), broadcast, true),
               HasSubstr("x * torch.full_like(x, 0.7)"));
   EXPECT_THAT(emit_python_module(g, xla_spec(), {}, true), HasSubstr("jax.nn.softmax("));
+}
+
+// The fusion switch `split` on torch: a graph break after the op, and fullgraph off; the other
+// per-op switches, and any on xla or on eager, are n/a with the op and switch named.
+TEST(Bridge, SplitSwitchIsAGraphBreakOnTorchOnly) {
+  engine::Graph g;
+  const auto x = g.input("x", {2, 3}, DType::f16);
+  const auto scaled = g.mul_scalar(x, 0.7);
+  g.mark_output(g.softmax(scaled));
+  const std::string op = g.node(scaled).name;
+  engine::EngineOptions split;
+  split.per_op[op].split_after = true;
+  const std::string module = emit_python_module(g, torch_spec("cpu"), split, true);
+  EXPECT_THAT(module, HasSubstr(fmt::format(
+                          "    torch._dynamo.graph_break()  # fusion switch: split after {}", op)));
+  EXPECT_THAT(module, HasSubstr(fmt::format("\\\"graph_breaks\\\":[\\\"{}\\\"]", op)));
+  EXPECT_THAT(emit_python_module(g, torch_spec("cpu"), split, false),
+              Not(HasSubstr("graph_break()")));
+  register_framework_devices();
+  EXPECT_EQ(engine::make_device("torch")->unsupported_knobs(split, true), "");
+  EXPECT_THAT(engine::make_device("torch")->unsupported_knobs(split, false),
+              HasSubstr("no per-op switch"));
+  EXPECT_THAT(engine::make_device("xla")->unsupported_knobs(split, true),
+              HasSubstr("xla realises no per-op switch"));
+  engine::EngineOptions rounding;
+  rounding.per_op[op].emulate_per_op_rounding = true;
+  EXPECT_THAT(engine::make_device("torch")->unsupported_knobs(rounding, true),
+              HasSubstr(fmt::format("rounding=on at {}: torch realises only a split", op)));
 }
 
 }  // namespace

@@ -107,6 +107,15 @@ class CStyleEmitter {
     return std::nullopt;
   }
 
+  // ---- kernel skeletons, one per KernelKind; kernel_body() picks the plan's. A renderer without a
+  // lowering for a kind throws, naming the kernel.
+  virtual std::string pointwise() = 0;
+  virtual std::string reduction() = 0;
+  virtual std::string rowwise() = 0;
+  virtual std::string matmul() = 0;
+  virtual std::string indexed() = 0;
+  std::string kernel_body();
+
   // ---- values
   struct Scope {
     std::vector<std::string> lines;
@@ -139,6 +148,9 @@ class CStyleEmitter {
   // The anchor's value as its epilogue sees it: with per-op rounding emulated, rounded to its dtype
   // like every other op's value (as eager stores and reloads it).
   std::string anchor_value(const Node& anchor, const std::string& expr) const;
+  // The source's comment on member m's per-op switches ("" without any): it names no node, so that
+  // kernels of one structure stay one source.
+  std::string switches_comment(NodeId m) const;
   // Statements that store every stored member among `candidates` with the iteration shape at flat
   // offset `flat`.
   void store_members(const std::vector<NodeId>& candidates, const Index& idx,
@@ -149,7 +161,8 @@ class CStyleEmitter {
 
   const Graph& g_;
   const KernelPlan& k_;
-  const EngineOptions& o_;
+  const EngineOptions& graph_options_;
+  const EngineOptions o_;  // the knobs at the kernel's anchor (its per-op switches applied)
   EmittedKernel out_;
   std::set<NodeId> members_;
   std::map<NodeId, std::string> buffers_;  // kernel inputs and stored members: "b<index>"

@@ -14,6 +14,7 @@
 // stored nodes are rounded to their dtype.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,10 @@ struct FusionPlan {
   std::string describe(const Graph& graph) const;
 };
 
-FusionPlan plan_fusion(const Graph& graph);
+// split_after: names of ops whose value is stored and read back by its consumers, each consumer
+// in a kernel other than the op's (a fusion switch: "do not fuse into the consumer"). An unknown
+// name is an InputError.
+FusionPlan plan_fusion(const Graph& graph, const std::set<std::string>& split_after = {});
 
 // The planner's passes, in the order they run. A plan records each pass that applied to its
 // graph (materialise_shared_concats only where a concat was materialised; the others always).
