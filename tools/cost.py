@@ -35,6 +35,8 @@ import threading
 import time
 from collections import defaultdict
 
+from tools.shards import exact_names_regex
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BIN = ROOT / "build" / "release" / "bin"
 TIMING = {"quick": ["--benchmark_min_time=0.2"], "full": ["--benchmark_min_time=1", "--benchmark_repetitions=5"]}
@@ -77,7 +79,7 @@ def sample(members: list[str], per_family: int) -> list[str]:
 
 
 def time_instance(suite: str, name: str, profile: str, device: str, limit_s: float) -> dict:
-    pattern = "^" + re.sub(r"([][().*+?{}|^$\\])", r"\\\1", name) + "$"
+    pattern = exact_names_regex([name])
     with tempfile.TemporaryDirectory() as work:
         times = pathlib.Path(work) / "times.tsv"
         cmd = [

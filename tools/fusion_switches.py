@@ -34,6 +34,12 @@ MECHANISMS = (
     "rsqrt approximation",
     "division approximation",
     "kernel split",
+    # a framework's compile options (Device::compiler_switches)
+    "pattern rewrite",
+    "variance algorithm",
+    "fusion extent",
+    "reduction split",
+    "fusion pass",
 )
 APPROXIMATIONS = ("ieee", "newton-bittrick", "newton-hw")
 # key -> the values a token `key=value` may take; a callable checks a numeric value. The engine's
@@ -135,6 +141,9 @@ def token_problem(token: str) -> str | None:
     if token == "split":
         return None
     key, eq, value = token.partition("=")
+    if key.startswith("compiler:"):  # a framework compile option: the device checks its name
+        ok = len(key) > len("compiler:") and bool(value)
+        return None if ok else f"switch token {token!r}: expected compiler:NAME=VALUE"
     allowed = SWITCH_VALUES.get(key)
     if not eq or allowed is None:
         return f"unknown switch token {token!r}"

@@ -122,6 +122,20 @@ def partition(keys: list[str], costs: dict[str, float], count: int) -> list[list
     return shards
 
 
+def exact_names_regex(names: list[str]) -> str:
+    """The Google Benchmark filter that matches exactly these benchmark names ("" for none)."""
+    escaped = [re.sub(r"([][().*+?{}|^$\\])", r"\\\1", name) for name in names]
+    return f"^({'|'.join(escaped)})$" if escaped else ""
+
+
+def filter_command(args: argparse.Namespace) -> int:
+    """Prints the filter of one suite on one device: its instances in the shard's selection."""
+    prefix = f"{args.suite}@{args.device} "
+    lines = pathlib.Path(args.selected).read_text().splitlines()
+    print(exact_names_regex([line[len(prefix) :] for line in lines if line.startswith(prefix)]))
+    return 0
+
+
 def digest(items) -> str:
     return hashlib.sha256("\n".join(items).encode()).hexdigest()
 
@@ -336,6 +350,10 @@ def main(argv: list[str] | None = None) -> int:
     plan.add_argument("--listing", required=True)
     plan.add_argument("--selected", required=True)
     plan.add_argument("--describe", required=True)
+    only = sub.add_parser("filter", help="(tools/run) the filter of one suite's instances in a shard")
+    only.add_argument("--selected", required=True)
+    only.add_argument("--suite", required=True)
+    only.add_argument("--device", required=True)
     join = sub.add_parser("merge", help="join shard directories into one results directory")
     join.add_argument("dirs", nargs="+", type=pathlib.Path)
     join.add_argument("--out", required=True, type=pathlib.Path)
@@ -344,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "plan":
             return plan_command(args)
+        if args.command == "filter":
+            return filter_command(args)
         manifest = merge(args.dirs, args.out, args.allow_machines)
         instances = len(manifest["instances"])
         print(f"merge: {len(args.dirs)} shards, {instances} instances -> {args.out}")

@@ -268,17 +268,10 @@ void convert_elements(const From* in, To* out, std::int64_t n) {
   }
 }
 
+// visit_floating, widened to the integer and bool dtypes
 template <class Fn>
 decltype(auto) visit_any(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::f16:
-      return fn(Half{});
-    case DType::bf16:
-      return fn(BFloat16{});
-    case DType::f32:
-      return fn(float{});
-    case DType::f64:
-      return fn(double{});
     case DType::i8:
       return fn(std::int8_t{});
     case DType::i16:
@@ -297,8 +290,9 @@ decltype(auto) visit_any(DType dtype, Fn&& fn) {
       return fn(std::uint64_t{});
     case DType::boolean:
       return fn(bool{});
+    default:
+      return visit_floating(dtype, "Tensor::to", std::forward<Fn>(fn));
   }
-  throw_input_error("invalid dtype code {}", int(dtype));
 }
 }  // namespace
 

@@ -66,7 +66,16 @@ struct FrameworkSpec {
   // The statement after an op that ends the compiled graph there (the fusion switch `split`: its
   // value is materialised and its consumers are compiled apart); empty where the framework has none.
   std::string split_statement;
+  // The framework's compile options offered as attribution switches, and the settings section
+  // (settings[compiler_section]) an EngineOptions::compiler_options entry is set in.
+  std::vector<engine::CompilerSwitch> compiler_switches;
+  std::string compiler_section;
 };
+
+// spec.settings(options, fused) with options.compiler_options set in settings[compiler_section]
+// (a value that reads as JSON, such as false or 0, is sent as that JSON value, else as text).
+nlohmann::json framework_settings(const FrameworkSpec& spec, const engine::EngineOptions& options,
+                                  bool fused);
 
 // The Python interpreter: $FUSEBENCH_PYTHON (InputError when it is not an executable file), else
 // the project's .venv.

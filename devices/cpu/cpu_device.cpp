@@ -18,7 +18,10 @@ class CpuDevice final : public engine::Device {
     return std::make_unique<FusedExecutor>(options);
   }
   // The engine realises every knob it defines.
-  std::string unsupported_knobs(const engine::EngineOptions&, bool) const override { return {}; }
+  // Every engine knob; a framework's compile options have no meaning here.
+  std::string unsupported_knobs(const engine::EngineOptions& options, bool) const override {
+    return engine::compiler_options_refused(options, name());
+  }
   std::unique_ptr<engine::Executor> fused_cold(
       const engine::EngineOptions& options, const std::filesystem::path& cache_dir) const override {
     engine::KernelCache(cache_dir).clear();

@@ -59,6 +59,7 @@ class CudaDevice final : public engine::Device {
   // The CUDA kernels realise every knob of the engine (threads has no effect on a GPU's results).
   // The planner's split and a kernel's contraction flag are not wired into the NVRTC path.
   std::string unsupported_knobs(const engine::EngineOptions& options, bool) const override {
+    if (auto why = engine::compiler_options_refused(options, name()); !why.empty()) return why;
     for (const auto& [op, knobs] : options.per_op) {
       if (knobs.split_after || knobs.fma_contraction) {
         return fmt::format("per-op switch of {} ({}): split and FMA switches run on cpu only", op,

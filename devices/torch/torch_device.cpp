@@ -257,6 +257,33 @@ bool runs_inductor(const std::string& backend) {
   return not_inductor.count(backend) == 0;
 }
 
+// Inductor's options that turn one of its own mechanisms off for the whole graph
+// (../shared/research/fusers.md §1 has the facts; devices/README.md the table). Decompositions
+// have no such switch. split_reductions changes nothing on CPU (its reductions never split).
+std::vector<engine::CompilerSwitch> inductor_switches(const std::string& target) {
+  std::vector<engine::CompilerSwitch> s = {
+      // post-grad rewrites, e.g. matmul + add into addmm (the bias in the GEMM's fp32 accumulator)
+      {"pattern_matcher", "false", "pattern rewrite", {}},
+      // no two scheduler nodes in one kernel (pointwise ops inlined at lowering stay inlined)
+      {"max_fusion_size", "1", "fusion extent", {}},
+  };
+  if (target == "cpu") {
+    // layer_norm's variance: two-pass below 1024 elements a row by default, Welford above; ATen's
+    // CPU kernel computes it by Welford (RowwiseMoments) whatever the size
+    s.push_back({"cpp.use_two_step_variance_threshold",
+                 "0",
+                 "variance algorithm",
+                 {engine::OpKind::LayerNorm}});
+  } else {
+    s.push_back({"split_reductions",
+                 "false",
+                 "reduction split",
+                 {engine::OpKind::Sum, engine::OpKind::Mean, engine::OpKind::Max,
+                  engine::OpKind::LayerNorm, engine::OpKind::Softmax}});
+  }
+  return s;
+}
+
 FrameworkSpec torch_spec(const std::string& target, const std::string& compile_backend) {
   FrameworkSpec s;
   const std::string base = target == "cpu" ? "torch" : "torch:" + target;
@@ -276,6 +303,8 @@ FrameworkSpec torch_spec(const std::string& target, const std::string& compile_b
   const auto settings = target == "cpu" ? torch_cpu_settings : torch_cuda_settings;
   if (runs_inductor(backend)) {
     s.unsupported_knobs = unsupported;
+    s.compiler_switches = inductor_switches(target);
+    s.compiler_section = "inductor";
   } else {
     s.unsupported_knobs = [unsupported, backend](const engine::EngineOptions& o,
                                                  bool fused) -> std::string {

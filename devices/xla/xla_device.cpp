@@ -234,6 +234,11 @@ FrameworkSpec xla_spec() {
   s.emit_op = xla_op;
   s.unsupported_knobs = xla_unsupported;
   s.settings = xla_settings;
+  // XLA's fusion pass off: every op is a kernel of its own (a one-op "wrapped" fusion in the
+  // optimised HLO), its value stored in its dtype. An unknown pass name is ignored by XLA, so the
+  // bridge test checks the HLO. Fast math is off on both paths by default, so it is no candidate.
+  s.compiler_switches = {{"xla_disable_hlo_passes", "fusion", "fusion pass", {}}};
+  s.compiler_section = "xla";
   s.dtype_unsupported = xla_dtype_unsupported;
   s.disassemble = false;
   return s;

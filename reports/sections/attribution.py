@@ -52,7 +52,12 @@ def mechanism_text(c: dict) -> str:
     'n/a (reason)', or '—' where the evidence carries no attribution."""
     st = status(c)
     if st == "explained":
-        return " and ".join(f"{m} at {' + '.join(ops)}" for m, ops in mechanisms_at(c).items())
+        text = " and ".join(f"{m} at {' + '.join(ops)}" for m, ops in mechanisms_at(c).items())
+        also = [
+            f"{sw.get('mechanism') or '?'} at {sw.get('op', '?')} ({sw.get('switch', '?')})"
+            for sw in c["attribution"].get("also_removed_by") or []
+        ]
+        return f"{text}; also removed alone by {', '.join(also)}" if also else text
     if st == "unexplained":
         return "unexplained"
     if st == "n/a":
@@ -73,10 +78,10 @@ def _mechanism_order(m: str) -> tuple[int, str]:
     return (MECHANISMS.index(m) if m in MECHANISMS else len(MECHANISMS), m)
 
 
-def _ops_text(ops: list[str]) -> str:
+def _ops_text(ops: list[str], noun: str = "ops") -> str:
     if len(ops) <= MAX_OPS_IN_LINE:
         return ", ".join(ops)
-    return f"{', '.join(ops[:MAX_OPS_IN_LINE])} and {len(ops) - MAX_OPS_IN_LINE} more ops"
+    return f"{', '.join(ops[:MAX_OPS_IN_LINE])} and {len(ops) - MAX_OPS_IN_LINE} more {noun}"
 
 
 def _only(values: list[str]) -> str | None:
@@ -109,15 +114,21 @@ def first_screen_line(device: str, evidence: list[dict]) -> str | None:
         chains = list(dict.fromkeys(chain for op, chain in places if op == WHOLE_GRAPH))
         where = [f"at {_ops_text(ops)}"] if ops else []
         if chains:
-            where.append(f"over the whole graph of {_ops_text(chains)}")
+            where.append(f"over the whole graph of {_ops_text(chains, 'chains')}")
         verb = "explained by" if i == 0 else "by"
-        parts.append(f"{len(members)} {verb} {' + '.join(mechanisms)} {' and '.join(where)}")
+        # another mechanism that removes them on its own (a graph break and a rewrite turned off)
+        also: dict[str, int] = {}
+        for c in members:
+            for m in dict.fromkeys(sw.get("mechanism") or "?" for sw in c["attribution"].get("also_removed_by") or []):
+                also[m] = also.get(m, 0) + 1
+        alone = "".join(f" ({k} of them also by {m} alone)" for m, k in sorted(also.items(), key=lambda a: -a[1]))
+        parts.append(f"{len(members)} {verb} {' + '.join(mechanisms)} {' and '.join(where)}{alone}")
 
     def in_chains(members):
         counts: dict[str, int] = {}
         for c in members:
             counts[chain_of[id(c)]] = counts.get(chain_of[id(c)], 0) + 1
-        return "in " + _ops_text(sorted(counts, key=lambda chain: -counts[chain]))
+        return "in " + _ops_text(sorted(counts, key=lambda chain: -counts[chain]), "chains")
 
     if by_status["unexplained"]:
         parts.append(f"{len(by_status['unexplained'])} unexplained ({in_chains(by_status['unexplained'])})")
@@ -183,7 +194,13 @@ def render(s, evidence: list[dict], switch_doc: dict | None, switch_file: str | 
                 if explained
                 else ""
             )
-            + "Unexplained: no switch the engine has removes it."
+            + (
+                "Unexplained: no switch the engine has removes it."
+                if s.device == "cpu"
+                else f"Unexplained: none of the switches {s.device} realises (graph breaks, its compile options: "
+                "devices/README.md) removes it, even all together; the difference lies in a lowering no "
+                "exposed switch reaches."
+            )
         )
         header, rows = counts_table(evidence)
         s.table(

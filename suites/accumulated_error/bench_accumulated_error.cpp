@@ -259,6 +259,8 @@ std::vector<ListedSwitch>& listed_switches() {
 
 // Reads and checks the whole list before anything runs: a bad entry is named (its index, chain,
 // op and switch) with exit status 2.
+constexpr const char* kWholeGraph = "(whole graph)";  // Switch::to_json's op of a graph-wide one
+
 void load_switch_list(const std::filesystem::path& file, const std::vector<Chain>& all,
                       bool quick) {
   const std::string flag = fmt::format("--fusion-switches={}", file.string());
@@ -301,11 +303,17 @@ void load_switch_list(const std::filesystem::path& file, const std::vector<Chain
       usage_error(fmt::format("{}: {}", where, e.what()));
     }
     const Graph g = chain->build(listed.dtype, quick);
+    // "(whole graph)": a graph-wide switch (a compile option, per-op rounding everywhere)
+    const bool whole_graph = text("op") == kWholeGraph;
     const bool known_op = std::any_of(g.nodes().begin(), g.nodes().end(), [&](const auto& n) {
       return n.name == text("op") && n.kind != engine::OpKind::Input;
     });
-    if (!known_op) usage_error(fmt::format("{}: the chain's graph has no op of that name", where));
-    listed.op = text("op");
+    if (!whole_graph && !known_op)
+      usage_error(fmt::format("{}: the chain's graph has no op of that name", where));
+    if (!whole_graph && !listed.knobs.compiler_options.empty())
+      usage_error(fmt::format("{}: a compiler option is set for the whole graph (op {})", where,
+                              kWholeGraph));
+    listed.op = whole_graph ? "" : text("op");
     listed_switches().push_back(std::move(listed));
   }
 }
@@ -371,13 +379,11 @@ InterleavedTimes interleaved_times(const std::vector<engine::Executor*>& executo
   return out;
 }
 constexpr int kCostRounds = 21;
-// Distinct switch sets a run compiles on a framework device for attribution (each is a compile
-// of the graph, seconds on Inductor).
-constexpr int kFrameworkCompileBudget = 24;
-int& framework_compiles_spent() {
-  static int spent = 0;
-  return spent;
-}
+// Distinct switch sets a case compiles on a framework device for attribution (each is a compile
+// of the graph, seconds on Inductor; Inductor's FX graph cache keeps them for the next run). Per
+// case, so that every case gets its search: a case's sets recur across its counter-examples, and
+// its 3-6 candidates with their single-switch alternatives need at most about 8.
+constexpr int kFrameworkCompileBudget = 8;
 
 void run_case(benchmark::State& state, const std::string& name, const Chain& chain,
               std::size_t chain_index, DType dtype, bool heavy, const SuiteConfig& config) {
@@ -392,7 +398,8 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
   std::vector<std::string> refused;
   const std::vector<engine::Switch> candidates = engine::realisable_switches(
       g, eager_options, fused_options,
-      [&](const engine::EngineOptions& o) { return not_applicable(config, true, o); }, refused);
+      [&](const engine::EngineOptions& o) { return not_applicable(config, true, o); }, refused,
+      device(config).compiler_switches());
   // With no candidate at all, a counter-example is unexplained (attribute says why); with every
   // candidate refused by the device, it cannot be attributed here.
   const std::string attribution_na = candidates.empty() && !refused.empty()
@@ -402,19 +409,18 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
   // are capped per run (this process), and a search that would need one more stops there.
   const bool framework = config.device != "cpu" && config.device != "cuda";
   const std::string budget_note =
-      fmt::format("budget: {} compiled switch sets per run on {}, spent", kFrameworkCompileBudget,
+      fmt::format("budget: {} compiled switch sets per case on {}, spent", kFrameworkCompileBudget,
                   config.device);
-  int reruns = 0, not_attempted = 0;
+  int reruns = 0, not_attempted = 0, compiles_spent = 0;
   std::map<std::string, std::unique_ptr<engine::Executor>> switched;  // by knobs described
-  struct OverBudget {};
   auto fused_with = [&](const std::vector<engine::Switch>& switches,
                         bool counted = true) -> engine::Executor& {
     const engine::EngineOptions o = engine::with_switches(fused_options, switches);
     auto& slot = switched[o.describe()];
     if (!slot) {
       if (framework && counted) {
-        if (framework_compiles_spent() >= kFrameworkCompileBudget) throw OverBudget{};
-        ++framework_compiles_spent();
+        if (compiles_spent >= kFrameworkCompileBudget) throw engine::SearchBudgetSpent{};
+        ++compiles_spent;
       }
       slot = make_executor(config, true, o);
     }
@@ -542,7 +548,7 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
                 const Tensor y = fused_with(switches).run(g, w.in).outputs[0];
                 return error_stats(y, w.ref).ulp_error.max <= eager_max;
               });
-            } catch (const OverBudget&) {
+            } catch (const engine::SearchBudgetSpent&) {
               a.reason = budget_note;
             }
             reruns += a.reruns;
@@ -599,9 +605,14 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
   nlohmann::json switch_costs = nlohmann::json::array();
   // A second executor of plain fused: the A/A control of every timing below (a ratio away from 1
   // there is the executors' own difference, not a switch's cost).
+  nlohmann::json applied = nlohmann::json::array();
+  for (const ListedSwitch& listed : listed_switches()) {
+    if (listed.chain == chain.name && listed.dtype == dtype)
+      applied.push_back({{"op", listed.op.empty() ? kWholeGraph : listed.op},
+                         {"switch", listed.knobs.describe()}});
+  }
   std::unique_ptr<engine::Executor> fused_again;
-  if (!found.empty() || !fused_options.per_op.empty())
-    fused_again = make_executor(config, true, eager_options);
+  if (!found.empty() || !applied.empty()) fused_again = make_executor(config, true, eager_options);
   for (const auto& [key, f] : found) {
     engine::Executor& with = fused_with({f.what}, false);  // a cost is measured whatever the budget
     const InterleavedTimes t = interleaved_times(
@@ -618,11 +629,7 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
                   {"rounds", kCostRounds}});
     switch_costs.push_back(entry);
   }
-  nlohmann::json applied = nlohmann::json::array();
-  for (const auto& [op, knobs] : fused_options.per_op) {
-    applied.push_back({{"op", op}, {"switch", knobs.describe()}});
-  }
-  if (!fused_options.per_op.empty()) {
+  if (!applied.empty()) {
     // the speed the applied list gives up: plain fused is executor 1 here
     auto plain = make_executor(config, true, eager_options);
     const InterleavedTimes t = interleaved_times(

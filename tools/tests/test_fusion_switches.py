@@ -199,7 +199,10 @@ def test_validate_names_the_bad_entry(synthetic_run):
     assert any(p.startswith(f"entries[3] (op {op3!r}") and "unknown mechanism" in p for p in problems)
     assert not any(p.startswith("entries[0]") for p in problems), problems
     assert fusion_switches.validate({**doc, "schema": "fusebench.fusion_switches/0"})[0].startswith("schema:")
-    every_token = "rounding=on split fma=off scalar=broadcast tile=64 acc=f32 rsqrt=newton-hw rsqrt_iters=2 div=ieee"
+    every_token = (
+        "rounding=on split fma=off scalar=broadcast tile=64 acc=f32 rsqrt=newton-hw rsqrt_iters=2 div=ieee "
+        "compiler:max_fusion_size=1"
+    )
     good = copy.deepcopy(doc)
     good["entries"][0]["switch"] = every_token + " div_iters=0"
     assert fusion_switches.validate(good) == []
@@ -222,6 +225,17 @@ def test_first_screen_line_counts_each_outcome(synthetic_run):
     none = [{"chain": "softmax", "dtype": "f16", "counterexamples": [], "attribution_summary": {"counterexamples": 0}}]
     assert attribution.first_screen_line("cpu", none) == "cpu: 0 counter-examples"
     assert attribution.first_screen_line("cpu", [{"chain": "softmax", "counterexamples": []}]) is None
+    split = switch("matmul5", "split", "kernel split")
+    pattern = switch("(whole graph)", "compiler:pattern_matcher=false", "pattern rewrite", kind="graph")
+    both = {"attribution": {**explained(split), "also_removed_by": [pattern]}}
+    only_split = {"attribution": explained(split)}
+    line = attribution.first_screen_line(
+        "torch", [{"chain": "matmul_add_layernorm", "counterexamples": [both, only_split], "attribution_summary": {}}]
+    )
+    assert line == (
+        "torch: 2 counter-examples: 2 explained by kernel split at matmul5 (matmul_add_layernorm) "
+        "(1 of them also by pattern rewrite alone)"
+    )
 
 
 def test_mechanism_cell_of_each_status():
@@ -233,6 +247,12 @@ def test_mechanism_cell_of_each_status():
     assert attribution.mechanism_text({"attribution": UNEXPLAINED}) == "unexplained"
     assert attribution.mechanism_text({"attribution": TORCH_NA}).startswith("n/a (on torch: per-op switches")
     assert attribution.mechanism_text({"first_divergent_op": "add2"}) == "—"
+    split = switch("matmul5", "split", "kernel split")
+    pattern = switch("(whole graph)", "compiler:pattern_matcher=false", "pattern rewrite", kind="graph")
+    either = {"attribution": {**explained(split), "also_removed_by": [pattern]}}
+    assert attribution.mechanism_text(either) == (
+        "kernel split at matmul5; also removed alone by pattern rewrite at (whole graph) (compiler:pattern_matcher=false)"
+    )
 
 
 def report_run(tmp_path: pathlib.Path, with_attribution: bool) -> pathlib.Path:

@@ -176,7 +176,8 @@ std::vector<Switch> graph_wide_switches(const Graph& graph, const EngineOptions&
 std::vector<Switch> realisable_switches(const Graph& graph, const EngineOptions& eager,
                                         const EngineOptions& fused,
                                         const UnsupportedKnobs& unsupported,
-                                        std::vector<std::string>& refused) {
+                                        std::vector<std::string>& refused,
+                                        const std::vector<CompilerSwitch>& compiler) {
   std::vector<Switch> out;
   std::set<std::string> covered;  // mechanisms with a realisable per-op candidate
   // refused, by mechanism: the ops, and the first refusal's reason (they read alike)
@@ -220,6 +221,18 @@ std::vector<Switch> realisable_switches(const Graph& graph, const EngineOptions&
   for (const Switch& s : graph_wide_switches(graph, eager, fused)) {
     if (!covered.count(s.mechanism)) offer(s);
   }
+  for (const CompilerSwitch& c : compiler) {
+    const bool applies =
+        c.applies_to.empty() ||
+        std::any_of(graph.nodes().begin(), graph.nodes().end(), [&](const Node& n) {
+          return std::find(c.applies_to.begin(), c.applies_to.end(), n.kind) != c.applies_to.end();
+        });
+    if (!applies || fused.compiler_options.count(c.name)) continue;
+    OpKnobs k;
+    k.compiler_options[c.name] = c.value;
+    const DType dtype = graph.outputs().empty() ? DType::f32 : graph.node(graph.outputs()[0]).dtype;
+    offer({"", "graph", dtype, c.mechanism, k});
+  }
   for (const auto& [mechanism, refusal] : refusals) {
     refused.push_back(
         fmt::format("{} at {}: {}", mechanism, fmt::join(refusal.first, ", "), refusal.second));
@@ -242,9 +255,13 @@ EngineOptions with_switches(const EngineOptions& fused, const std::vector<Switch
 nlohmann::json Attribution::to_json() const {
   nlohmann::json switches_json = nlohmann::json::array();
   for (const Switch& s : switches) switches_json.push_back(s.to_json());
+  nlohmann::json alternatives_json = nlohmann::json::array();
+  for (const Switch& s : alternatives) alternatives_json.push_back(s.to_json());
   return {{"status", status == Status::Explained ? "explained" : "unexplained"},
           {"reason", reason},
           {"switches", switches_json},
+          {"also_removed_by", alternatives_json},
+          {"also_removed_by_complete", alternatives_complete},
           {"reruns", reruns}};
 }
 
@@ -314,6 +331,16 @@ Attribution attribute(const std::vector<Switch>& candidates, const RemovesDiffer
   }
   a.status = Attribution::Status::Explained;
   for (std::size_t i : current) a.switches.push_back(candidates[i]);
+  // The search returns one minimal set; another mechanism may remove the difference on its own
+  // (a graph break after a matmul, or Inductor's pattern rewrites off). Each is tested singly.
+  try {
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      if (std::find(current.begin(), current.end(), i) == current.end() && test({i}))
+        a.alternatives.push_back(candidates[i]);
+    }
+  } catch (const SearchBudgetSpent&) {
+    a.alternatives_complete = false;  // the minimal set stands; the singles not tried are unknown
+  }
   return a;
 }
 
@@ -348,6 +375,8 @@ OpKnobs parse_switch(const std::string& text) {
       k.rsqrt = parse_approx(value, token);
     } else if (key == "div") {
       k.div = parse_approx(value, token);
+    } else if (key.rfind("compiler:", 0) == 0 && key.size() > 9 && !value.empty()) {
+      k.compiler_options[key.substr(9)] = value;
     } else if (key == "rsqrt_iters") {
       k.rsqrt_newton_iters = int(parse_integer(value, token));
     } else if (key == "div_iters") {
@@ -356,7 +385,8 @@ OpKnobs parse_switch(const std::string& text) {
       throw_input_error(
           "unknown fusion switch {} (rounding=on|off, split, fma=on|off, "
           "scalar=immediate|broadcast, "
-          "tile=N, acc=f32|storage, rsqrt=..., rsqrt_iters=N, div=..., div_iters=N)",
+          "tile=N, acc=f32|storage, rsqrt=..., rsqrt_iters=N, div=..., div_iters=N, "
+          "compiler:NAME=VALUE)",
           token);
     }
   }
@@ -374,6 +404,7 @@ std::string mechanism_of(const OpKnobs& k) {
   if (k.reduce_tile) m.push_back("reduction order");
   if (k.rsqrt || k.rsqrt_newton_iters) m.push_back("rsqrt approximation");
   if (k.div || k.div_newton_iters) m.push_back("division approximation");
+  for (const auto& option : k.compiler_options) m.push_back("compiler option " + option.first);
   return fmt::format("{}", fmt::join(m, " + "));
 }
 

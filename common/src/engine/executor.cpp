@@ -23,6 +23,11 @@ void EngineOptions::validate() const {
   if (threads < 1 || threads > 256)
     throw_input_error("engine option threads must be in 1..256, got {}", threads);
   for (const auto& entry : per_op) {
+    if (!entry.second.compiler_options.empty()) {
+      throw_input_error(
+          "per-op knobs of {}: {} is a compile option of the whole graph, not of an op",
+          entry.first, entry.second.describe());
+    }
     try {
       at_op(entry.first).validate();
     } catch (const InputError& e) {
@@ -42,6 +47,7 @@ EngineOptions EngineOptions::with_knobs(const OpKnobs& k) const {
   o.scalar_lowering = k.scalar_lowering.value_or(o.scalar_lowering);
   o.fma_contraction = k.fma_contraction.value_or(o.fma_contraction);
   o.emulate_per_op_rounding = k.emulate_per_op_rounding.value_or(o.emulate_per_op_rounding);
+  for (const auto& [name, value] : k.compiler_options) o.compiler_options[name] = value;
   return o;
 }
 
@@ -66,6 +72,7 @@ void OpKnobs::merge(const OpKnobs& k) {
   take(fma_contraction, k.fma_contraction);
   take(emulate_per_op_rounding, k.emulate_per_op_rounding);
   split_after |= k.split_after;
+  for (const auto& [name, value] : k.compiler_options) compiler_options[name] = value;
 }
 
 namespace {
@@ -96,6 +103,8 @@ std::string OpKnobs::describe() const {
   if (emulate_per_op_rounding)
     parts.push_back(fmt::format("rounding={}", *emulate_per_op_rounding ? "on" : "off"));
   if (split_after) parts.push_back("split");
+  for (const auto& [name, value] : compiler_options)
+    parts.push_back(fmt::format("compiler:{}={}", name, value));
   return fmt::format("{}", fmt::join(parts, " "));
 }
 
@@ -104,6 +113,8 @@ std::string EngineOptions::describe() const {
   for (const auto& [op, knobs] : per_op)
     per_op_text += fmt::format(" {}({})", op, knobs.describe());
   if (!per_op_text.empty()) per_op_text = " per-op:" + per_op_text;
+  for (const auto& [name, value] : compiler_options)
+    per_op_text += fmt::format(" compiler:{}={}", name, value);
   return per_op_text.insert(
       0,
       fmt::format(
@@ -128,7 +139,14 @@ nlohmann::json EngineOptions::to_json() const {
                       {"emulate_per_op_rounding", emulate_per_op_rounding},
                       {"threads", threads}};
   for (const auto& [op, knobs] : per_op) j["per_op"][op] = knobs.describe();
+  for (const auto& [name, value] : compiler_options) j["compiler_options"][name] = value;
   return j;
+}
+
+std::string compiler_options_refused(const EngineOptions& options, const std::string& device) {
+  if (options.compiler_options.empty()) return {};
+  return fmt::format("compiler options ({}): device {} has none; its knobs are the engine's own",
+                     fmt::join(options.compiler_options, ", "), device);
 }
 
 nlohmann::json KernelTrace::to_json() const {

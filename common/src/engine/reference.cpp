@@ -11,6 +11,7 @@
 #include "fusebench/engine/executor.hpp"
 #include "fusebench/engine/reference_ops.hpp"
 #include "fusebench/error.hpp"
+#include "fusebench/float_formats.hpp"
 
 namespace fusebench::engine::reference {
 
@@ -653,34 +654,21 @@ const OpEntry& entry_of(const Node& n) {
 
 Tensor evaluate(const Node& n, const Operands& in) { return entry_of(n).value(n, in); }
 
+// Both from the format's fields: u = 2^-(p) with p the significand's bits, eta = half the
+// smallest subnormal (f64's half is not a double: its smallest subnormal then).
 double unit_roundoff(DType dtype) {
-  switch (dtype) {
-    case DType::f16:
-      return std::ldexp(1.0, -11);
-    case DType::bf16:
-      return std::ldexp(1.0, -8);
-    case DType::f32:
-      return std::ldexp(1.0, -24);
-    case DType::f64:
-      return std::ldexp(1.0, -53);
-    default:
-      throw_input_error("unit_roundoff: dtype {} is not floating", dtype_name(dtype));
-  }
+  return visit_floating(dtype, "unit_roundoff", [](auto t) {
+    return std::ldexp(1.0, -(FormatTraits<decltype(t)>::mantissa_bits + 1));
+  });
 }
 
 double underflow_of(DType dtype) {
-  switch (dtype) {
-    case DType::f16:
-      return std::ldexp(1.0, -25);
-    case DType::bf16:
-      return std::ldexp(1.0, -134);
-    case DType::f32:
-      return std::ldexp(1.0, -150);
-    case DType::f64:
-      return std::numeric_limits<double>::denorm_min();  // its half is not a double
-    default:
-      throw_input_error("underflow_of: dtype {} is not floating", dtype_name(dtype));
-  }
+  return visit_floating(dtype, "underflow_of", [](auto t) {
+    using Traits = FormatTraits<decltype(t)>;
+    const double half_subnormal =
+        std::ldexp(1.0, Traits::min_normal_exponent - Traits::mantissa_bits - 1);
+    return half_subnormal > 0 ? half_subnormal : std::numeric_limits<double>::denorm_min();
+  });
 }
 
 Tensor error_bound(const Node& n, const BoundOperands& in, const Tensor& value) {

@@ -297,6 +297,53 @@ TEST(Xla, FusedPathIsCompiledByXla) {
   EXPECT_TRUE(c.fused_again.trace[0].cache_hit);
 }
 
+// The fusion pass off: every op is a one-op ("wrapped") kernel of its own in the optimised HLO. XLA
+// ignores a pass name it does not know, so the HLO is the check that the switch took effect.
+TEST(Xla, FusionPassSwitchLeavesEveryOpAKernelOfItsOwn) {
+  SKIP_UNLESS_AVAILABLE("xla");
+  engine::Graph g;
+  const auto x = g.input("x", {8, 16}, DType::f16);
+  g.mark_output(g.mul(g.add_scalar(g.mul_scalar(x, 0.7), 1.0), x));
+  const engine::Inputs in = {{"x", random_uniform(DType::f16, {8, 16}, -1, 1, 77, 0)}};
+  engine::EngineOptions unfused;
+  unfused.compiler_options["xla_disable_hlo_passes"] = "fusion";
+  ASSERT_EQ(device("xla").unsupported_knobs(unfused, true), "");
+  auto hlo_of = [&](const engine::EngineOptions& o) {
+    const auto result = device("xla").fused(o)->run(g, in);
+    return result.trace.at(0).evidence.at("optimized_hlo").get<std::string>();
+  };
+  const std::string plain = hlo_of({}), switched = hlo_of(unfused);
+  EXPECT_THAT(plain, Not(HasSubstr("wrapped_multiply")));
+  EXPECT_THAT(switched, HasSubstr("wrapped_multiply"));
+  EXPECT_THAT(switched, HasSubstr("wrapped_add"));
+}
+
+TEST(Bridge, CompilerSwitchesAreTheFrameworksOptionsOnItsFusedPathOnly) {
+  register_framework_devices();
+  std::set<std::string> inductor;
+  for (const auto& c : engine::make_device("torch")->compiler_switches()) inductor.insert(c.name);
+  EXPECT_TRUE(inductor.count("pattern_matcher"));
+  EXPECT_TRUE(inductor.count("cpp.use_two_step_variance_threshold"));
+  EXPECT_FALSE(inductor.count("split_reductions")) << "no effect on Inductor's CPU reductions";
+  EXPECT_TRUE(engine::make_device("torch/aot_eager")->compiler_switches().empty());
+  engine::EngineOptions o;
+  o.compiler_options["pattern_matcher"] = "false";
+  engine::Graph g;
+  g.mark_output(g.mul_scalar(g.input("x", {4}, DType::f16), 0.5));
+  const std::string module = emit_python_module(g, torch_spec("cpu"), o, true);
+  EXPECT_THAT(module, HasSubstr(R"(\"pattern_matcher\":false)"));  // a JSON bool, not "false"
+  EXPECT_EQ(engine::make_device("torch")->unsupported_knobs(o, true), "");
+  EXPECT_THAT(engine::make_device("torch")->unsupported_knobs(o, false),
+              HasSubstr("compiles nothing on its eager path"));
+  EXPECT_THAT(engine::make_device("torch/aot_eager")->unsupported_knobs(o, true),
+              HasSubstr("offers no compile option"));
+  EXPECT_THAT(engine::make_device("xla")->unsupported_knobs(o, true),
+              HasSubstr("offers only xla_disable_hlo_passes"));
+  engine::EngineOptions per_op;
+  per_op.per_op["mul_scalar1"].compiler_options["pattern_matcher"] = "false";
+  EXPECT_THROW(per_op.validate(), InputError);
+}
+
 TEST(Xla, ThreadCountOtherThanEveryCoreIsNotApplicable) {
   engine::EngineOptions o;
   o.threads = 1 + int(std::thread::hardware_concurrency());

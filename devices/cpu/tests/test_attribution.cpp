@@ -1,6 +1,7 @@
 // Attribution of eager/fused differences to a mechanism at an op: planted mechanisms are found
 // (and their switch makes fused bit-equal to eager), a difference no knob explains stays
 // unexplained, the search is 1-minimal, and switches parse back from their text.
+#include "cpu_device.hpp"
 #include "engine_test_support.hpp"
 #include "fusebench/compare.hpp"
 #include "fusebench/engine/attribution.hpp"
@@ -213,6 +214,56 @@ TEST(Attribution, AFrameworkLikeDeviceGetsSplitsAndGraphWideSwitches) {
   EXPECT_TRUE(graph_wide.per_op.empty());
 }
 
+// A framework's compile option is offered last, as a switch of the whole graph, where the graph
+// holds an op it applies to; the search names it when it alone removes the difference.
+TEST(Attribution, CompilerOptionsAreGraphWideSwitchesWhereTheyApply) {
+  testsupport::ElementwiseChain chain(DType::f16, {64}, 12);
+  const auto per_op_refused = [](const EngineOptions& o) -> std::string {
+    return o.per_op.empty() ? "" : "no per-op switch";
+  };
+  const std::vector<engine::CompilerSwitch> offered = {
+      {"pattern_matcher", "false", "pattern rewrite", {}},
+      {"cpp.use_two_step_variance_threshold",
+       "0",
+       "variance algorithm",
+       {engine::OpKind::LayerNorm}}};
+  std::vector<std::string> refused;
+  const auto candidates =
+      engine::realisable_switches(chain.graph, {}, {}, per_op_refused, refused, offered);
+  ASSERT_FALSE(candidates.empty());
+  const Switch& last = candidates.back();
+  EXPECT_EQ(last.op, "") << "a compile option is graph-wide";
+  EXPECT_EQ(last.token(), "compiler:pattern_matcher=false");
+  EXPECT_EQ(last.mechanism, "pattern rewrite");
+  for (const Switch& s : candidates) EXPECT_EQ(s.token().find("variance"), std::string::npos);
+  // the difference goes with the pattern matcher off, or with per-op rounding over the graph
+  const Attribution a = engine::attribute(candidates, [&](const std::vector<Switch>& set) {
+    const EngineOptions o = engine::with_switches({}, set);
+    return o.compiler_options.count("pattern_matcher") == 1 || o.emulate_per_op_rounding;
+  });
+  ASSERT_EQ(a.status, Attribution::Status::Explained);
+  ASSERT_EQ(a.switches.size(), 1u);
+  EXPECT_EQ(a.switches[0].token(), "rounding=on") << "ddmin keeps the first chunk that removes it";
+  ASSERT_EQ(a.alternatives.size(), 1u);
+  EXPECT_EQ(a.alternatives[0].token(), "compiler:pattern_matcher=false");
+  EXPECT_TRUE(a.alternatives_complete);
+  // a budget that runs out while the alternatives are tried keeps the minimal set
+  int runs = 0;
+  const Attribution capped = engine::attribute(candidates, [&](const std::vector<Switch>& set) {
+    if (++runs > 2) throw engine::SearchBudgetSpent{};
+    return engine::with_switches({}, set).emulate_per_op_rounding;
+  });
+  ASSERT_EQ(capped.status, Attribution::Status::Explained);
+  EXPECT_EQ(capped.switches.size(), 1u);
+  EXPECT_FALSE(capped.alternatives_complete);
+  // the engine has no compile options: its devices refuse them with the option named
+  EngineOptions o = engine::with_switches({}, a.alternatives);
+  EXPECT_NE(cpu::make_cpu_device()->unsupported_knobs(o, true).find("pattern_matcher"),
+            std::string::npos);
+  EXPECT_NE(o.describe().find("compiler:pattern_matcher=false"), std::string::npos);
+  EXPECT_EQ(o.to_json()["compiler_options"]["pattern_matcher"], "false");
+}
+
 TEST(FusionSwitch, SplitAfterAnOpStoresItAndEqualsRoundingThere) {
   testsupport::ElementwiseChain chain(DType::f16, {4096}, 10);
   std::string add;
@@ -257,12 +308,16 @@ TEST(FusionSwitch, OnlyTheSwitchedKernelsSourceChanges) {
 TEST(FusionSwitch, TextRoundTripsAndBadTokensAreNamed) {
   for (const std::string text :
        {"rounding=on", "split", "fma=off", "scalar=broadcast", "tile=256", "acc=storage",
-        "rsqrt=newton-hw rsqrt_iters=1", "div=ieee", "tile=64 rounding=on split"}) {
+        "rsqrt=newton-hw rsqrt_iters=1", "div=ieee", "tile=64 rounding=on split",
+        "compiler:pattern_matcher=false", "compiler:xla_disable_hlo_passes=fusion"}) {
     EXPECT_EQ(engine::parse_switch(text).describe(), text);
   }
   EXPECT_EQ(engine::mechanism_of(engine::parse_switch("rounding=on split")),
             "per-op rounding + kernel split");
-  for (const std::string bad : {"rounding=maybe", "fuse=never", "tile=x", "", "scalar=vector"}) {
+  EXPECT_EQ(engine::mechanism_of(engine::parse_switch("compiler:max_fusion_size=1")),
+            "compiler option max_fusion_size");
+  for (const std::string bad : {"rounding=maybe", "fuse=never", "tile=x", "", "scalar=vector",
+                                "compiler:", "compiler:x="}) {
     try {
       engine::parse_switch(bad);
       FAIL() << "accepted " << bad;

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fusebench/engine/executor.hpp"
 #include "fusebench/engine/graph.hpp"
 #include "fusebench/engine/options.hpp"
 
@@ -49,12 +50,15 @@ std::vector<Switch> graph_wide_switches(const Graph& graph, const EngineOptions&
 // its fused executor: empty when it realises the options). Per-op switches first; where the device
 // has no per-op rounding, a kernel split after each op that feeds another (a framework's graph
 // break); then the graph-wide switches of the mechanisms no per-op candidate covers. `refused`
-// gets every candidate the device cannot realise, with its reason.
+// gets every candidate the device cannot realise, with its reason. Last, the framework compile
+// options the device offers (`compiler`, Device::compiler_switches), each a graph-wide switch
+// where the graph holds an op it applies to.
 using UnsupportedKnobs = std::function<std::string(const EngineOptions&)>;
 std::vector<Switch> realisable_switches(const Graph& graph, const EngineOptions& eager,
                                         const EngineOptions& fused,
                                         const UnsupportedKnobs& unsupported,
-                                        std::vector<std::string>& refused);
+                                        std::vector<std::string>& refused,
+                                        const std::vector<CompilerSwitch>& compiler = {});
 
 // `fused` with the switches applied (merged into its per_op; a graph-wide switch sets the
 // graph-wide knobs).
@@ -63,13 +67,19 @@ EngineOptions with_switches(const EngineOptions& fused, const std::vector<Switch
 struct Attribution {
   enum class Status { Explained, Unexplained } status = Status::Unexplained;
   std::vector<Switch> switches;  // 1-minimal set that removes the difference (Explained)
-  std::string reason;            // why unexplained
-  int reruns = 0;                // distinct switch sets tried
+  // each other candidate that removes it on its own (Explained; tested one by one)
+  std::vector<Switch> alternatives;
+  bool alternatives_complete = true;  // false: the budget ran out while they were tried
+  std::string reason;                 // why unexplained
+  int reruns = 0;                     // distinct switch sets tried
   nlohmann::json to_json() const;
 };
 
 // removes(switch set) reruns the fused path with the set applied and says whether the difference
-// is gone. It is called once per distinct set (memoised here).
+// is gone. It is called once per distinct set (memoised here). It may throw SearchBudgetSpent when
+// it may run no more sets: during the search that propagates; while the alternatives are tried it
+// ends them (alternatives_complete = false).
+struct SearchBudgetSpent {};
 using RemovesDifference = std::function<bool(const std::vector<Switch>&)>;
 Attribution attribute(const std::vector<Switch>& candidates, const RemovesDifference& removes);
 

@@ -83,6 +83,15 @@ class ReferenceExecutor final : public Executor {
 std::vector<Tensor> fp64_reference(const Graph& graph, const Inputs& inputs);
 
 // ---- devices
+// A compile option of a framework that sets one of its fused path's mechanisms to eager's
+// behaviour, offered to attribution as a graph-wide switch (EngineOptions::compiler_options).
+struct CompilerSwitch {
+  std::string name, value;  // e.g. "pattern_matcher", "false"
+  std::string mechanism;    // what it turns off, in the framework's terms
+  // the graph must hold one of these ops for the switch to matter (empty: any graph)
+  std::vector<OpKind> applies_to;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -95,6 +104,9 @@ class Device {
   // reason it cannot (names the knob). A knob at its EngineOptions default means "the device's own
   // behaviour" and is always accepted.
   virtual std::string unsupported_knobs(const EngineOptions& options, bool fused) const = 0;
+  // The framework compile options this device offers as attribution switches (none on an engine
+  // whose knobs are its own).
+  virtual std::vector<CompilerSwitch> compiler_switches() const { return {}; }
   // A fused executor that compiles cold into `cache_dir` (emptied first).
   virtual std::unique_ptr<Executor> fused_cold(const EngineOptions& options,
                                                const std::filesystem::path& cache_dir) const = 0;
@@ -115,6 +127,9 @@ bool device_known(const std::string& name);
 std::vector<std::string> device_names();  // the registered names (families as BASE/VARIANT)
 
 // ---- shared by executors
+// The reason an engine device (cpu, cuda) gives for compile options, which only frameworks have;
+// empty when there are none.
+std::string compiler_options_refused(const EngineOptions& options, const std::string& device);
 // Checks that every graph input is given with its shape and dtype (InputError naming it).
 void check_inputs(const Graph& graph, const Inputs& inputs);
 // The ids operand of gather_rows / scatter_add_rows `n` as int64, each checked to lie in [0, rows)

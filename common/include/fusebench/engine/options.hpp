@@ -33,9 +33,13 @@ struct OpKnobs {
   std::optional<bool> emulate_per_op_rounding;
   // the op's value is stored, and its consumers read it from memory in a kernel of their own
   bool split_after = false;
+  // a framework's compile options by name (Inductor's config, XLA's debug options), set for the
+  // whole graph only: a device lists the ones it offers (Device::compiler_switches)
+  std::map<std::string, std::string> compiler_options;
 
   bool empty() const;
-  std::string describe() const;      // "tile=1024 rounding=on split" (set fields only)
+  // "tile=1024 rounding=on split compiler:pattern_matcher=false" (set fields only)
+  std::string describe() const;
   void merge(const OpKnobs& other);  // other's set fields over these
 };
 
@@ -55,6 +59,8 @@ struct EngineOptions {
   int threads = 2;
   // by node name: the fused executor's per-op switches
   std::map<std::string, OpKnobs> per_op;
+  // a framework device's compile options (name -> value as text), fused only; empty: its defaults
+  std::map<std::string, std::string> compiler_options;
 
   // The knobs that hold at op `name`: the graph-wide ones with its entry of per_op applied (the
   // result's per_op is empty).
