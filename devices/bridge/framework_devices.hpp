@@ -10,6 +10,9 @@ namespace fusebench::framework {
 // plain name "torch" / "torch:cuda", else the device is named torch[:cuda]/BACKEND (devices/torch).
 FrameworkSpec torch_spec(const std::string& target, const std::string& compile_backend = "");
 FrameworkSpec xla_spec();  // devices/xla
+// Whether torch._dynamo ships this backend (inductor, aot_eager, ...): known without importing
+// torch. Any other name is checked by the worker against torch._dynamo.list_backends().
+bool builtin_torch_backend(const std::string& backend);
 
 // Registers "torch", "torch:cuda", the families torch/BACKEND and torch:cuda/BACKEND, and "xla"
 // with the engine's device registry (idempotent).

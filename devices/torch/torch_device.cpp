@@ -250,11 +250,19 @@ if __name__ == "__main__":
 // count) cannot reach their code. Any other backend gets the options patched into
 // torch._inductor.config around its compile; whether it honours them is for the suites to measure
 // (task A's negative control says so).
-bool runs_inductor(const std::string& backend) {
-  static const std::set<std::string> not_inductor = {
+const std::set<std::string>& backends_without_inductor() {
+  static const std::set<std::string> names = {
       "eager", "aot_eager", "aot_eager_decomp_partition", "aot_eager_default_partitioner", "aot_ts",
       "ts",    "cudagraphs"};
-  return not_inductor.count(backend) == 0;
+  return names;
+}
+
+bool runs_inductor(const std::string& backend) {
+  return backends_without_inductor().count(backend) == 0;
+}
+
+bool builtin_torch_backend(const std::string& backend) {
+  return backend == "inductor" || backends_without_inductor().count(backend) == 1;
 }
 
 // Inductor's options that turn one of its own mechanisms off for the whole graph

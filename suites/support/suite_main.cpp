@@ -216,6 +216,13 @@ int run_suite(int argc, char** argv, const char* suite_name) {
       remaining.push_back(argv[i]);
     }
   }
+  // --benchmark_list_tests[=true|1|yes]: read before Initialize consumes it
+  const bool listing_only = std::any_of(remaining.begin(), remaining.end(), [](const char* arg) {
+    const std::string_view a(arg), flag("--benchmark_list_tests");
+    if (a.substr(0, flag.size()) != flag) return false;
+    const std::string_view value = a.substr(flag.size());
+    return value.empty() || value == "=true" || value == "=1" || value == "=yes";
+  });
   int remaining_count = int(remaining.size());
   benchmark::Initialize(&remaining_count, remaining.data());
   if (benchmark::ReportUnrecognizedArguments(remaining_count, remaining.data())) return 2;
@@ -239,10 +246,20 @@ int run_suite(int argc, char** argv, const char* suite_name) {
     framework::set_repro_dir(config.dump_dir / "repro");
   }
 
+  // A listing runs nothing, so it does not start a framework's worker (an import of torch takes
+  // seconds; tools/run lists every suite on every device) unless only the worker can tell whether
+  // the device exists (a torch.compile backend torch does not ship). A run checks the device first.
+  const auto slash = config.device.find('/');
+  const bool known_without_worker =
+      slash == std::string::npos ||
+      framework::builtin_torch_backend(config.device.substr(slash + 1));
   if (config.device != "cpu") {
     register_all_devices();
-    const std::string why = engine::make_device(config.device)->unavailable_reason();
-    if (!why.empty()) usage_error(fmt::format("--device={}: unavailable: {}", config.device, why));
+    if (!listing_only || !known_without_worker) {
+      const std::string why = engine::make_device(config.device)->unavailable_reason();
+      if (!why.empty())
+        usage_error(fmt::format("--device={}: unavailable: {}", config.device, why));
+    }
   }
   register_benchmarks(config);
   benchmark::AddCustomContext("fusebench_axes", registered_axes_json());
