@@ -39,6 +39,7 @@ MECHANISMS = (
     "variance algorithm",
     "fusion extent",
     "reduction split",
+    "vectorised math",
     "fusion pass",
 )
 APPROXIMATIONS = ("ieee", "newton-bittrick", "newton-hw")

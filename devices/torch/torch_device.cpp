@@ -282,6 +282,13 @@ std::vector<engine::CompilerSwitch> inductor_switches(const std::string& target)
                  "0",
                  "variance algorithm",
                  {engine::OpKind::LayerNorm}});
+    // scalar code: erf, exp and tanh from libm instead of at::vec's polynomials (a simdlen that is
+    // no ISA's width selects no vector ISA)
+    s.push_back({"cpp.simdlen",
+                 "1",
+                 "vectorised math",
+                 {engine::OpKind::GeluErf, engine::OpKind::GeluTanh, engine::OpKind::Exp,
+                  engine::OpKind::Softmax}});
   } else {
     s.push_back({"split_reductions",
                  "false",

@@ -285,12 +285,22 @@ Attribution attribute(const std::vector<Switch>& candidates, const RemovesDiffer
     return a;
   }
   if (!test(current)) {
-    std::vector<std::string> tried;
+    // Switches can interact (one that helps alone may be undone by another), so each is also
+    // tried alone before the difference is called unexplained.
+    for (std::size_t i = 0; i < candidates.size() && candidates.size() > 1; ++i) {
+      if (test({i})) {
+        current = {i};
+        break;
+      }
+    }
+  }
+  if (!tried.at(current)) {
+    std::vector<std::string> names;
     for (const Switch& s : candidates)
-      tried.push_back(fmt::format("{} at {}", s.token(), s.op.empty() ? "the whole graph" : s.op));
+      names.push_back(fmt::format("{} at {}", s.token(), s.op.empty() ? "the whole graph" : s.op));
     a.reason = fmt::format(
-        "no switch removes it: all {} candidates ({}) applied together leave fused worse",
-        candidates.size(), fmt::join(tried, ", "));
+        "no switch removes it: neither all {} candidates ({}) applied together nor any one alone",
+        candidates.size(), fmt::join(names, ", "));
     return a;
   }
   // ddmin: try each of n chunks, then each complement; refine the granularity when neither works.

@@ -324,6 +324,7 @@ TEST(Bridge, CompilerSwitchesAreTheFrameworksOptionsOnItsFusedPathOnly) {
   for (const auto& c : engine::make_device("torch")->compiler_switches()) inductor.insert(c.name);
   EXPECT_TRUE(inductor.count("pattern_matcher"));
   EXPECT_TRUE(inductor.count("cpp.use_two_step_variance_threshold"));
+  EXPECT_TRUE(inductor.count("cpp.simdlen"));
   EXPECT_FALSE(inductor.count("split_reductions")) << "no effect on Inductor's CPU reductions";
   EXPECT_TRUE(engine::make_device("torch/aot_eager")->compiler_switches().empty());
   engine::EngineOptions o;

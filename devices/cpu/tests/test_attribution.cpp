@@ -175,6 +175,24 @@ TEST(Attribution, SearchIsOneMinimal) {
   EXPECT_EQ(a.reruns, calls);  // each distinct set is tried once
 }
 
+// Switches that interact: op3's alone removes the difference, op5's undoes it, so all together
+// fail. The difference is still explained, by op3's switch.
+TEST(Attribution, ASwitchThatWorksAloneIsFoundWhenAllTogetherFail) {
+  std::vector<Switch> candidates;
+  for (int i = 0; i < 6; ++i)
+    candidates.push_back({fmt::format("op{}", i), "", DType::f16, "m", {}});
+  const Attribution a = engine::attribute(candidates, [&](const std::vector<Switch>& s) {
+    const auto has = [&](const std::string& op) {
+      return std::any_of(s.begin(), s.end(), [&](const Switch& w) { return w.op == op; });
+    };
+    return has("op3") && !has("op5");
+  });
+  ASSERT_EQ(a.status, Attribution::Status::Explained) << a.reason;
+  ASSERT_EQ(a.switches.size(), 1u);
+  EXPECT_EQ(a.switches[0].op, "op3");
+  EXPECT_TRUE(a.alternatives.empty());
+}
+
 TEST(Attribution, NoCandidateIsUnexplainedWithItsReason) {
   const Attribution a = engine::attribute({}, [](const std::vector<Switch>&) { return true; });
   EXPECT_EQ(a.status, Attribution::Status::Unexplained);
