@@ -121,7 +121,14 @@ def first_screen_line(device: str, evidence: list[dict]) -> str | None:
         for c in members:
             for m in dict.fromkeys(sw.get("mechanism") or "?" for sw in c["attribution"].get("also_removed_by") or []):
                 also[m] = also.get(m, 0) + 1
-        alone = "".join(f" ({k} of them also by {m} alone)" for m, k in sorted(also.items(), key=lambda a: -a[1]))
+        ranked = sorted(also.items(), key=lambda a: -a[1])
+        alone = (
+            " ("
+            + ", ".join(f"{k} {'of them also ' if i == 0 else ''}by {m} alone" for i, (m, k) in enumerate(ranked))
+            + ")"
+            if ranked
+            else ""
+        )
         parts.append(f"{len(members)} {verb} {' + '.join(mechanisms)} {' and '.join(where)}{alone}")
 
     def in_chains(members):
