@@ -287,7 +287,7 @@ Attribution attribute(const std::vector<Switch>& candidates, const RemovesDiffer
   if (!test(current)) {
     // Switches can interact (one that helps alone may be undone by another), so each is also
     // tried alone before the difference is called unexplained.
-    for (std::size_t i = 0; i < candidates.size() && candidates.size() > 1; ++i) {
+    for (std::size_t i = 0; i < candidates.size(); ++i) {  // memoised: one candidate is tried once
       if (test({i})) {
         current = {i};
         break;
