@@ -122,7 +122,8 @@ def render_c1(s, run, result):
         s.verdict(C1_CLAIM, claims.decide_c1_framework(eager, fused, inexact, files[0][1] if files else None))
     else:
         s.verdict(C1_CLAIM, claims.decide_c1(fused))
-    _c1_plot(s, fused, dtypes, scalars, shapes[-1])
+    if shapes:  # a shard may hold only eager rows: no fused figure to plot
+        _c1_plot(s, fused, dtypes, scalars, shapes[-1])
     if same:
         s.paragraph(
             f"Eager and fused agree: {len(same)}/{len(fused)} fused rows have the same shares and ULP figures as "

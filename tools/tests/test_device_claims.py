@@ -200,8 +200,21 @@ def test_report_cells():
         )
 
 
+def test_c1_eager_rows_only():
+    """A shard of a sharded run may hold C1's eager rows alone: the report is written, C1 reads N/A."""
+    from reports import report
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = pathlib.Path(tmp)
+        eager = [r for r in c1_rows("cpu", 0.6, 0.6) if "exec:eager" in r["name"]]
+        suite_json(out / "scalar_lowering@cpu.json", "scalar_lowering", "cpu", eager)
+        md, _ = report.render(out)
+        c1 = next((line for line in md.read_text().splitlines() if line.startswith("| [C1]")), "")
+        check("**N/A**" in c1, f"report of eager-only C1 rows: C1 cell: {c1!r}")
+
+
 def main() -> int:
-    for test in (test_c1_halves, test_na_with_reason, test_a_debug_paths, test_report_cells):
+    for test in (test_c1_halves, test_na_with_reason, test_a_debug_paths, test_report_cells, test_c1_eager_rows_only):
         test()
     for f in failures:
         print(f"FAIL: {f}")
