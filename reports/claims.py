@@ -413,15 +413,24 @@ def decide_c3(series: list[tuple[str, dict[int, float]]], seeds_differ: list[boo
 
 
 # ---- D: pure data movement
-def decide_d(rows: list[tuple[dict, dict]]) -> Verdict:
+def decide_d(rows: list[tuple[dict, dict]], mechanisms: dict[str, str] | None = None) -> Verdict:
+    """mechanisms: benchmark name -> what its attribution found ("vectorised code over the whole graph"),
+    said beside each case that differs."""
     (bit_check,) = claim_checks("D")
     counter = [b for _, b in rows if counter_passes(bit_check, b) is not True]
+
+    def differs(b: dict) -> str:
+        found = (mechanisms or {}).get(b["name"])
+        return f"{b['name']} differs in {_num(b.get('mismatches'))} elements" + (
+            f" (mechanism: {found})" if found else ""
+        )
+
     return judged(
         len(rows) - len(counter),
         len(rows),
         f"{len(rows) - len(counter)}/{len(rows)} bit-equal",
         f"every subgraph × dtype × shape: {check_text(bit_check)}",
-        "; ".join(f"{b['name']} differs in {_num(b.get('mismatches'))} elements" for b in counter) or "no exception",
+        "; ".join(differs(b) for b in counter) or "no exception",
         na_reason="no D benchmark in this run",
     )
 

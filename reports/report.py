@@ -482,27 +482,32 @@ details{margin:.5em 0}summary{cursor:pointer;color:#225}.caption{margin-bottom:0
 ATTRIBUTION_TASK = "attribution"  # a section of its own after B's, without verdicts (no row in the matrix)
 
 
-def attribution_part(doc: Document, results: Results) -> list[str]:
+def attribution_part(doc: Document, results: Results) -> list[tuple[str, str]]:
     """Writes the run's switch files (tools/fusion_switches.py), adds the attribution section after B's
-    where a device's B evidence has attribution data, and returns the first screen's lines, one per
-    such device."""
+    where a device's B evidence has attribution data, and returns the first screen's lines with the task
+    whose section each links to: one per such device, then one per device whose D mismatches were
+    attributed."""
     written = fusion_switches.write_switch_files(results)
     for path, _, problems in written:
         for p in problems:
             print(f"report: warning: {path.name}: {p}", file=sys.stderr)
     switch_docs = {switch_doc["device"]: (switch_doc, path.name) for path, switch_doc, _ in written}
     evidence = {d: e for d, e in fusion_switches.b_evidence(results).items() if attribution.has_attribution(e)}
-    if not evidence:
-        return []
-    s = Section(ATTRIBUTION_TASK, attribution.TITLE, doc)
-    after_b = next((i + 1 for i, section in enumerate(doc.sections) if section.task == "B"), len(doc.sections))
-    doc.sections.insert(after_b, s)
     lines = []
-    for device, device_evidence in evidence.items():
-        s.device, s.show_device = device, len(evidence) > 1
-        switch_doc, switch_file = switch_docs.get(device, (None, None))
-        attribution.render(s, device_evidence, switch_doc, switch_file)
-        lines.append(attribution.first_screen_line(device, device_evidence))
+    if evidence:
+        s = Section(ATTRIBUTION_TASK, attribution.TITLE, doc)
+        after_b = next((i + 1 for i, section in enumerate(doc.sections) if section.task == "B"), len(doc.sections))
+        doc.sections.insert(after_b, s)
+        for device, device_evidence in evidence.items():
+            s.device, s.show_device = device, len(evidence) > 1
+            switch_doc, switch_file = switch_docs.get(device, (None, None))
+            attribution.render(s, device_evidence, switch_doc, switch_file)
+            lines.append((attribution.first_screen_line(device, device_evidence), ATTRIBUTION_TASK))
+    for device, mismatches in fusion_switches.d_evidence(results).items():
+        # each D mismatch as a counter-example of its subgraph (the line names subgraphs as chains)
+        cases = [{"chain": e.get("subgraph", "?"), "counterexamples": [e]} for e in mismatches if "attribution" in e]
+        if cases:
+            lines.append((attribution.first_screen_line(f"{device}, task D", cases), "D"))
     return lines
 
 
@@ -555,14 +560,14 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
     md = [
         "# fusebench report\n",
         *verdict_md,
-        *(text + "\n" for text in attribution_lines),
+        *(text + "\n" for text, _ in attribution_lines),
         f"Contents: {contents}\n",
         line + "\n",
     ]
     body = [
         "<h1>fusebench report</h1>",
         *verdict_html,
-        *attribution.first_screen_html(attribution_lines, anchor(ATTRIBUTION_TASK)),
+        *attribution.first_screen_html([(text, anchor(task)) for text, task in attribution_lines]),
         f"<p class='contents'><b>Contents:</b> {contents_html}</p>",
         f"<p class='runline'>{html.escape(line)}</p>",
     ]

@@ -24,6 +24,7 @@ from tools.runs import InputError, Results, dump_dir, file_device_name, load_res
 
 SCHEMA = "fusebench.fusion_switches/1"
 SUITE = "accumulated_error"
+D_SUITE = "data_movement"  # task D: its mismatches are attributed too
 DISTRIBUTIONS = ("uniform", "heavy")
 MECHANISMS = (
     "per-op rounding",
@@ -39,7 +40,7 @@ MECHANISMS = (
     "variance algorithm",
     "fusion extent",
     "reduction split",
-    "vectorised math",
+    "vectorised code",
     "fusion pass",
 )
 APPROXIMATIONS = ("ieee", "newton-bittrick", "newton-hw")
@@ -68,6 +69,16 @@ def b_evidence(results: Results) -> dict[str, list[dict]]:
         if result is None:
             continue
         out[device] = [json.loads(p.read_text()) for p in sorted(dump_dir(result).glob("B_*.json"))]
+    return out
+
+
+def d_evidence(results: Results) -> dict[str, list[dict]]:
+    """device -> the evidence of its D cases that differ (task D writes one only for a mismatch)."""
+    out = {}
+    for device in results.devices:
+        result = results.get(D_SUITE, device)
+        if result is not None:
+            out[device] = [json.loads(p.read_text()) for p in sorted(dump_dir(result).glob("D_*.json"))]
     return out
 
 

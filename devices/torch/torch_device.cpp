@@ -282,13 +282,14 @@ std::vector<engine::CompilerSwitch> inductor_switches(const std::string& target)
                  "0",
                  "variance algorithm",
                  {engine::OpKind::LayerNorm}});
-    // scalar code: erf, exp and tanh from libm instead of at::vec's polynomials (a simdlen that is
-    // no ISA's width selects no vector ISA)
+    // scalar code (a simdlen that is no ISA's width selects no vector ISA): erf, exp and tanh
+    // from libm instead of at::vec's polynomials, and a permute's elements moved one by one
+    // instead of through at::vec's tiled transposes (transpose_mxn)
     s.push_back({"cpp.simdlen",
                  "1",
-                 "vectorised math",
+                 "vectorised code",
                  {engine::OpKind::GeluErf, engine::OpKind::GeluTanh, engine::OpKind::Exp,
-                  engine::OpKind::Softmax}});
+                  engine::OpKind::Softmax, engine::OpKind::Permute}});
   } else {
     s.push_back({"split_reductions",
                  "false",

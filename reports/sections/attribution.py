@@ -52,9 +52,18 @@ def mechanism_text(c: dict) -> str:
     'n/a (reason)', or '—' where the evidence carries no attribution."""
     st = status(c)
     if st == "explained":
-        text = " and ".join(f"{m} at {' + '.join(ops)}" for m, ops in mechanisms_at(c).items())
+        tokens = {sw.get("mechanism"): sw.get("switch", "?") for sw in c["attribution"]["switches"]}
+
+        def where(m: str, ops: list[str], token: str) -> str:
+            # a graph-wide switch is a compile option: its token says which
+            if ops == [WHOLE_GRAPH]:
+                return f"{m} over the whole graph ({token})"
+            return f"{m} at {' + '.join(ops)}"
+
+        text = " and ".join(where(m, ops, tokens.get(m, "?")) for m, ops in mechanisms_at(c).items())
         also = [
-            f"{sw.get('mechanism') or '?'} at {sw.get('op', '?')} ({sw.get('switch', '?')})"
+            where(sw.get("mechanism") or "?", [sw.get("op", "?")], sw.get("switch", "?"))
+            + ("" if sw.get("op") == WHOLE_GRAPH else f" ({sw.get('switch', '?')})")
             for sw in c["attribution"].get("also_removed_by") or []
         ]
         return f"{text}; also removed alone by {', '.join(also)}" if also else text
@@ -322,5 +331,6 @@ def _applied(s, evidence: list[dict]):
         )
 
 
-def first_screen_html(lines: list[str], anchor: str) -> list[str]:
-    return [f"<p class='runline attribution'><a href='#{anchor}'>{html.escape(line)}</a></p>" for line in lines]
+def first_screen_html(lines: list[tuple[str, str]]) -> list[str]:
+    """Each (line, anchor of the section it summarises) as a linked paragraph."""
+    return [f"<p class='runline attribution'><a href='#{anchor}'>{html.escape(line)}</a></p>" for line, anchor in lines]

@@ -696,12 +696,22 @@ def _c3_histograms(s, result):
 D_CLAIM = "pure data movement is bit-identical between eager and fused"
 
 
+def _evidence_of(result, name: str) -> dict | None:
+    """A benchmark's evidence file, named as the suites name it ('/' -> '_', ':' -> '-')."""
+    path = dump_dir(result) / (name.replace("/", "_").replace(":", "-") + ".json")
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def render_d(s, run, result):
     rows = _rows(run, "D/")
-    s.verdict(D_CLAIM, claims.decide_d(rows) if rows else claims.not_applicable(_nothing_measured(run, "D/")))
+    counter = [(f, b) for f, b in rows if b["bit_equal"] != 1]
+    evidence = {b["name"]: _evidence_of(result, b["name"]) or {} for _, b in counter}
+    mechanisms = {name: mechanism_text(e) for name, e in evidence.items() if "attribution" in e}
+    s.verdict(
+        D_CLAIM, claims.decide_d(rows, mechanisms) if rows else claims.not_applicable(_nothing_measured(run, "D/"))
+    )
     if not rows:
         return
-    counter = [(f, b) for f, b in rows if b["bit_equal"] != 1]
     shapes = list(dict.fromkeys(f["shape"] for f, _ in rows))
     subgraphs = list(dict.fromkeys(f["subgraph"] for f, _ in rows))
     table = []
@@ -715,9 +725,11 @@ def render_d(s, run, result):
                 table.append([sub, dtype] + cells)
     if counter:
         s.table(
-            ["benchmark", "mismatches"],
-            [[b["name"], num(b["mismatches"])] for _, b in counter],
-            caption="Counter-examples (evidence in the dump directory):",
+            ["benchmark", "mismatches", "mechanism"],
+            [[b["name"], num(b["mismatches"]), mechanisms.get(b["name"], "—")] for _, b in counter],
+            caption="Counter-examples (evidence in the dump directory). The mechanism is the smallest set of "
+            "switches after which fused is bit-equal to eager, found as for task B (its attribution section "
+            "says how); '—' where the evidence has no attribution:",
         )
     else:
         s.paragraph(

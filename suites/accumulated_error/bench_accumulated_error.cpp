@@ -22,6 +22,7 @@
 #include "fusebench/engine/reference_ops.hpp"
 #include "fusebench/error_stats.hpp"
 #include "fusebench/rng.hpp"
+#include "support/case_attribution.hpp"
 #include "support/cases.hpp"
 #include "support/engine_support.hpp"
 #include "thread_pool.hpp"
@@ -379,12 +380,6 @@ InterleavedTimes interleaved_times(const std::vector<engine::Executor*>& executo
   return out;
 }
 constexpr int kCostRounds = 21;
-// Distinct switch sets a case compiles on a framework device for attribution (each is a compile
-// of the graph, seconds on Inductor; Inductor's FX graph cache keeps them for the next run). Per
-// case, so that every case gets its search: a case's sets recur across its counter-examples, and
-// its 4-7 candidates, each tried alone where all together fail, need at most about 12.
-constexpr int kFrameworkCompileBudget = 12;
-
 void run_case(benchmark::State& state, const std::string& name, const Chain& chain,
               std::size_t chain_index, DType dtype, bool heavy, const SuiteConfig& config) {
   const int sets = config.quick() ? 100 : 1000;
@@ -393,39 +388,8 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
   const engine::EngineOptions eager_options, fused_options = fused_options_for(chain.name, dtype);
   auto eager = make_executor(config, false, eager_options);
   auto fused = make_executor(config, true, fused_options);
-  // Attribution: the switches the device realises (the cpu engine's per-op knobs; a framework's
-  // graph breaks and graph-wide compile options), else n/a with the reasons.
-  std::vector<std::string> refused;
-  const std::vector<engine::Switch> candidates = engine::realisable_switches(
-      g, eager_options, fused_options,
-      [&](const engine::EngineOptions& o) { return not_applicable(config, true, o); }, refused,
-      device(config).compiler_switches());
-  // With no candidate at all, a counter-example is unexplained (attribute says why); with every
-  // candidate refused by the device, it cannot be attributed here.
-  const std::string attribution_na = candidates.empty() && !refused.empty()
-                                         ? fmt::format("{}", fmt::join(refused, "; "))
-                                         : std::string();
-  // A framework device compiles every switch set anew (seconds per graph): the sets it compiles
-  // are capped per run (this process), and a search that would need one more stops there.
-  const bool framework = config.device != "cpu" && config.device != "cuda";
-  const std::string budget_note =
-      fmt::format("budget: {} compiled switch sets per case on {}, spent", kFrameworkCompileBudget,
-                  config.device);
-  int reruns = 0, not_attempted = 0, compiles_spent = 0;
-  std::map<std::string, std::unique_ptr<engine::Executor>> switched;  // by knobs described
-  auto fused_with = [&](const std::vector<engine::Switch>& switches,
-                        bool counted = true) -> engine::Executor& {
-    const engine::EngineOptions o = engine::with_switches(fused_options, switches);
-    auto& slot = switched[o.describe()];
-    if (!slot) {
-      if (framework && counted) {
-        if (compiles_spent >= kFrameworkCompileBudget) throw engine::SearchBudgetSpent{};
-        ++compiles_spent;
-      }
-      slot = make_executor(config, true, o);
-    }
-    return *slot;
-  };
+  CaseAttribution attribution_search(config, g, eager_options, fused_options);
+  int not_attempted = 0;
   struct FoundSwitch {
     engine::Switch what;
     std::vector<int> sets;
@@ -537,39 +501,28 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
           const double bound = w.bound.value_at(at),
                        condition = engine::condition_of(bound, w.ref.value_at(at), dtype);
           const bool ill = !(condition <= kIllConditioned);
-          nlohmann::json attribution;
-          if (!attribution_na.empty()) {
-            attribution = {{"status", "n/a"}, {"reason", attribution_na}};
-          } else {
-            const double eager_max = es.ulp_error.max;
-            engine::Attribution a;
-            try {
-              a = engine::attribute(candidates, [&](const std::vector<engine::Switch>& switches) {
-                const Tensor y = fused_with(switches).run(g, w.in).outputs[0];
-                return error_stats(y, w.ref).ulp_error.max <= eager_max;
-              });
-            } catch (const engine::SearchBudgetSpent&) {
-              a.reason = budget_note;
+          const double eager_max = es.ulp_error.max;
+          CaseAttribution::Outcome a = attribution_search.attribute(
+              [&](engine::Executor& with) {
+                return error_stats(with.run(g, w.in).outputs[0], w.ref).ulp_error.max <= eager_max;
+              },
+              "fused set max ULP error <= eager's");
+          nlohmann::json& attribution = a.json;
+          if (a.status == "not attempted") {
+            ++not_attempted;
+          } else if (a.status == "explained") {
+            ++explained;
+            const Tensor y =
+                attribution_search.fused_with(a.attribution.switches).run(g, w.in).outputs[0];
+            attribution["bit_equal_to_eager"] = bit_equal(y, w.eager).equal;
+            for (const engine::Switch& sw : a.attribution.switches) {
+              FoundSwitch& f = found[sw.op + " " + sw.token()];
+              f.what = sw;
+              f.sets.push_back(s);
             }
-            reruns += a.reruns;
-            attribution = a.to_json();
-            if (a.reason == budget_note) {
-              ++not_attempted;
-              attribution["status"] = "not attempted";
-            } else if (a.status == engine::Attribution::Status::Explained) {
-              ++explained;
-              const Tensor y = fused_with(a.switches).run(g, w.in).outputs[0];
-              attribution["bit_equal_to_eager"] = bit_equal(y, w.eager).equal;
-              for (const engine::Switch& sw : a.switches) {
-                FoundSwitch& f = found[sw.op + " " + sw.token()];
-                f.what = sw;
-                f.sets.push_back(s);
-              }
-            } else {
-              ++unexplained;
-            }
+          } else if (a.status == "unexplained") {
+            ++unexplained;
           }
-          attribution["criterion"] = "fused set max ULP error <= eager's";
           (ill ? ill_conditioned : well_conditioned) += 1;
           counterexamples.push_back(
               {{"set", s},
@@ -614,7 +567,8 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
   std::unique_ptr<engine::Executor> fused_again;
   if (!found.empty() || !applied.empty()) fused_again = make_executor(config, true, eager_options);
   for (const auto& [key, f] : found) {
-    engine::Executor& with = fused_with({f.what}, false);  // a cost is measured whatever the budget
+    engine::Executor& with =
+        attribution_search.fused_with({f.what}, false);  // a cost is measured whatever the budget
     const InterleavedTimes t = interleaved_times(
         {eager.get(), fused.get(), &with, fused_again.get()}, g, timing_inputs, kCostRounds);
     nlohmann::json entry = f.what.to_json();
@@ -700,10 +654,10 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
          {"unexplained", unexplained},
          {"not_attempted", not_attempted},
          {"not_applicable", int(counterexamples.size()) - explained - unexplained - not_attempted},
-         {"candidates", candidates.size()},
-         {"reruns", reruns},
-         {"budget_note", not_attempted ? budget_note : ""},
-         {"reason", attribution_na}}},
+         {"candidates", attribution_search.candidates().size()},
+         {"reruns", attribution_search.reruns()},
+         {"budget_note", not_attempted ? attribution_search.budget_note() : ""},
+         {"reason", attribution_search.not_applicable()}}},
        {"per_set",
         {{"schema", "fusebench.B.per_set/1"},
          {"sets", sets},

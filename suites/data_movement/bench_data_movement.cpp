@@ -3,11 +3,13 @@
 // concat, slice -> broadcast -> concat, split -> transpose -> concat; and two chains with an
 // implicit type promotion (concat of the dtype with f32; concat of f16 with bf16, which promotes
 // to f32). Axes: subgraph x dtype (f16, bf16, f32) x shape. The timed loop runs the fused path;
-// counters: bit_equal (eager vs fused), mismatches, fused kernels.
+// counters: bit_equal (eager vs fused), mismatches, fused kernels; a mismatch is attributed to its
+// mechanism (mismatch_explained, the evidence names the switches).
 #include <functional>
 
 #include "fusebench/compare.hpp"
 #include "fusebench/rng.hpp"
+#include "support/case_attribution.hpp"
 #include "support/cases.hpp"
 #include "support/engine_support.hpp"
 
@@ -82,9 +84,10 @@ void run_case(benchmark::State& state, const std::string& name, const Subgraph& 
     const auto& n = g.node(id);
     in[n.name] = random_normal(n.dtype, n.shape, 0, 10, 51, std::uint64_t(id));
   }
-  auto fused = make_executor(config, true, {});
+  const engine::EngineOptions eager_options, fused_options;
+  auto fused = make_executor(config, true, fused_options);
   const auto fused_result = fused->run(g, in);
-  const Tensor eager = make_executor(config, false, {})->run(g, in).outputs[0];
+  const Tensor eager = make_executor(config, false, eager_options)->run(g, in).outputs[0];
   for (auto _ : state) {
     auto result = fused->run(g, in);
     benchmark::DoNotOptimize(result.outputs[0].raw_data());
@@ -97,9 +100,23 @@ void run_case(benchmark::State& state, const std::string& name, const Subgraph& 
   state.counters["kernels"] = double(fused_result.trace.size());
   state.counters["promoted"] = out.dtype() != dtype ? 1 : 0;
   if (!equal.equal) {
+    // Which mechanism moves the data differently: the smallest set of switches after which fused is
+    // bit-equal to eager (e.g. a graph break between the ops, or a framework's scalar code).
+    CaseAttribution search(config, g, eager_options, fused_options);
+    const CaseAttribution::Outcome a = search.attribute(
+        [&](engine::Executor& with) { return bit_equal(with.run(g, in).outputs[0], eager).equal; },
+        "bit-equal to eager");
+    state.counters["mismatch_explained"] = a.status == "explained" ? 1 : 0;
     write_evidence(config, name,
-                   {{"first_mismatch_indices", equal.first_mismatch_indices},
-                    {"fused_trace", fused_result.trace[0].to_json()}});
+                   {{"subgraph", sub.name},
+                    {"dtype", dtype_name(dtype)},
+                    {"shape", shape_text(shape)},
+                    {"mismatches", equal.mismatches},
+                    {"first_mismatch_indices", equal.first_mismatch_indices},
+                    {"fused_trace", fused_result.trace[0].to_json()},
+                    {"attribution", a.json},
+                    {"candidates", search.candidates().size()},
+                    {"reruns", search.reruns()}});
   }
 }
 }  // namespace

@@ -213,8 +213,70 @@ def test_c1_eager_rows_only():
         check("**N/A**" in c1, f"report of eager-only C1 rows: C1 cell: {c1!r}")
 
 
+def d_row(subgraph: str, dtype: str, mismatches: int) -> dict:
+    name = f"D/subgraph:{subgraph}/dtype:{dtype}/shape:4x256x512/device:torch"
+    return {
+        "name": name,
+        "run_name": name,
+        "run_type": "iteration",
+        "real_time": 10.0,
+        "cpu_time": 10.0,
+        "time_unit": "us",
+        "bit_equal": 0 if mismatches else 1,
+        "mismatches": mismatches,
+        "kernels": 1,
+        "promoted": 0,
+    }
+
+
+def test_d_mismatch_mechanism():
+    """A D mismatch whose evidence carries its attribution: the verdict's facts, the counter-example
+    table and the first screen name the mechanism; one without attribution is named too, as such."""
+    from reports import report
+
+    simd = {"op": "(whole graph)", "kind": "graph", "dtype": "f16", "switch": "compiler:cpp.simdlen=1"}
+    attributed = {
+        "subgraph": "transpose_concat",
+        "dtype": "f16",
+        "mismatches": 1000,
+        "attribution": {
+            "status": "explained",
+            "reason": "",
+            "criterion": "bit-equal to eager",
+            "switches": [{**simd, "mechanism": "vectorised code"}],
+            "also_removed_by": [],
+        },
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        out = pathlib.Path(tmp)
+        rows = [d_row("transpose_concat", "f16", 1000), d_row("transpose", "f16", 0)]
+        suite_json(out / "data_movement@torch.json", "data_movement", "torch", rows)
+        dumps = out / "dumps" / "torch" / "bench_data_movement"
+        dumps.mkdir(parents=True)
+        (dumps / "D_subgraph-transpose_concat_dtype-f16_shape-4x256x512_device-torch.json").write_text(
+            json.dumps(attributed)
+        )
+        md, _ = report.render(out)
+        text = md.read_text()
+        mechanism = "vectorised code over the whole graph (compiler:cpp.simdlen=1)"
+        check(f"(mechanism: {mechanism})" in text, "report: D verdict's facts name the mismatch's mechanism")
+        check(f"| {mechanism} |" in text, "report: D's counter-example table has the mechanism")
+        check(
+            "torch, task D: 1 counter-example: 1 explained by vectorised code over the whole graph of transpose_concat"
+            in text,
+            "report: first screen's D line",
+        )
+
+
 def main() -> int:
-    for test in (test_c1_halves, test_na_with_reason, test_a_debug_paths, test_report_cells, test_c1_eager_rows_only):
+    for test in (
+        test_c1_halves,
+        test_na_with_reason,
+        test_a_debug_paths,
+        test_report_cells,
+        test_c1_eager_rows_only,
+        test_d_mismatch_mechanism,
+    ):
         test()
     for f in failures:
         print(f"FAIL: {f}")

@@ -251,7 +251,11 @@ def test_mechanism_cell_of_each_status():
     pattern = switch("(whole graph)", "compiler:pattern_matcher=false", "pattern rewrite", kind="graph")
     either = {"attribution": {**explained(split), "also_removed_by": [pattern]}}
     assert attribution.mechanism_text(either) == (
-        "kernel split at matmul5; also removed alone by pattern rewrite at (whole graph) (compiler:pattern_matcher=false)"
+        "kernel split at matmul5; also removed alone by pattern rewrite over the whole graph (compiler:pattern_matcher=false)"
+    )
+    simd = switch("(whole graph)", "compiler:cpp.simdlen=1", "vectorised code", kind="graph")
+    assert attribution.mechanism_text({"attribution": explained(simd)}) == (
+        "vectorised code over the whole graph (compiler:cpp.simdlen=1)"
     )
 
 

@@ -1,0 +1,70 @@
+#include "support/case_attribution.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace fusebench::suite {
+
+CaseAttribution::CaseAttribution(const SuiteConfig& config, const engine::Graph& graph,
+                                 engine::EngineOptions eager, engine::EngineOptions fused)
+    : config_(config), fused_options_(std::move(fused)) {
+  // the cpu engine's per-op knobs; a framework's graph breaks and graph-wide compile options
+  std::vector<std::string> refused;
+  candidates_ = engine::realisable_switches(
+      graph, eager, fused_options_,
+      [&](const engine::EngineOptions& o) { return suite::not_applicable(config, true, o); },
+      refused, device(config).compiler_switches());
+  // With no candidate at all, a difference is unexplained (attribute says why); with every
+  // candidate refused by the device, it cannot be attributed here.
+  if (candidates_.empty() && !refused.empty())
+    not_applicable_ = fmt::format("{}", fmt::join(refused, "; "));
+  // A framework device compiles every switch set anew (seconds per graph): the sets it compiles
+  // are capped per case, and a search that would need one more stops there.
+  framework_ = config.device != "cpu" && config.device != "cuda";
+  budget_note_ = fmt::format("budget: {} compiled switch sets per case on {}, spent",
+                             kFrameworkCompileBudget, config.device);
+}
+
+engine::Executor& CaseAttribution::fused_with(const std::vector<engine::Switch>& switches,
+                                              bool counted) {
+  const engine::EngineOptions o = engine::with_switches(fused_options_, switches);
+  auto& slot = switched_[o.describe()];
+  if (!slot) {
+    if (framework_ && counted) {
+      if (compiles_spent_ >= kFrameworkCompileBudget) throw engine::SearchBudgetSpent{};
+      ++compiles_spent_;
+    }
+    slot = make_executor(config_, true, o);
+  }
+  return *slot;
+}
+
+CaseAttribution::Outcome CaseAttribution::attribute(
+    const std::function<bool(engine::Executor&)>& removed, const std::string& criterion) {
+  Outcome out;
+  if (!not_applicable_.empty()) {
+    out.status = "n/a";
+    out.json = {{"status", "n/a"}, {"reason", not_applicable_}};
+  } else {
+    try {
+      out.attribution = engine::attribute(candidates_, [&](const std::vector<engine::Switch>& s) {
+        return removed(fused_with(s));
+      });
+    } catch (const engine::SearchBudgetSpent&) {
+      out.attribution.reason = budget_note_;
+    }
+    reruns_ += out.attribution.reruns;
+    out.json = out.attribution.to_json();
+    if (out.attribution.reason == budget_note_) {
+      out.status = "not attempted";
+      out.json["status"] = out.status;
+    } else {
+      out.status = out.attribution.status == engine::Attribution::Status::Explained ? "explained"
+                                                                                    : "unexplained";
+    }
+  }
+  out.json["criterion"] = criterion;
+  return out;
+}
+
+}  // namespace fusebench::suite

@@ -1,0 +1,63 @@
+// One case's attribution search on the configured device (engine/attribution.hpp has the method):
+// the switches the device realises, the fused executors by switch set, and on a framework device
+// the cap on the switch sets it compiles. Tasks B and D attribute their differences through it.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fusebench/engine/attribution.hpp"
+#include "support/engine_support.hpp"
+
+namespace fusebench::suite {
+
+// Distinct switch sets a case compiles on a framework device for attribution (each is a compile
+// of the graph, seconds on Inductor; Inductor's FX graph cache keeps them for the next run). Per
+// case, so that every case gets its search: a case's sets recur across its counter-examples, and
+// its 4-7 candidates, each tried alone where all together fail, need at most about 12.
+constexpr int kFrameworkCompileBudget = 12;
+
+class CaseAttribution {
+ public:
+  CaseAttribution(const SuiteConfig& config, const engine::Graph& graph,
+                  engine::EngineOptions eager, engine::EngineOptions fused);
+
+  const std::vector<engine::Switch>& candidates() const { return candidates_; }
+  // Why no difference of this case can be attributed here (every candidate refused by the
+  // device), else empty.
+  const std::string& not_applicable() const { return not_applicable_; }
+  const std::string& budget_note() const { return budget_note_; }
+  int reruns() const { return reruns_; }
+
+  // The fused executor with `switches` applied, made once per distinct set. A counted new set on a
+  // framework device spends the budget and throws SearchBudgetSpent once it is spent; a cost
+  // measurement passes counted = false.
+  engine::Executor& fused_with(const std::vector<engine::Switch>& switches, bool counted = true);
+
+  struct Outcome {
+    // "explained", "unexplained", "not attempted" (the budget ran out) or "n/a"
+    std::string status;
+    engine::Attribution attribution;
+    nlohmann::json json;  // the evidence's "attribution" object, with `criterion`
+  };
+  // The smallest set of switches after which `removed(executor)` holds (the difference is gone on
+  // the fused executor with the set applied).
+  Outcome attribute(const std::function<bool(engine::Executor&)>& removed,
+                    const std::string& criterion);
+
+ private:
+  const SuiteConfig& config_;
+  engine::EngineOptions fused_options_;
+  std::vector<engine::Switch> candidates_;
+  std::string not_applicable_, budget_note_;
+  bool framework_ = false;
+  int reruns_ = 0, compiles_spent_ = 0;
+  std::map<std::string, std::unique_ptr<engine::Executor>> switched_;  // by knobs described
+};
+
+}  // namespace fusebench::suite
