@@ -844,6 +844,14 @@ def decide_e_speed(dtype: str, b: dict) -> Verdict:
     """Fused training steps faster: the interleaved ratio of medians beyond the A/A control's spread
     (two identical eager trainers measured the same way), and a one-sided sign test over the rounds."""
     rounds = int(b["timing_rounds"])
+    fused_ms = b.get("fused_median_step_ms")
+    if not (isinstance(fused_ms, (int, float)) and math.isfinite(fused_ms) and fused_ms > 0):
+        # a skipped step (non-finite gradient, no optimizer update) is left out of the timing
+        return not_applicable(
+            f"no fused step time to compare: every fused step of the {rounds} interleaved rounds was skipped for "
+            "a non-finite gradient (no optimizer update); the band verdict and the skipped steps say why",
+            key_figure="every fused step skipped (non-finite)",
+        )
     wins = round(b["fused_faster_rounds"] * rounds)
     p_faster, p_slower = _sign_test(wins, rounds), _sign_test(rounds - wins, rounds)
     speedup = b["fused_speedup"]

@@ -503,11 +503,23 @@ def attribution_part(doc: Document, results: Results) -> list[tuple[str, str]]:
             switch_doc, switch_file = switch_docs.get(device, (None, None))
             attribution.render(s, device_evidence, switch_doc, switch_file)
             lines.append((attribution.first_screen_line(device, device_evidence), ATTRIBUTION_TASK))
-    for device, mismatches in fusion_switches.d_evidence(results).items():
+    for device, mismatches in fusion_switches.evidence_files(results, fusion_switches.D_SUITE, "D_*.json").items():
         # each D mismatch as a counter-example of its subgraph (the line names subgraphs as chains)
         cases = [{"chain": e.get("subgraph", "?"), "counterexamples": [e]} for e in mismatches if "attribution" in e]
         if cases:
             lines.append((attribution.first_screen_line(f"{device}, task D", cases), "D"))
+    for device, runs in fusion_switches.evidence_files(results, fusion_switches.E_SUITE, "E_alignment_*.json").items():
+        # a dtype's fused run outside the band is one counter-example, its training the chain
+        cases = [
+            {
+                "chain": f"{e.get('dtype', '?')} training",
+                "counterexamples": [{"attribution": e["excursion_attribution"]}],
+            }
+            for e in runs
+            if "excursion_attribution" in e
+        ]
+        if cases:
+            lines.append((attribution.first_screen_line(f"{device}, task E", cases), "E"))
     return lines
 
 

@@ -25,6 +25,7 @@ from tools.runs import InputError, Results, dump_dir, file_device_name, load_res
 SCHEMA = "fusebench.fusion_switches/1"
 SUITE = "accumulated_error"
 D_SUITE = "data_movement"  # task D: its mismatches are attributed too
+E_SUITE = "training_alignment"  # task E: its excursions beyond the seed band too
 DISTRIBUTIONS = ("uniform", "heavy")
 MECHANISMS = (
     "per-op rounding",
@@ -72,13 +73,14 @@ def b_evidence(results: Results) -> dict[str, list[dict]]:
     return out
 
 
-def d_evidence(results: Results) -> dict[str, list[dict]]:
-    """device -> the evidence of its D cases that differ (task D writes one only for a mismatch)."""
+def evidence_files(results: Results, suite: str, pattern: str) -> dict[str, list[dict]]:
+    """device -> the suite's evidence documents matching `pattern`, in file-name order (task D writes
+    one per mismatch; task E one per alignment dtype)."""
     out = {}
     for device in results.devices:
-        result = results.get(D_SUITE, device)
+        result = results.get(suite, device)
         if result is not None:
-            out[device] = [json.loads(p.read_text()) for p in sorted(dump_dir(result).glob("D_*.json"))]
+            out[device] = [json.loads(p.read_text()) for p in sorted(dump_dir(result).glob(pattern))]
     return out
 
 

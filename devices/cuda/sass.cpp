@@ -6,6 +6,8 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <regex>
 
 #include "fusebench/error.hpp"
@@ -64,10 +66,8 @@ fs::path find_cuobjdump() {
   return {};
 }
 
-SassListing disassemble_cubin(const fs::path& cubin) {
-  std::error_code error;
-  if (!fs::is_regular_file(cubin, error))
-    throw_input_error("SASS: cubin {} does not exist", cubin.string());
+namespace {
+SassListing run_cuobjdump(const fs::path& cubin) {
   SassListing listing;
   const fs::path tool = find_cuobjdump();
   if (tool.empty()) {
@@ -105,6 +105,25 @@ SassListing disassemble_cubin(const fs::path& cubin) {
     throw_input_error("SASS: {} printed no instructions for {}:\n{}", tool.string(), cubin.string(),
                       output);
   return listing;
+}
+}  // namespace
+
+SassListing disassemble_cubin(const fs::path& cubin) {
+  std::error_code error;
+  if (!fs::is_regular_file(cubin, error))
+    throw_input_error("SASS: cubin {} does not exist", cubin.string());
+  const std::string key =
+      fmt::format("{}|{}|{}", fs::absolute(cubin).string(), fs::file_size(cubin, error),
+                  fs::last_write_time(cubin, error).time_since_epoch().count());
+  static std::mutex mutex;
+  static std::map<std::string, SassListing> listed;
+  {
+    std::lock_guard lock(mutex);
+    if (auto found = listed.find(key); found != listed.end()) return found->second;
+  }
+  SassListing listing = run_cuobjdump(cubin);
+  std::lock_guard lock(mutex);
+  return listed.emplace(key, std::move(listing)).first->second;
 }
 
 }  // namespace fusebench::cuda

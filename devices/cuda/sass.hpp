@@ -29,6 +29,8 @@ struct SassListing {
 std::filesystem::path find_cuobjdump();
 
 // Disassembles a cubin; InputError names the file when it cannot be read or the tool is missing.
+// A cubin already disassembled by this process (same path, size and modification time) is not
+// disassembled again: cuobjdump takes about a second, and a benchmark's setup runs several times.
 SassListing disassemble_cubin(const std::filesystem::path& cubin);
 
 }  // namespace fusebench::cuda

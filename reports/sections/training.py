@@ -12,6 +12,7 @@ import pathlib
 from reports import claims
 from tools.runs import dump_dir as result_dump_dir
 
+from .attribution import mechanism_text
 from .common import axes, benchmarks, num
 from .plots import EAGER, FUSED, close, figure
 
@@ -170,6 +171,15 @@ def render(s, run, result):
             f"{dtype}: the eager-vs-fused eval-loss gap stays within the eager seed-to-seed band",
             claims.decide_e_gap(dtype, eager, fused, b),
         )
+        if "excursion_attribution" in e:
+            found = e["excursion_attribution"]
+            doc.paragraph(
+                f"{dtype}: the mechanism of the {found.get('excursions', '?')} rows outside the band: "
+                f"{mechanism_text({'attribution': found})}. The suite retrained fused with graph-wide switches (each "
+                "sets one mechanism to eager's behaviour for the whole training graph: "
+                f"{found.get('candidates', '?')} candidates, {found.get('reruns', '?')} training runs) and kept the "
+                f"smallest set after which {found.get('criterion', 'no row is outside the band')}."
+            )
     if table:
         doc.table(
             [

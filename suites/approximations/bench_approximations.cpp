@@ -122,7 +122,9 @@ void register_benchmarks(const SuiteConfig& config) {
                         {engine::ApproxMode::NewtonBitTrick, "newton-bittrick"},
                         {engine::ApproxMode::NewtonHardware, "newton-hw"}};
 #if defined(FUSEBENCH_HAVE_CUDA)
-  for (bool div : {false, true}) {
+  // The CUDA device's machine code, compiled by NVRTC whatever --device says: beside the engine
+  // only (a framework's section would show it as if it were the framework's own)
+  for (bool div : engine_device(config) ? std::vector<bool>{false, true} : std::vector<bool>{}) {
     for (const Mode& m : modes) {
       for (int iterations = 0; iterations <= 3; ++iterations) {
         if (m.mode == engine::ApproxMode::Ieee && iterations > 0) continue;

@@ -216,7 +216,10 @@ void run_sass_case(benchmark::State& state, const std::string& name, DType dtype
 
 void register_benchmarks(const SuiteConfig& config) {
 #if defined(FUSEBENCH_HAVE_CUDA)
-  for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
+  // The CUDA device's machine code, compiled by NVRTC whatever --device says: beside the engine
+  // only (a framework's section would show it as if it were the framework's own)
+  for (DType dtype : engine_device(config) ? std::vector<DType>{DType::f16, DType::bf16, DType::f32}
+                                           : std::vector<DType>{}) {
     for (const std::string& arch : cuda::kEvidenceArchitectures) {
       // an NVRTC or cuobjdump failure skips the case with its message; the suite goes on
       register_case("SASS/C1",

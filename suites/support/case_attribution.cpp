@@ -6,23 +6,31 @@
 namespace fusebench::suite {
 
 CaseAttribution::CaseAttribution(const SuiteConfig& config, const engine::Graph& graph,
-                                 engine::EngineOptions eager, engine::EngineOptions fused)
+                                 engine::EngineOptions eager, engine::EngineOptions fused,
+                                 engine::SwitchScope scope)
     : config_(config), fused_options_(std::move(fused)) {
   // the cpu engine's per-op knobs; a framework's graph breaks and graph-wide compile options
   std::vector<std::string> refused;
   candidates_ = engine::realisable_switches(
       graph, eager, fused_options_,
       [&](const engine::EngineOptions& o) { return suite::not_applicable(config, true, o); },
-      refused, device(config).compiler_switches());
+      refused, device(config).compiler_switches(), scope);
   // With no candidate at all, a difference is unexplained (attribute says why); with every
   // candidate refused by the device, it cannot be attributed here.
   if (candidates_.empty() && !refused.empty())
     not_applicable_ = fmt::format("{}", fmt::join(refused, "; "));
   // A framework device compiles every switch set anew (seconds per graph): the sets it compiles
   // are capped per case, and a search that would need one more stops there.
-  framework_ = config.device != "cpu" && config.device != "cuda";
+  framework_ = !engine_device(config);
   budget_note_ = fmt::format("budget: {} compiled switch sets per case on {}, spent",
                              kFrameworkCompileBudget, config.device);
+}
+
+void CaseAttribution::spend(const engine::EngineOptions& options) {
+  if (!framework_ || spent_.count(options.describe())) return;
+  if (compiles_spent_ >= kFrameworkCompileBudget) throw engine::SearchBudgetSpent{};
+  spent_.insert(options.describe());
+  ++compiles_spent_;
 }
 
 engine::Executor& CaseAttribution::fused_with(const std::vector<engine::Switch>& switches,
@@ -30,10 +38,7 @@ engine::Executor& CaseAttribution::fused_with(const std::vector<engine::Switch>&
   const engine::EngineOptions o = engine::with_switches(fused_options_, switches);
   auto& slot = switched_[o.describe()];
   if (!slot) {
-    if (framework_ && counted) {
-      if (compiles_spent_ >= kFrameworkCompileBudget) throw engine::SearchBudgetSpent{};
-      ++compiles_spent_;
-    }
+    if (counted) spend(o);
     slot = make_executor(config_, true, o);
   }
   return *slot;
@@ -41,15 +46,31 @@ engine::Executor& CaseAttribution::fused_with(const std::vector<engine::Switch>&
 
 CaseAttribution::Outcome CaseAttribution::attribute(
     const std::function<bool(engine::Executor&)>& removed, const std::string& criterion) {
+  return search([&](const std::vector<engine::Switch>& s) { return removed(fused_with(s)); },
+                criterion);
+}
+
+CaseAttribution::Outcome CaseAttribution::attribute_by_options(
+    const std::function<bool(const engine::EngineOptions&)>& removed,
+    const std::string& criterion) {
+  return search(
+      [&](const std::vector<engine::Switch>& s) {
+        const engine::EngineOptions o = engine::with_switches(fused_options_, s);
+        spend(o);
+        return removed(o);
+      },
+      criterion);
+}
+
+CaseAttribution::Outcome CaseAttribution::search(const engine::RemovesDifference& removes,
+                                                 const std::string& criterion) {
   Outcome out;
   if (!not_applicable_.empty()) {
     out.status = "n/a";
     out.json = {{"status", "n/a"}, {"reason", not_applicable_}};
   } else {
     try {
-      out.attribution = engine::attribute(candidates_, [&](const std::vector<engine::Switch>& s) {
-        return removed(fused_with(s));
-      });
+      out.attribution = engine::attribute(candidates_, removes);
     } catch (const engine::SearchBudgetSpent&) {
       out.attribution.reason = budget_note_;
     }

@@ -1,11 +1,12 @@
 // One case's attribution search on the configured device (engine/attribution.hpp has the method):
 // the switches the device realises, the fused executors by switch set, and on a framework device
-// the cap on the switch sets it compiles. Tasks B and D attribute their differences through it.
+// the cap on the switch sets it compiles. Tasks B, D and E attribute their differences through it.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,8 @@ constexpr int kFrameworkCompileBudget = 12;
 class CaseAttribution {
  public:
   CaseAttribution(const SuiteConfig& config, const engine::Graph& graph,
-                  engine::EngineOptions eager, engine::EngineOptions fused);
+                  engine::EngineOptions eager, engine::EngineOptions fused,
+                  engine::SwitchScope scope = engine::SwitchScope::PerOp);
 
   const std::vector<engine::Switch>& candidates() const { return candidates_; }
   // Why no difference of this case can be attributed here (every candidate refused by the
@@ -49,8 +51,16 @@ class CaseAttribution {
   // the fused executor with the set applied).
   Outcome attribute(const std::function<bool(engine::Executor&)>& removed,
                     const std::string& criterion);
+  // The same where a rerun needs the options rather than one executor (a training run builds its
+  // own): `removed(options)` with the fused options and the set applied. On a framework device
+  // each distinct set spends the budget.
+  Outcome attribute_by_options(const std::function<bool(const engine::EngineOptions&)>& removed,
+                               const std::string& criterion);
 
  private:
+  Outcome search(const engine::RemovesDifference& removes, const std::string& criterion);
+  void spend(const engine::EngineOptions& options);
+
   const SuiteConfig& config_;
   engine::EngineOptions fused_options_;
   std::vector<engine::Switch> candidates_;
@@ -58,6 +68,7 @@ class CaseAttribution {
   bool framework_ = false;
   int reruns_ = 0, compiles_spent_ = 0;
   std::map<std::string, std::unique_ptr<engine::Executor>> switched_;  // by knobs described
+  std::set<std::string> spent_;                                        // sets compiled, described
 };
 
 }  // namespace fusebench::suite

@@ -22,6 +22,10 @@ const engine::Device& device(const SuiteConfig& config) {
   return *it->second;
 }
 
+bool engine_device(const SuiteConfig& config) {
+  return config.device == "cpu" || config.device == "cuda";
+}
+
 std::string not_applicable(const SuiteConfig& config, bool fused,
                            const engine::EngineOptions& options) {
   const std::string reason = device(config).unsupported_knobs(options, fused);

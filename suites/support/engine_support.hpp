@@ -17,6 +17,10 @@ namespace fusebench::suite {
 // The configured device (created once per process). Suites use only the engine::Device interface.
 const engine::Device& device(const SuiteConfig& config);
 
+// Whether the configured device is fusebench's own engine (cpu, or cuda, which renders the same
+// kernels) rather than a framework behind the bridge.
+bool engine_device(const SuiteConfig& config);
+
 // An executor of the configured device. Throws Unsupported ("n/a on <device>: <reason>") when the
 // device cannot realise a knob of `options`.
 std::unique_ptr<engine::Executor> make_executor(const SuiteConfig& config, bool fused,

@@ -25,6 +25,7 @@
 #include "cpu_device.hpp"
 #include "fusebench/error.hpp"
 #include "fusebench/error_stats.hpp"
+#include "support/case_attribution.hpp"
 #include "support/cases.hpp"
 #include "support/engine_support.hpp"
 #include "support/suite_main.hpp"
@@ -61,6 +62,26 @@ std::map<std::string, double>& fused_rates() {
   return rates;
 }
 
+// A logged row's eval-loss gap between fused and eager seed 1, and the eager seeds' range there;
+// the row is an excursion where the gap exceeds the range (a non-finite gap is one too).
+struct RowGap {
+  double gap = 0, band = 0;
+  bool excursion() const { return !(gap <= band); }
+};
+RowGap row_gap(const RunOutcome& fused, const std::vector<RunOutcome>& eager, std::size_t r) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (const auto& e : eager) {
+    lo = std::min(lo, e.rows[r].eval_loss);
+    hi = std::max(hi, e.rows[r].eval_loss);
+  }
+  return {std::abs(fused.rows[r].eval_loss - eager[0].rows[r].eval_loss), hi - lo};
+}
+int excursions_of(const RunOutcome& fused, const std::vector<RunOutcome>& eager) {
+  int n = 0;
+  for (std::size_t r = 0; r < fused.rows.size(); ++r) n += row_gap(fused, eager, r).excursion();
+  return n;
+}
+
 // Interleaved turns of eager and fused steps for the speed-up: a round is two turns of 1 + 4 steps.
 // With 24 rounds a sign test needs 17 fused wins for p < 0.05; 16 rounds left a small bf16 margin
 // undecided beside the A/A control's spread.
@@ -89,13 +110,14 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
   double measured_s = 0;
   for (auto _ : state) {
     for (std::size_t s = 0; s < std::min<std::size_t>(3, config.seeds.size()); ++s) {
-      RunSpec spec{suite.device, false, dtype, config.seeds[s], steps, csv_every, {}, {},
-                   {},           {},    2};
+      RunSpec spec{suite.device, false, dtype, config.seeds[s], steps, csv_every, {}, {}, {},
+                   {},           2,     {}};
       spec.label = fmt::format("E {} eager {} seed {}", config.name, dtype_name(dtype), spec.seed);
       spec.csv = csv_path(suite, config, spec);
       eager.push_back(training::train_run(config, data, spec));
     }
-    RunSpec spec{suite.device, true, dtype, config.seeds[0], steps, csv_every, {}, {}, {}, {}, 2};
+    RunSpec spec{suite.device, true, dtype, config.seeds[0], steps, csv_every, {}, {}, {},
+                 {},           2,    {}};
     spec.label = fmt::format("E {} fused {} seed {}", config.name, dtype_name(dtype), spec.seed);
     spec.csv = csv_path(suite, config, spec);
     fused = training::train_run(config, data, spec);
@@ -117,22 +139,40 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
   double max_ratio = 0, first_excursion_step = -1, first_excursion_size = 0, worst_gap = 0,
          excursions = 0;
   for (std::size_t r = 0; r < rows; ++r) {
-    double lo = INFINITY, hi = -INFINITY;
-    for (const auto& e : eager) {
-      lo = std::min(lo, e.rows[r].eval_loss);
-      hi = std::max(hi, e.rows[r].eval_loss);
-    }
-    const double band = hi - lo;
-    const double gap = std::abs(fused.rows[r].eval_loss - eager[0].rows[r].eval_loss);
-    worst_gap = std::max(worst_gap, gap);
-    if (band > 0) max_ratio = std::max(max_ratio, gap / band);
-    if (gap > band) {
+    const RowGap row = row_gap(fused, eager, r);
+    worst_gap = std::max(worst_gap, row.gap);
+    if (row.band > 0) max_ratio = std::max(max_ratio, row.gap / row.band);
+    if (row.excursion()) {
       ++excursions;
       if (first_excursion_step < 0) {
         first_excursion_step = fused.rows[r].step;
-        first_excursion_size = gap - band;
+        first_excursion_size = row.gap - row.band;
       }
     }
+  }
+  // Which mechanism takes fused out of the band: fused retrained with graph-wide switches (a
+  // training run per set; per-op candidates would be one per op of the training graph), the
+  // smallest set after which no row is an excursion.
+  nlohmann::json excursion_attribution;
+  if (excursions > 0) {
+    const engine::Graph train_graph =
+        training::build_train_graph(config.model, config.batch, dtype, true).graph;
+    CaseAttribution search(suite, train_graph, {}, {}, engine::SwitchScope::WholeGraph);
+    int reruns = 0;
+    const CaseAttribution::Outcome a = search.attribute_by_options(
+        [&](const engine::EngineOptions& options) {
+          RunSpec rerun{suite.device, true, dtype, config.seeds[0], steps, csv_every, {}, {}, {},
+                        {},           2,    {}};
+          rerun.options = options;
+          rerun.label = fmt::format("E {} fused {} attribution rerun {} ({})", config.name,
+                                    dtype_name(dtype), ++reruns, options.describe());
+          return excursions_of(training::train_run(config, data, rerun), eager) == 0;
+        },
+        "no eval-loss row outside the eager seeds' range");
+    excursion_attribution = a.json;
+    excursion_attribution["excursions"] = excursions;
+    excursion_attribution["candidates"] = search.candidates().size();
+    state.counters["excursions_explained"] = a.status == "explained" ? 1 : 0;
   }
   const auto& fe = fused.rows.back();
   const auto& ee = eager[0].rows.back();
@@ -216,6 +256,7 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
                              {"csv_every", csv_every}};
   for (std::size_t s = 0; s < eager.size(); ++s) evidence["eager_seeds"].push_back(config.seeds[s]);
   evidence["fused_seed"] = config.seeds[0];
+  if (!excursion_attribution.is_null()) evidence["excursion_attribution"] = excursion_attribution;
   auto skipped_json = [](const RunOutcome& r) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& [step, node] : r.skipped)
@@ -341,7 +382,7 @@ void run_control(benchmark::State& state, const SuiteConfig& suite, int steps) {
   const Dataset data = Dataset::load(config);
   RunOutcome eager, fused;
   for (auto _ : state) {
-    RunSpec spec{suite.device, false, DType::f32, config.seeds[0], steps, 1, {}, {}, {}, {}, 2};
+    RunSpec spec{suite.device, false, DType::f32, config.seeds[0], steps, 1, {}, {}, {}, {}, 2, {}};
     spec.label = "E control eager f32";
     spec.csv = csv_path(suite, config, spec);
     eager = training::train_run(config, data, spec);

@@ -503,7 +503,7 @@ RunOutcome train_run(const TrainConfig& config, const Dataset& data, const RunSp
   if (const std::string why = device->unavailable_reason(); !why.empty()) {
     throw_input_error("device {} cannot run here: {}", spec.device, why);
   }
-  engine::EngineOptions options;
+  engine::EngineOptions options = spec.options;
   options.threads = spec.threads;
   Trainer trainer(config, data, *device, spec.fused, spec.activations, spec.seed, options);
   if (!spec.resume.empty()) trainer.load(spec.resume);

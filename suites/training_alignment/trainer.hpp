@@ -139,6 +139,8 @@ struct RunSpec {
   std::filesystem::path resume;      // read before the first step when set
   std::string label;                 // progress prefix
   int threads = 2;
+  // the executor's other knobs (an attribution rerun's switches); `threads` sets its thread count
+  engine::EngineOptions options;
 };
 struct RunOutcome {
   std::vector<StepRecord> rows;  // the CSV's rows

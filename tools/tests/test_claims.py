@@ -290,3 +290,23 @@ def test_speedup_without_interleaved_rounds_keeps_the_single_run_rule():
     assert claims.decide_speedup("Softmax", eager, fused, None).outcome is Outcome.CONTRADICTED
     eager, fused = _speed_rows(3.0, 3.1, None)
     assert claims.decide_speedup("Softmax", eager, fused, None).outcome is Outcome.INCONCLUSIVE
+
+
+def e_speed_row(fused_ms: float, wins: float) -> dict:
+    return {
+        "timing_rounds": 24,
+        "timing_steps_per_turn": 4,
+        "eager_median_step_ms": 90.0,
+        "fused_median_step_ms": fused_ms,
+        "fused_speedup": 90.0 / fused_ms if fused_ms == fused_ms and fused_ms > 0 else 0.0,
+        "fused_faster_rounds": wins,
+        "control_ratio": 1.0,
+    }
+
+
+def test_e_speed_with_every_fused_step_skipped_is_na_not_slower():
+    """Every fused step skipped (a NaN loss): no step time, so N/A with the reason, never '0×' CONTRADICTED."""
+    verdict = claims.decide_e_speed("bf16", e_speed_row(float("nan"), 0.0))
+    assert verdict.outcome is Outcome.NA
+    assert "skipped for a non-finite gradient" in verdict.reason
+    assert claims.decide_e_speed("bf16", e_speed_row(60.0, 1.0)).outcome is Outcome.SUPPORTED

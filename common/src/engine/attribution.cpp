@@ -177,8 +177,10 @@ std::vector<Switch> realisable_switches(const Graph& graph, const EngineOptions&
                                         const EngineOptions& fused,
                                         const UnsupportedKnobs& unsupported,
                                         std::vector<std::string>& refused,
-                                        const std::vector<CompilerSwitch>& compiler) {
+                                        const std::vector<CompilerSwitch>& compiler,
+                                        SwitchScope scope) {
   std::vector<Switch> out;
+  const bool per_op = scope == SwitchScope::PerOp;
   std::set<std::string> covered;  // mechanisms with a realisable per-op candidate
   // refused, by mechanism: the ops, and the first refusal's reason (they read alike)
   std::vector<std::pair<std::string, std::pair<std::vector<std::string>, std::string>>> refusals;
@@ -195,13 +197,14 @@ std::vector<Switch> realisable_switches(const Graph& graph, const EngineOptions&
     known->second.first.push_back(s.op.empty() ? "the whole graph" : s.op);
     return false;
   };
-  for (const Switch& s : candidate_switches(graph, eager, fused)) offer(s);
+  if (per_op)
+    for (const Switch& s : candidate_switches(graph, eager, fused)) offer(s);
   // A device without per-op knobs (a framework) may still split the graph after an op: in any
   // dtype, since its kernels then differ in more than rounding (a reduction's algorithm, a rewrite
   // such as matmul + add into addmm).
   const auto first_op = std::find_if(graph.nodes().begin(), graph.nodes().end(), computes);
   bool per_op_refused = false;
-  if (first_op != graph.nodes().end()) {
+  if (per_op && first_op != graph.nodes().end()) {
     EngineOptions probe = fused;
     probe.per_op[first_op->name].emulate_per_op_rounding = true;
     per_op_refused = !unsupported(probe).empty();

@@ -340,7 +340,9 @@ TEST(FusionSwitch, TextRoundTripsAndBadTokensAreNamed) {
       engine::parse_switch(bad);
       FAIL() << "accepted " << bad;
     } catch (const InputError& e) {
-      if (!bad.empty()) EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+      if (!bad.empty()) {
+        EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+      }
     }
   }
   EngineOptions o;

@@ -53,12 +53,16 @@ std::vector<Switch> graph_wide_switches(const Graph& graph, const EngineOptions&
 // gets every candidate the device cannot realise, with its reason. Last, the framework compile
 // options the device offers (`compiler`, Device::compiler_switches), each a graph-wide switch
 // where the graph holds an op it applies to.
+// SwitchScope::WholeGraph keeps only the graph-wide switches and the compile options: for a
+// graph whose every rerun is costly (a training run), where one candidate per op is too many.
 using UnsupportedKnobs = std::function<std::string(const EngineOptions&)>;
+enum class SwitchScope { PerOp, WholeGraph };
 std::vector<Switch> realisable_switches(const Graph& graph, const EngineOptions& eager,
                                         const EngineOptions& fused,
                                         const UnsupportedKnobs& unsupported,
                                         std::vector<std::string>& refused,
-                                        const std::vector<CompilerSwitch>& compiler = {});
+                                        const std::vector<CompilerSwitch>& compiler = {},
+                                        SwitchScope scope = SwitchScope::PerOp);
 
 // `fused` with the switches applied (merged into its per_op; a graph-wide switch sets the
 // graph-wide knobs).
