@@ -302,8 +302,8 @@ def grouped_verdict(members: list[tuple[str, claims.Verdict]]) -> claims.Verdict
     if len({(v.outcome, v.key_figure) for _, v in members}) == 1:
         figure = members[0][1].key_figure  # all alike: their own figure
     elif outcome not in claims.JUDGED and all(v.outcome is outcome for _, v in members):
-        # nothing judged: each distinct reason, shortened (the section has them whole)
-        figure = "; ".join(dict.fromkeys(" ".join(v.key_figure.split(";")[0].split()[:6]) for _, v in members))
+        # nothing judged: each member's reason, shortened (the section has them whole)
+        figure = "; ".join(f"{m}: {' '.join(v.key_figure.split(';')[0].split()[:6])}" for m, v in members)
     else:
         parts = []
         for o in sorted({v.outcome for _, v in members}, key=lambda o: (o is not outcome, VERDICT_ORDER[o])):

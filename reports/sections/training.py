@@ -74,6 +74,15 @@ def _plot(s, dtype: str, eager: dict[int, dict], fused: dict[int, dict]):
     close(fig)
 
 
+def _steps_text(steps: list[int]) -> str:
+    """'step 3', or 'steps 1-40 (40 steps)' for a run of consecutive ones, else 'steps 3, 9, 12'."""
+    if len(steps) == 1:
+        return f"step {steps[0]}"
+    if steps == list(range(steps[0], steps[0] + len(steps))):
+        return f"steps {steps[0]}–{steps[-1]} ({len(steps)} steps)"
+    return "steps " + ", ".join(map(str, steps[:8])) + (f" … ({len(steps)} steps)" if len(steps) > 8 else "")
+
+
 def render(s, run, result):
     doc = s
     dump_dir = result_dump_dir(result)
@@ -103,11 +112,13 @@ def render(s, run, result):
         if f.get("family") == "E" and "Alignment" in b["name"]:
             # the alignment claims of that dtype cannot be judged: N/A with the suite's reason
             why = b.get("error_message", "the benchmark did not run")
+            # the matrix cell says what the profile left out, the section the whole reason
+            key = "not in the quick profile" if "quick profile" in why else ""
             for claim in (
                 "fused training steps are faster than eager",
                 "the eager-vs-fused eval-loss gap stays within the eager seed-to-seed band",
             ):
-                doc.verdict(f"{f['dtype']}: {claim}", claims.not_applicable(why))
+                doc.verdict(f"{f['dtype']}: {claim}", claims.not_applicable(why, key_figure=key))
     table, speed, kinds = [], [], []
     for f, b in rows:
         if f["family"] != "E" or "Alignment" not in b["name"]:
@@ -118,15 +129,18 @@ def render(s, run, result):
             _plot(s, dtype, eager, fused)
         e = evidence.get(dtype, {})
         for mode in ("eager", "fused"):
-            skipped = [
-                f"seed {seed} step {x['step']}: {x['first_nonfinite_node'] or '?'}"
-                for seed, items in sorted(e.get(f"{mode}_skipped", {}).items())
-                for x in items
-            ]
+            # per seed and first non-finite node: the steps it held (a node that breaks every step
+            # is said once)
+            skipped = []
+            for seed, items in sorted(e.get(f"{mode}_skipped", {}).items()):
+                by_node: dict[str, list[int]] = {}
+                for x in items:
+                    by_node.setdefault(x["first_nonfinite_node"] or "?", []).append(int(x["step"]))
+                skipped += [f"seed {seed}, {_steps_text(steps)}: {node}" for node, steps in by_node.items()]
             if skipped:
                 doc.paragraph(
-                    f"{dtype} {mode}: steps skipped for a non-finite gradient (dynamic loss scaling halves the "
-                    f"scale), with the first node in graph order that held inf/NaN: {'; '.join(skipped[:12])}"
+                    f"{dtype} {mode}: steps skipped for a non-finite gradient (no optimizer update"
+                    f"{'; dynamic loss scaling halves the scale' if dtype == 'f16' else ''}), with the first node in graph order that held inf/NaN: {'; '.join(skipped[:12])}"
                     f"{' …' if len(skipped) > 12 else ''}."
                 )
         table.append(
@@ -174,11 +188,11 @@ def render(s, run, result):
         if "excursion_attribution" in e:
             found = e["excursion_attribution"]
             doc.paragraph(
-                f"{dtype}: the mechanism of the {found.get('excursions', '?')} rows outside the band: "
+                f"{dtype}: the mechanism of the {num(found.get('excursions', '?'))} rows outside the band: "
                 f"{mechanism_text({'attribution': found})}. The suite retrained fused with graph-wide switches (each "
                 "sets one mechanism to eager's behaviour for the whole training graph: "
                 f"{found.get('candidates', '?')} candidates, {found.get('reruns', '?')} training runs) and kept the "
-                f"smallest set after which {found.get('criterion', 'no row is outside the band')}."
+                f"smallest set that meets the criterion ({found.get('criterion', 'no row outside the band')})."
             )
     if table:
         doc.table(

@@ -170,7 +170,7 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
         },
         "no eval-loss row outside the eager seeds' range");
     excursion_attribution = a.json;
-    excursion_attribution["excursions"] = excursions;
+    excursion_attribution["excursions"] = int(excursions);
     excursion_attribution["candidates"] = search.candidates().size();
     state.counters["excursions_explained"] = a.status == "explained" ? 1 : 0;
   }
