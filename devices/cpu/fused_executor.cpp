@@ -1,8 +1,11 @@
 #include "fused_executor.hpp"
 #include "fusebench/engine/eigen.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <exception>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -58,8 +61,11 @@ FusedExecutor::PreparedGraph& FusedExecutor::prepare(const engine::Graph& graph)
     if (knobs.split_after) split_after.insert(op);
   }
   const engine::FusionPlan plan = engine::plan_fusion(graph, split_after);
-  for (const auto& kernel : plan.kernels) {
-    PreparedKernel k;
+  std::vector<PreparedKernel> kernels(plan.kernels.size());
+  std::vector<const JitCompiler*> compilers(plan.kernels.size());
+  for (std::size_t i = 0; i < plan.kernels.size(); ++i) {
+    const auto& kernel = plan.kernels[i];
+    PreparedKernel& k = kernels[i];
     k.emitted = emit_cpp_kernel(graph, kernel, options_);
     // FP contraction is the compiler's flag: a member switched the other way sets it for the
     // whole kernel, and the source says so (a different source: a different cache key).
@@ -68,7 +74,7 @@ FusedExecutor::PreparedGraph& FusedExecutor::prepare(const engine::Graph& graph)
       const std::string& op = graph.node(m).name;
       if (options_.at_op(op).fma_contraction != options_.fma_contraction) contraction_switch = op;
     }
-    const JitCompiler& jit = contraction_switch.empty() ? jit_ : jit_other_contraction_;
+    compilers[i] = contraction_switch.empty() ? &jit_ : &jit_other_contraction_;
     if (!contraction_switch.empty()) {
       const std::string flag = options_.fma_contraction ? "off" : "fast";
       k.emitted.source.insert(
@@ -76,17 +82,52 @@ FusedExecutor::PreparedGraph& FusedExecutor::prepare(const engine::Graph& graph)
       k.emitted.lowering.push_back(
           fmt::format("{}: kernel compiled with -ffp-contract={}", contraction_switch, flag));
     }
+  }
+  // The sources no earlier graph loaded, built on every core at once (a cold training graph has
+  // about a hundred kernels, each a compiler run of its own), then loaded in kernel order.
+  std::vector<std::size_t> to_build;  // first kernel of each new source
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    const std::string& source = kernels[i].emitted.source;
+    if (!loaded_.count(source) && seen.insert(source).second) to_build.push_back(i);
+  }
+  std::vector<engine::CachedArtifact> built(to_build.size());
+  std::vector<std::exception_ptr> failed(to_build.size());
+  {
+    std::atomic<std::size_t> next{0};
+    auto work = [&] {
+      for (std::size_t b = next++; b < to_build.size(); b = next++) {
+        try {
+          built[b] = compilers[to_build[b]]->build(cache_, kernels[to_build[b]].emitted.source);
+        } catch (...) {
+          failed[b] = std::current_exception();
+        }
+      }
+    };
+    const std::size_t workers =
+        std::min<std::size_t>(to_build.size(), std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> threads;
+    for (std::size_t w = 1; w < workers; ++w) threads.emplace_back(work);
+    work();
+    for (auto& thread : threads) thread.join();
+  }
+  for (const auto& error : failed) {
+    if (error) std::rethrow_exception(error);  // the first failing kernel in graph order
+  }
+  for (std::size_t b = 0; b < to_build.size(); ++b) {
+    const std::size_t i = to_build[b];
+    const KernelFunction function = compilers[i]->load(built[b]);
+    loaded_.emplace(kernels[i].emitted.source,
+                    LoadedKernel{std::move(built[b]), function,
+                                 sha256_hex(std::string_view(kernels[i].emitted.source))});
+  }
+  std::set<std::string> first_use;  // a source's first kernel in this graph counts its compile
+  for (std::size_t i = 0; i < plan.kernels.size(); ++i) {
+    const auto& kernel = plan.kernels[i];
+    PreparedKernel k = std::move(kernels[i]);
     auto known = loaded_.find(k.emitted.source);
-    const bool reused = known != loaded_.end();  // the same source in another graph or kernel
-    if (!reused) {
-      engine::CachedArtifact built = jit.build(cache_, k.emitted.source);
-      const KernelFunction function = jit.load(built);
-      known = loaded_
-                  .emplace(k.emitted.source,
-                           LoadedKernel{std::move(built), function,
-                                        sha256_hex(std::string_view(k.emitted.source))})
-                  .first;
-    }
+    // the same source in another graph, or an earlier kernel of this one
+    const bool reused = !seen.count(k.emitted.source) || !first_use.insert(k.emitted.source).second;
     k.emitted.source.clear();  // kept once, as loaded_'s key
     k.emitted.source.shrink_to_fit();
     k.loaded = &known->second;
