@@ -309,7 +309,8 @@ def grouped_verdict(members: list[tuple[str, claims.Verdict]]) -> claims.Verdict
         for o in sorted({v.outcome for _, v in members}, key=lambda o: (o is not outcome, VERDICT_ORDER[o])):
             named = [m for m, v in members if v.outcome is o]
             if o is claims.Outcome.SUPPORTED:
-                parts.append(f"{len(named)}/{len(members)}" if o is outcome else f"{len(named)} SUPPORTED")
+                # of the judged members: an N/A one is named after, not counted as unsupported
+                parts.append(f"{len(named)}/{len(judged)}" if o is outcome else f"{len(named)} SUPPORTED")
             else:
                 parts.append(", ".join(named) if o is outcome else f"{o.value.upper()}: {', '.join(named)}")
         figure = "; ".join(parts)

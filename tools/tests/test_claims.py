@@ -245,7 +245,7 @@ def test_claims_that_differ_only_in_their_subject_share_a_row():
     v = grouped_verdict([("layernorm", ok), ("attention", undecided), ("softmax", ok)])
     assert v.outcome is Outcome.INCONCLUSIVE and v.key_figure == "attention; 2 SUPPORTED" and v.cases == 5
     v = grouped_verdict([("bf16", ok), ("f16", claims.not_applicable("f16 is the full profile's"))])
-    assert v.outcome is Outcome.SUPPORTED and v.key_figure == "1/2; N/A: f16"
+    assert v.outcome is Outcome.SUPPORTED and v.key_figure == "1/1; N/A: f16"
     bad = claims.judged(0, 1, "worse", "a condition")
     assert grouped_verdict([("a", ok), ("b", bad), ("c", undecided)]).outcome is Outcome.CONTRADICTED
     v = grouped_verdict([("a", claims.not_applicable("no knob")), ("b", claims.absent("same kernel", "same"))])
