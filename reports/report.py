@@ -486,8 +486,8 @@ ATTRIBUTION_TASK = "attribution"  # a section of its own after B's, without verd
 def attribution_part(doc: Document, results: Results) -> list[tuple[str, str]]:
     """Writes the run's switch files (tools/fusion_switches.py), adds the attribution section after B's
     where a device's B evidence has attribution data, and returns the first screen's lines with the task
-    whose section each links to: one per such device, then one per device whose D mismatches were
-    attributed."""
+    whose section each links to: one per such device, then one per device whose D mismatches, and one
+    per device whose E excursions, were attributed."""
     written = fusion_switches.write_switch_files(results)
     for path, _, problems in written:
         for p in problems:
@@ -504,23 +504,22 @@ def attribution_part(doc: Document, results: Results) -> list[tuple[str, str]]:
             switch_doc, switch_file = switch_docs.get(device, (None, None))
             attribution.render(s, device_evidence, switch_doc, switch_file)
             lines.append((attribution.first_screen_line(device, device_evidence), ATTRIBUTION_TASK))
-    for device, mismatches in fusion_switches.evidence_files(results, fusion_switches.D_SUITE, "D_*.json").items():
-        # each D mismatch as a counter-example of its subgraph (the line names subgraphs as chains)
-        cases = [{"chain": e.get("subgraph", "?"), "counterexamples": [e]} for e in mismatches if "attribution" in e]
-        if cases:
-            lines.append((attribution.first_screen_line(f"{device}, task D", cases), "D"))
-    for device, runs in fusion_switches.evidence_files(results, fusion_switches.E_SUITE, "E_alignment_*.json").items():
-        # a dtype's fused run outside the band is one counter-example, its training the chain
-        cases = [
-            {
-                "chain": f"{e.get('dtype', '?')} training",
-                "counterexamples": [{"attribution": e["excursion_attribution"]}],
-            }
-            for e in runs
-            if "excursion_attribution" in e
-        ]
-        if cases:
-            lines.append((attribution.first_screen_line(f"{device}, task E", cases), "E"))
+    # Each attributed D mismatch and E run as a counter-example of its "chain" (subgraph; dtype's training).
+    tasks = (
+        ("D", fusion_switches.D_SUITE, "D_*.json", "attribution", lambda e: e.get("subgraph", "?")),
+        (
+            "E",
+            fusion_switches.E_SUITE,
+            "E_alignment_*.json",
+            "excursion_attribution",
+            lambda e: f"{e.get('dtype', '?')} training",
+        ),
+    )
+    for task, suite, pattern, key, chain in tasks:
+        for device, documents in fusion_switches.evidence_files(results, suite, pattern).items():
+            cases = [{"chain": chain(e), "counterexamples": [{"attribution": e[key]}]} for e in documents if key in e]
+            if cases:
+                lines.append((attribution.first_screen_line(f"{device}, task {task}", cases), task))
     return lines
 
 

@@ -27,10 +27,10 @@ CaseAttribution::CaseAttribution(const SuiteConfig& config, const engine::Graph&
 }
 
 void CaseAttribution::spend(const engine::EngineOptions& options) {
-  if (!framework_ || spent_.count(options.describe())) return;
-  if (compiles_spent_ >= kFrameworkCompileBudget) throw engine::SearchBudgetSpent{};
-  spent_.insert(options.describe());
-  ++compiles_spent_;
+  const std::string set = options.describe();
+  if (!framework_ || spent_.count(set)) return;
+  if (int(spent_.size()) >= kFrameworkCompileBudget) throw engine::SearchBudgetSpent{};
+  spent_.insert(set);
 }
 
 engine::Executor& CaseAttribution::fused_with(const std::vector<engine::Switch>& switches,

@@ -66,7 +66,7 @@ class CaseAttribution {
   std::vector<engine::Switch> candidates_;
   std::string not_applicable_, budget_note_;
   bool framework_ = false;
-  int reruns_ = 0, compiles_spent_ = 0;
+  int reruns_ = 0;
   std::map<std::string, std::unique_ptr<engine::Executor>> switched_;  // by knobs described
   std::set<std::string> spent_;                                        // sets compiled, described
 };
