@@ -954,8 +954,9 @@ def _untestable(what: str, reasons: list[str], key_figure: str) -> Verdict:
 A_CONTROLS = {1: "FMA contraction flipped", 2: "per-op rounding flipped (XLA: xla_allow_excess_precision)"}
 
 
-def decide_a(rows: list[tuple[dict, dict]], refused: list[str] = ()) -> Verdict:
-    """rows: (name fields, benchmark) of task A; refused: why the device skipped configurations.
+def decide_a(rows: list[tuple[dict, dict]], refused: list[str] = (), not_in_profile: list[str] = ()) -> Verdict:
+    """rows: (name fields, benchmark) of task A; refused: why the device skipped configurations;
+    not_in_profile: the configurations this profile leaves out ("bf16, 1 threads"), named in the condition.
     A kernel is the same when its generated code is (the source with its compile command, or XLA's
     HLO without metadata) and so is its machine code where the device has any (.text); a binary
     differing only outside .text, where it names its cache directory, is reported as debug paths,
@@ -1004,6 +1005,7 @@ def decide_a(rows: list[tuple[dict, dict]], refused: list[str] = ()) -> Verdict:
         + " between cold compiles in fresh processes, the same generated code and machine code (.text) where the "
         "device has any, the binary the same or differing only in debug paths; and the negative control, where the "
         "device realises one, changes the kernel"
+        + (f" (not run in this profile: {', '.join(not_in_profile)})" if not_in_profile else "")
     )
     knob = {int(b.get("negative_control_knob", 1)) for _, b in rows} - {-1}
     control = (

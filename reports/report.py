@@ -416,6 +416,11 @@ def run_line(results: Results) -> str:
     else:
         total = "suite times not recorded (a run made before tools/run wrote run.json)"
     filt = f", filter {manifest['filter']!r}" if manifest.get("filter") else ""
+    timing = manifest.get("timing") or {}
+    if timing and any(claims.is_framework(d) for d in results.devices) and timing["framework"] != timing["engine"]:
+        filt += f" (timed with {timing['engine']}; framework devices {timing['framework']})"
+    elif timing:
+        filt += f" (timed with {timing['engine']})"
     return (
         f"Run: {one('cpu_model')} ({one('hardware_threads')} hardware threads; {one('cpu_isa')}), "
         f"{one('compiler')}, commit {one('git_revision')}, profile {one('fusebench_profile')}{filt}, "

@@ -228,16 +228,28 @@ std::string default_cache_dir(const FrameworkSpec& spec) {
 }
 
 std::shared_ptr<Worker> shared_worker(const FrameworkSpec& spec) {
+  // A worker starts in seconds (its framework's import): devices asked for at once (the
+  // availability listing) start theirs side by side, so the map's lock is not held while one starts.
+  struct Slot {
+    std::mutex starting;
+    std::shared_ptr<Worker> worker;
+  };
   static std::mutex mutex;
-  static std::map<std::string, std::shared_ptr<Worker>> workers;
-  std::lock_guard lock(mutex);
-  auto& worker = workers[spec.device];
-  if (!worker) {
+  static std::map<std::string, std::shared_ptr<Slot>> slots;
+  std::shared_ptr<Slot> slot;
+  {
+    std::lock_guard lock(mutex);
+    auto& entry = slots[spec.device];
+    if (!entry) entry = std::make_shared<Slot>();
+    slot = entry;
+  }
+  std::lock_guard lock(slot->starting);
+  if (!slot->worker) {
     std::map<std::string, std::string> env;
     if (const auto dir = default_cache_dir(spec); !dir.empty()) env[spec.cache_env] = dir;
-    worker = std::make_shared<Worker>(spec, env);
+    slot->worker = std::make_shared<Worker>(spec, env);
   }
-  return worker;
+  return slot->worker;
 }
 
 // ---- graph -> Python

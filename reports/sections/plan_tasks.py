@@ -50,6 +50,11 @@ def render_a(s, run, result):
     if not rows:
         s.verdict(A_CLAIM, claims.decide_a(rows, refused or [_nothing_measured(run, "A/")]))
         return
+    not_in_profile = [
+        f"{f['dtype']}, {f['threads']} threads"
+        for f, b in ((axes(run, b), b) for b in benchmarks(run, "A/"))
+        if b.get("error_occurred") and "quick profile" in b.get("error_message", "")
+    ]
     table = []
     for f, b in rows:
         table.append(
@@ -68,7 +73,7 @@ def render_a(s, run, result):
                 num(b["real_time"]),
             ]
         )
-    s.verdict(A_CLAIM, claims.decide_a(rows, refused))
+    s.verdict(A_CLAIM, claims.decide_a(rows, refused, not_in_profile))
     s.paragraph(
         "Graph matmul → add → layernorm → gelu. Round 1 and round 2 (after clearing the kernel cache, in a fresh "
         "process) each run the graph; the negative control recompiles with one option flipped that the device "

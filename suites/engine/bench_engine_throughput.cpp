@@ -394,10 +394,13 @@ void register_benchmarks(const SuiteConfig& config) {
   std::vector<std::string> compared;
   if (config.device == "cpu") {
     register_all_devices();
+    std::vector<std::string> others;
     for (const std::string& name : engine::device_names()) {
       // torch:cuda etc. have their own runs
-      if (name == "cpu" || name.find(':') != std::string::npos) continue;
-      if (engine::make_device(name)->unavailable_reason().empty()) compared.push_back(name);
+      if (name != "cpu" && name.find(':') == std::string::npos) others.push_back(name);
+    }
+    for (const auto& [name, why] : device_availability(others)) {
+      if (why.empty()) compared.push_back(name);
     }
   }
   // size: the workload's size axis, ("n", elements) or ("shape", "AxB...")

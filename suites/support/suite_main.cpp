@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -122,6 +123,19 @@ void register_all_devices() {
 #endif
 }
 
+std::vector<std::pair<std::string, std::string>> device_availability(
+    const std::vector<std::string>& names) {
+  // each framework device's answer is its worker's start (an import of seconds): asked at once
+  std::vector<std::future<std::string>> answers;
+  for (const std::string& name : names) {
+    answers.push_back(std::async(
+        std::launch::async, [name] { return engine::make_device(name)->unavailable_reason(); }));
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (std::size_t i = 0; i < names.size(); ++i) out.emplace_back(names[i], answers[i].get());
+  return out;
+}
+
 void register_memory_copy(std::int64_t bytes, int threads) {
   const auto name = fmt::format("MemoryCopy/bytes:{}/threads:{}", bytes, threads);
   benchmark::RegisterBenchmark(
@@ -192,8 +206,7 @@ int run_suite(int argc, char** argv, const char* suite_name) {
       // The devices that can run here, one per line (what `tools/run --device all` expands to);
       // each unavailable one with its reason on stderr.
       register_all_devices();
-      for (const std::string& name : engine::device_names()) {
-        const std::string why = engine::make_device(name)->unavailable_reason();
+      for (const auto& [name, why] : device_availability(engine::device_names())) {
         if (why.empty())
           fmt::print("{}\n", name);
         else

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace fusebench::suite {
 
@@ -27,6 +29,9 @@ struct SuiteConfig {
 // Registers every device this build has (cpu, and the framework devices torch, torch:cuda, xla),
 // idempotent. A registered device may still be unavailable here (unavailable_reason()).
 void register_all_devices();
+// (name, why it cannot run here; empty: it can), in the order of `names`, the devices asked at once
+std::vector<std::pair<std::string, std::string>> device_availability(
+    const std::vector<std::string>& names);
 
 // "error: <message>" on stderr and exit status 2: bad input named, nothing run.
 [[noreturn]] void usage_error(std::string_view message);

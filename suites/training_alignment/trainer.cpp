@@ -543,6 +543,12 @@ RunOutcome train_run(const TrainConfig& config, const Dataset& data, const RunSp
       csv += fmt::format("{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{},{},{}\n", rec.step,
                          rec.train_loss, rec.eval_loss, std::exp(rec.eval_loss), rec.grad_norm,
                          rec.lr, rec.loss_scale, rec.skipped ? 1 : 0, rec.overflow_node);
+      if (spec.stop_after_row && spec.stop_after_row(rec, out.rows.size() - 1)) {
+        out.stopped_at_step = rec.step;
+        fmt::print(stderr, "  {}: stopped after step {} (its row decides the run)\n", spec.label,
+                   rec.step);
+        break;
+      }
     }
     const auto now = std::chrono::steady_clock::now();
     if (now - last_print > std::chrono::seconds(3) || rec.step == last) {
@@ -557,7 +563,7 @@ RunOutcome train_run(const TrainConfig& config, const Dataset& data, const RunSp
   }
   out.train_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   out.tokens_per_s = timed_s > 0 ? double(timed_tokens) / timed_s : 0;
-  const int steady = std::max(1, spec.steps - 1);
+  const int steady = std::max(1, trainer.steps_done() - first - 1);
   for (const auto& [kind, ms] : trainer.kind_ms()) out.kind_ms[kind] = ms / steady;
   for (const auto& [kernel, ms] : trainer.kernel_ms()) out.kernel_ms[kernel] = ms / steady;
   if (!spec.checkpoint.empty()) trainer.save(spec.checkpoint);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -141,9 +142,13 @@ struct RunSpec {
   int threads = 2;
   // the executor's other knobs (an attribution rerun's switches); `threads` sets its thread count
   engine::EngineOptions options;
+  // Called with each logged row and its index; true ends the run after that row (an attribution
+  // rerun whose criterion already failed: the remaining steps cannot change its answer).
+  std::function<bool(const StepRecord& row, std::size_t index)> stop_after_row;
 };
 struct RunOutcome {
   std::vector<StepRecord> rows;  // the CSV's rows
+  int stopped_at_step = -1;      // where stop_after_row ended the run; -1: it ran every step
   std::vector<double> losses;    // every step's train loss
   // every overflow-skipped step, with its first non-finite node
   std::vector<std::pair<int, std::string>> skipped;

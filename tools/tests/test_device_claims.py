@@ -154,6 +154,26 @@ def test_a_debug_paths():
     )
 
 
+def test_a_names_the_configurations_its_profile_left_out():
+    row = {
+        "runs": 200,
+        "distinct_hashes": 1,
+        "kernel_hash_stable": 1,
+        "kernel_source_stable": 1,
+        "kernel_text_stable": 1,
+        "max_ulp_vs_round1": 0,
+        "negative_control_knob": 1,
+        "negative_control_detected": 1,
+    }
+    v = claims.decide_a([({"dtype": "f16", "threads": "2"}, row)], [], ["f16, 1 threads", "bf16, 1 threads"])
+    sentence = v.sentence()
+    check(v.outcome is Outcome.SUPPORTED, f"A over the configuration that ran: {v.outcome}")
+    check(
+        "not run in this profile: f16, 1 threads, bf16, 1 threads" in sentence,
+        f"A's condition names what the profile left out: {sentence!r}",
+    )
+
+
 def test_report_cells():
     """The whole report on a torch results directory: C1's cell ABSENT with both halves, C2 and C3
     N/A with their reasons."""

@@ -93,6 +93,26 @@ TEST(Trainer, InterleavedTimingTakesTurnsAndKeepsEveryTimedStep) {
   }
 }
 
+// An attribution rerun ends at the row that decides it: the run stops after the row the callback
+// accepts, says where, and keeps the rows up to it (the same rows as the whole run's).
+TEST(Trainer, StopAfterRowEndsTheRunThere) {
+  Tiny tiny;
+  RunSpec spec;
+  spec.activations = DType::bf16;
+  spec.seed = tiny.config.seeds[0];
+  spec.steps = 6;
+  spec.csv_every = 1;
+  spec.label = "test";
+  const RunOutcome whole = train_run(tiny.config, tiny.data, spec);
+  EXPECT_EQ(whole.stopped_at_step, -1);
+  spec.stop_after_row = [](const StepRecord&, std::size_t index) { return index == 2; };
+  const RunOutcome stopped = train_run(tiny.config, tiny.data, spec);
+  ASSERT_EQ(stopped.rows.size(), 3u);
+  EXPECT_EQ(stopped.stopped_at_step, stopped.rows.back().step);
+  for (std::size_t r = 0; r < stopped.rows.size(); ++r)
+    EXPECT_EQ(stopped.rows[r].eval_loss, whole.rows[r].eval_loss) << "row " << r;
+}
+
 TEST(Trainer, ResumeFromACheckpointIsBitIdentical) {
   Tiny tiny;
   const auto path =
