@@ -185,6 +185,21 @@ Round spawn_round(const std::string& device, const fs::path& dir, DType dtype, i
 }
 
 void run_case(benchmark::State& state, DType dtype, int threads, const SuiteConfig& config) {
+  engine::EngineOptions o;
+  o.threads = threads;
+  if (!realisable(state, config, true, o)) return;
+  // A framework's cold compile in a fresh process takes 12-20 s (Inductor: its ISA probes and the
+  // kernel, in an empty cache), three per configuration: its quick profile keeps the plan's dtype,
+  // f16, with 2 threads, where a parallel reduction could differ between runs.
+  if (config.quick() && !engine_device(config) && (dtype != DType::f16 || threads == 1)) {
+    const std::string why = fmt::format(
+        "n/a in the quick profile on {}: three cold compiles in fresh processes per "
+        "configuration; the quick profile runs f16 with 2 threads, --profile full every dtype and "
+        "thread count",
+        config.device);
+    state.SkipWithError(why.c_str());
+    return;
+  }
   const Shape x_shape = config.quick() ? Shape{2, 64, 256} : Shape{8, 2048, 4096};
   const int runs = config.quick() ? 100 : 1000;
   const fs::path dir = (config.dump_dir.empty()
@@ -205,9 +220,6 @@ void run_case(benchmark::State& state, DType dtype, int threads, const SuiteConf
   const engine::Inputs in = load_inputs(dir);
   bool reload_exact = true;
   for (const char* name : kInputs) reload_exact &= bit_equal(in.at(name), generated.at(name)).equal;
-  engine::EngineOptions o;
-  o.threads = threads;
-  if (!realisable(state, config, true, o)) return;
   Control control_knob = Control::none;
   std::vector<std::string> control_refused;  // why each option could not serve, for the evidence
   for (Control c : {Control::fma_contraction, Control::per_op_rounding}) {
@@ -313,26 +325,12 @@ int child_round(int argc, char** argv) {
 void register_benchmarks(const SuiteConfig& config) {
   for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
     for (int threads : {1, 2}) {
-      // A framework's cold compile in a fresh process takes 12-20 s (Inductor: its ISA probes and
-      // the kernel, in an empty cache), three per configuration: its quick profile keeps the plan's
-      // dtype, f16, on every thread, where a parallel reduction could differ between runs.
-      const bool quick_skip =
-          config.quick() && !engine_device(config) && (dtype != DType::f16 || threads == 1);
       register_case("A",
                     Axes()
                         .add("dtype", dtype_name(dtype))
                         .add("threads", threads)
                         .add("device", config.device),
-                    [dtype, threads, config, quick_skip](benchmark::State& s, const std::string&) {
-                      if (quick_skip) {
-                        const std::string why = fmt::format(
-                            "n/a in the quick profile on {}: three cold compiles in fresh "
-                            "processes per configuration; the quick profile runs f16 with 2 "
-                            "threads, --profile full every dtype and thread count",
-                            config.device);
-                        s.SkipWithError(why.c_str());
-                        return;
-                      }
+                    [dtype, threads, config](benchmark::State& s, const std::string&) {
                       run_case(s, dtype, threads, config);
                     })
           ->Iterations(1)

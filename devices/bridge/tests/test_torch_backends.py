@@ -53,7 +53,7 @@ def run_suite(binary: pathlib.Path, device: str, filt: str, work: pathlib.Path, 
 
 def aot_eager(bin_dir: pathlib.Path, work: pathlib.Path):
     device = "torch/aot_eager"
-    a = run_suite(bin_dir / "bench_fusion_determinism", device, "^A/dtype:f16/threads:1/", work)
+    a = run_suite(bin_dir / "bench_fusion_determinism", device, "^A/dtype:f16/threads:2/", work)
     for b in a["benchmarks"]:
         check(
             b.get("distinct_hashes") == 1 and b.get("max_ulp_vs_round1") == 0,
