@@ -48,11 +48,12 @@ PAGE_WIDTH_PX = 1100  # max-width of the page body: figures must stay within it
 def matrix_reason(reason: str) -> str:
     """A skip reason short enough for a matrix cell: the filter's regex is printed once, in the
     run line under the matrix, not in every cell it skipped."""
-    return (
-        "no benchmark matches the run's --filter (shown under the matrix)"
-        if reason.startswith("no benchmark matches --filter")
-        else reason
-    )
+    if reason.startswith("no benchmark matches --filter"):
+        return "no benchmark matches the run's --filter (shown under the matrix)"
+    independent = re.fullmatch(r"device-independent: its figures are the (\S+) column's", reason)
+    if independent:
+        return f"device-independent: see the {independent[1]} column"
+    return reason
 
 
 class ResultsError(Exception):

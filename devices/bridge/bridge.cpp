@@ -2,8 +2,13 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -13,9 +18,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "framework_devices.hpp"
 #include "fusebench/engine/kernel_cache.hpp"
@@ -62,7 +70,7 @@ std::string python_origin() {
 }
 }  // namespace
 
-Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env)
+Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env, bool serverable)
     : device_(spec.device) {
   const fs::path python = python_executable();
   if (!fs::exists(python)) {
@@ -76,16 +84,6 @@ Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env
   scratch_ /=
       fmt::format("fusebench-{}-{}-{}", ::getpid(), device_file_name(spec.device), worker_serial++);
   fs::create_directories(scratch_);
-
-  int in_pipe[2], out_pipe[2];
-  if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) {
-    throw FrameworkError(fmt::format("{}: cannot create pipes for the Python worker: {}", device_,
-                                     std::strerror(errno)));
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in_pipe[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
 
   const std::string worker_script =
       (fs::path(FUSEBENCH_BRIDGE_DIR) / "fusebench_worker.py").string();
@@ -104,24 +102,46 @@ Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env
   environment.erase("PYTHONHOME");  // a named interpreter finds its own standard library
   std::vector<std::string> env_entries;
   for (auto& [k, v] : environment) env_entries.push_back(k + "=" + v);
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : env_entries) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  const int spawned = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(in_pipe[0]);
-  ::close(out_pipe[1]);
-  if (spawned != 0) {
-    ::close(in_pipe[1]);
-    ::close(out_pipe[0]);
-    pid_ = -1;
-    throw InputError(fmt::format("{}: cannot start {} ({}): {}", device_, python.string(),
-                                 python_origin(), std::strerror(spawned)));
+
+  const char* server_dir = std::getenv("FUSEBENCH_WORKER_DIR");
+  if (serverable && server_dir != nullptr && *server_dir != '\0') {
+    // The server's identity: its command line and the variables this Worker sets; the rest of its
+    // environment is the run's, from the process that started it.
+    std::string identity = fmt::format("{}", fmt::join(args, "\n"));
+    for (const auto& [k, v] : env) identity += fmt::format("\n{}={}", k, v);
+    socket_fd_ = connect_to_server(server_dir, identity, args, env_entries);
+    session_ = true;
+    to_worker_ = ::fdopen(::dup(socket_fd_), "w");
+    from_worker_ = ::fdopen(::dup(socket_fd_), "r");
+  } else {
+    int in_pipe[2], out_pipe[2];
+    if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) {
+      throw FrameworkError(fmt::format("{}: cannot create pipes for the Python worker: {}", device_,
+                                       std::strerror(errno)));
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in_pipe[0], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
+    std::vector<char*> argv, envp;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env_entries) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const int spawned = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(in_pipe[0]);
+    ::close(out_pipe[1]);
+    if (spawned != 0) {
+      ::close(in_pipe[1]);
+      ::close(out_pipe[0]);
+      pid_ = -1;
+      throw InputError(fmt::format("{}: cannot start {} ({}): {}", device_, python.string(),
+                                   python_origin(), std::strerror(spawned)));
+    }
+    to_worker_ = ::fdopen(in_pipe[1], "w");
+    from_worker_ = ::fdopen(out_pipe[0], "r");
   }
-  to_worker_ = ::fdopen(in_pipe[1], "w");
-  from_worker_ = ::fdopen(out_pipe[0], "r");
 
   nlohmann::json hello;
   try {
@@ -145,12 +165,104 @@ Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env
   }
 }
 
+int Worker::connect_to_server(const fs::path& server_dir, const std::string& identity,
+                              std::vector<std::string> args, std::vector<std::string> env_entries) {
+  const std::string stem =
+      fmt::format("{}-{}", device_file_name(device_), sha256_hex(identity).substr(0, 12));
+  const fs::path socket_path = server_dir / (stem + ".sock");
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (socket_path.string().size() >= sizeof(address.sun_path)) {
+    throw_input_error("FUSEBENCH_WORKER_DIR={}: too long for a Unix socket's path ({} of {} bytes)",
+                      server_dir.string(), socket_path.string().size(),
+                      sizeof(address.sun_path) - 1);
+  }
+  std::strcpy(address.sun_path, socket_path.c_str());
+  auto try_connect = [&]() {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0)
+      return fd;
+    if (fd >= 0) ::close(fd);
+    return -1;
+  };
+  // One process starts the server; the others wait on the lock and then find it listening.
+  const fs::path lock_path = server_dir / (stem + ".lock");
+  const int lock = ::open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  if (lock < 0) {
+    throw_input_error("FUSEBENCH_WORKER_DIR={}: cannot create {}: {}", server_dir.string(),
+                      lock_path.string(), std::strerror(errno));
+  }
+  struct Unlock {
+    int fd;
+    ~Unlock() { ::close(fd); }  // closing the descriptor releases the lock
+  } unlock{lock};
+  ::flock(lock, LOCK_EX);
+  if (const int fd = try_connect(); fd >= 0) return fd;
+
+  args.insert(args.end(), {"--serve", socket_path.string()});
+  env_entries.push_back(
+      fmt::format("FUSEBENCH_WORKER_PIDFILE={}", (server_dir / (stem + ".pid")).string()));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  // Its stderr outlives the process that starts it (perhaps a listing whose stderr is parsed):
+  // a log beside the socket, which tools/run relays to its own stderr after each suite.
+  const fs::path log_path = server_dir / (stem + ".log");
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_entries) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t server = -1;
+  const int spawned = posix_spawn(&server, argv[0], &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) {
+    throw InputError(fmt::format("{}: cannot start the worker server {} ({}): {}", device_, args[0],
+                                 python_origin(), std::strerror(spawned)));
+  }
+  // It listens once the framework is imported: seconds (torch about ten here).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  for (;;) {
+    if (const int fd = try_connect(); fd >= 0) return fd;
+    int status = 0;
+    if (::waitpid(server, &status, WNOHANG) == server) {
+      std::ifstream log(log_path);
+      std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+      if (text.size() > 2000) text = "..." + text.substr(text.size() - 2000);
+      throw InputError(fmt::format(
+          "{}: the worker server ({} {}) exited with status {} before it listened on {}; {}: {}",
+          device_, args[0], python_origin(),
+          WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), socket_path.string(),
+          log_path.string(), text));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(server, SIGTERM);
+      throw FrameworkError(fmt::format("{}: the worker server did not listen on {} within 5 min",
+                                       device_, socket_path.string()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 Worker::~Worker() {
   if (to_worker_ != nullptr) {
-    std::fputs("{\"cmd\": \"quit\"}\n", to_worker_);
+    // The session's compile counts go to this process's $FUSEBENCH_WORKER_STATS (a server has
+    // the environment of the process that started it); the reply comes once they are written.
+    nlohmann::json quit = {{"cmd", "quit"}};
+    if (const char* stats = std::getenv("FUSEBENCH_WORKER_STATS"); stats != nullptr && *stats)
+      quit["stats"] = stats;
+    if (send_line(quit.dump() + "\n") && from_worker_ != nullptr) {
+      char* line = nullptr;
+      std::size_t capacity = 0;
+      (void)::getline(&line, &capacity, from_worker_);
+      std::free(line);
+    }
     std::fclose(to_worker_);
   }
   if (from_worker_ != nullptr) std::fclose(from_worker_);
+  if (socket_fd_ >= 0) ::close(socket_fd_);
   if (pid_ > 0) {
     int status = 0;
     ::waitpid(pid_, &status, 0);
@@ -159,7 +271,22 @@ Worker::~Worker() {
   if (!scratch_.empty()) fs::remove_all(scratch_, ec);
 }
 
+bool Worker::send_line(const std::string& text) {
+  if (!session_) return std::fputs(text.c_str(), to_worker_) >= 0 && std::fflush(to_worker_) == 0;
+  // a server that went away must not kill this process with SIGPIPE
+  for (std::size_t sent = 0; sent < text.size();) {
+    const ssize_t n = ::send(socket_fd_, text.data() + sent, text.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    sent += std::size_t(n);
+  }
+  return true;
+}
+
 std::string Worker::describe_exit() {
+  if (session_)
+    return fmt::format("the run's worker server closed the session (its log is in {})",
+                       std::getenv("FUSEBENCH_WORKER_DIR"));
   int status = 0;
   if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_) {
     pid_ = -1;
@@ -190,10 +317,9 @@ nlohmann::json Worker::read_reply() {
 nlohmann::json Worker::request(const nlohmann::json& message) {
   if (!unavailable_.empty())
     throw InputError(fmt::format("device {} is unavailable: {}", device_, unavailable_));
-  if (to_worker_ == nullptr || pid_ <= 0)
+  if (to_worker_ == nullptr || (!session_ && pid_ <= 0))
     throw FrameworkError(fmt::format("{}: the Python worker is gone", device_));
-  const std::string text = message.dump() + "\n";
-  if (std::fputs(text.c_str(), to_worker_) < 0 || std::fflush(to_worker_) != 0) {
+  if (!send_line(message.dump() + "\n")) {
     throw FrameworkError(fmt::format("{}: {}", device_, describe_exit()));
   }
   try {
@@ -247,7 +373,7 @@ std::shared_ptr<Worker> shared_worker(const FrameworkSpec& spec) {
   if (!slot->worker) {
     std::map<std::string, std::string> env;
     if (const auto dir = default_cache_dir(spec); !dir.empty()) env[spec.cache_env] = dir;
-    slot->worker = std::make_shared<Worker>(spec, env);
+    slot->worker = std::make_shared<Worker>(spec, env, true);
   }
   return slot->worker;
 }

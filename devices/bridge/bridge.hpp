@@ -7,7 +7,10 @@
 // where the framework accepts the mapping). Why a process and not embedded CPython: any Python a
 // team names (its own torch build, another Python version) works without relinking fusebench; a
 // framework's threads, signal handlers and crashes stay out of the benchmark process; and a fresh
-// worker with a fresh cache directory is exactly the cold restart task A asks for.
+// worker with a fresh cache directory is exactly the cold restart task A asks for. Within a run
+// (tools/run sets $FUSEBENCH_WORKER_DIR) the shared worker is a session with one worker server
+// per device, so that every suite of the run finds the framework imported and the graphs earlier
+// suites compiled.
 //
 // Each graph becomes the framework's Python code (graph_fn), written as a runnable repro script:
 // into the worker's scratch directory, and into <repro dir>/<device>/ when the process set one
@@ -81,11 +84,17 @@ nlohmann::json framework_settings(const FrameworkSpec& spec, const engine::Engin
 // the project's .venv.
 std::filesystem::path python_executable();
 
-// One worker process. Thread-safe (one request at a time).
+// One worker process, or a session with a run's worker server. Thread-safe (one request at a
+// time).
 class Worker {
  public:
   // env: variables set (or overridden) for the worker, e.g. TORCHINDUCTOR_CACHE_DIR.
-  Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env);
+  // `serverable`: with $FUSEBENCH_WORKER_DIR set (tools/run sets it), a session with the server
+  // for this device, interpreter and env there, started by the first process that needs it; it
+  // keeps the framework imported and its compiled graphs for every suite of the run. Otherwise
+  // (and for a cold cache, which must be a fresh process) a process of this Worker's own.
+  Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env,
+         bool serverable = false);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -106,8 +115,16 @@ class Worker {
   nlohmann::json read_reply();
   std::string describe_exit();
 
+  // A session with the run's server for these arguments and environment: the connected socket.
+  int connect_to_server(const std::filesystem::path& server_dir, const std::string& identity,
+                        std::vector<std::string> args, std::vector<std::string> env_entries);
+  // A request line to the worker; false when it is gone.
+  bool send_line(const std::string& text);
+
   std::string device_;
-  pid_t pid_ = -1;
+  pid_t pid_ = -1;        // this Worker's own process (-1 in a server session)
+  bool session_ = false;  // a session with a run's worker server
+  int socket_fd_ = -1;    // that session's socket
   std::FILE* to_worker_ = nullptr;
   std::FILE* from_worker_ = nullptr;
   std::string unavailable_, version_;

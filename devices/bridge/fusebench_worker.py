@@ -2,6 +2,11 @@
 
 The C++ device (devices/bridge/bridge.cpp) starts `python fusebench_worker.py --backend NAME
 --target TARGET` and talks JSON lines over the worker's stdin/stdout: one request, one reply.
+With --serve SOCKET the worker is a server instead: it listens on that Unix socket and serves its
+clients one after another, each connection a session of the same protocol. A run (tools/run) has
+one per device for all its suites, so the framework is imported once, and a graph compiled by one
+suite is there for the next; the server exits when the process $FUSEBENCH_WORKER_OWNER names is
+gone, or on SIGTERM.
 Tensors never travel through the pipe: inputs are .npy files in shared memory (/dev/shm) that
 the worker maps (numpy mmap, copy-on-write) and hands to the framework without a copy where
 the framework accepts the mapping; outputs are written back as .npy next to them.
@@ -11,7 +16,8 @@ Requests:
    "inputs": [{"name", "path"}...], "outputs": [PATH...]}
       -> {"ok": true, "run_ms", "compile_ms", "compiled", "evidence": {...}}
   {"cmd": "stats"} -> {"ok": true, "compiles", "compile_s"}
-  {"cmd": "quit"}
+  {"cmd": "quit", "stats": PATH} -> {"ok": true}: the session ends (a server's, or the process);
+      its compile counts are appended to PATH ($FUSEBENCH_WORKER_STATS when not given) first
 Errors: {"ok": false, "error": last traceback line, "node": "<node>: <op> <dtype>[shape]" when the
 failing line is one of the graph's statements, "traceback": full text}.
 
@@ -27,6 +33,8 @@ import importlib.util
 import json
 import linecache
 import os
+import signal
+import socket
 import sys
 import time
 import traceback
@@ -44,129 +52,226 @@ def _node_of(tb, source_path):
     return node
 
 
+def _open_backend(args):
+    """(backend module, None) or (None, the hello's failure fields)."""
+    sys.path.insert(0, args.backend_dir)
+    try:
+        backend = importlib.import_module(args.backend)
+    except Exception as e:  # the framework is missing or broken
+        return None, {"error": f"{type(e).__name__}: {e}"}
+    try:
+        if args.compile_backend:
+            backend.setup(args.target, args.compile_backend)
+        else:
+            backend.setup(args.target)
+    except Exception as e:  # imported, but its device (e.g. a CUDA GPU) is not here
+        return None, {"target_error": f"{type(e).__name__}: {e}"}
+    return backend, None
+
+
+class Worker:
+    """What outlives a session: the framework, the graphs' modules and their compiled callables
+    (one compile per distinct graph and settings, keyed by the C++ side's content digest)."""
+
+    def __init__(self, args):
+        self.args = args
+        self.backend, self.failure = _open_backend(args)
+        self.modules = {}  # source path -> module
+        self.compiled = {}  # key -> compiled state
+
+    def hello(self):
+        if self.failure:
+            return {"ready": False, "python": sys.executable, **self.failure}
+        return {
+            "ready": True,
+            "python": sys.executable,
+            "version": self.backend.VERSION,
+            "python_version": sys.version.split()[0],
+        }
+
+    def session(self, lines, reply):
+        """One client's requests until quit or the end of its input."""
+        reply(self.hello())
+        if self.failure:  # said so; wait for quit
+            for line in lines:
+                request = json.loads(line)
+                if request.get("cmd") == "quit":
+                    reply({"ok": True})
+                    break
+            return
+        backend = self.backend
+        loaded = {}  # input path -> (file signature, framework tensor): this client's files
+        compiles, compile_s = 0, 0.0
+        cache_before = backend.cache_stats() if hasattr(backend, "cache_stats") else {}
+        stats_path = os.environ.get("FUSEBENCH_WORKER_STATS")
+        for line in lines:
+            request = json.loads(line)
+            cmd = request.get("cmd")
+            if cmd == "quit":
+                stats_path = request.get("stats") or stats_path
+                break
+            if cmd == "stats":
+                reply({"ok": True, "compiles": compiles, "compile_s": compile_s})
+                continue
+            source = os.path.abspath(request.get("source", ""))
+            try:
+                if source not in self.modules:
+                    spec = importlib.util.spec_from_file_location(f"fusebench_graph_{len(self.modules)}", source)
+                    module = importlib.util.module_from_spec(spec)
+                    spec.loader.exec_module(module)
+                    self.modules[source] = module
+                fn = self.modules[source].graph_fn
+                settings = request.get("settings", {})
+                inputs = []
+                for entry in request["inputs"]:
+                    # An input file the C++ side did not rewrite (same inode and time) is the tensor
+                    # already loaded: no copy, and its pages are already touched.
+                    info = os.stat(entry["path"])
+                    signature = (info.st_ino, info.st_mtime_ns, info.st_size)
+                    cached = loaded.get(entry["path"])
+                    if cached is None or cached[0] != signature:
+                        cached = loaded[entry["path"]] = (signature, backend.load(entry["path"]))
+                    inputs.append(cached[1])
+                compile_ms, was_compiled, evidence = 0.0, False, {}
+                if request["fused"]:
+                    key = request["key"]
+                    if key not in self.compiled:
+                        # Compiling and the first call, timed together: torch.compile compiles lazily,
+                        # in the first call; the xla backend compiles ahead of it, in backend.compile.
+                        start = time.perf_counter()
+                        state = backend.compile(fn, settings, inputs)
+                        outputs = backend.call(state, inputs, settings)
+                        backend.sync(outputs)
+                        elapsed = time.perf_counter() - start
+                        compile_ms = elapsed * 1e3
+                        compiles += 1
+                        compile_s += elapsed
+                        was_compiled = True
+                        state["evidence"] = backend.evidence(state, inputs)
+                        self.compiled[key] = state
+                    state = self.compiled[key]
+                    evidence = state["evidence"]
+                else:
+                    state = backend.eager(fn, settings)
+                start = time.perf_counter()
+                outputs = backend.call(state, inputs, settings)
+                backend.sync(outputs)
+                run_ms = (time.perf_counter() - start) * 1e3
+                for out, path in zip(outputs, request["outputs"]):
+                    backend.save(out, path)
+                reply(
+                    {
+                        "ok": True,
+                        "run_ms": run_ms,
+                        "compile_ms": compile_ms,
+                        "compiled": was_compiled,
+                        "evidence": evidence,
+                    }
+                )
+            except Exception as e:
+                last = traceback.format_exception_only(type(e), e)[-1].strip()
+                reply(
+                    {
+                        "ok": False,
+                        "error": last,
+                        "node": _node_of(e.__traceback__, source),
+                        "traceback": traceback.format_exc(),
+                    }
+                )
+        if compiles:
+            print(
+                f"fusebench {self.args.backend} worker: {compiles} graphs compiled in {compile_s:.2f} s",
+                file=sys.stderr,
+            )
+        if stats_path:
+            # one line per session: tools/run sums a suite's into run.json and the report's run line
+            entry = {"backend": self.args.backend, "compiles": compiles, "compile_s": round(compile_s, 3)}
+            if cache_before:
+                entry.update({k: v - cache_before.get(k, 0) for k, v in backend.cache_stats().items()})
+            with open(stats_path, "a") as f:
+                f.write(json.dumps(entry) + "\n")
+        reply({"ok": True})
+
+
+def _owner_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def serve(worker, socket_path):
+    """Sessions one after another on a Unix socket, until SIGTERM or the owner's exit."""
+    owner = int(os.environ.get("FUSEBENCH_WORKER_OWNER", "0") or 0)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # bound under a temporary name and renamed, so that a client never connects to a half-made server
+    bound = f"{socket_path}.{os.getpid()}"
+    listener.bind(bound)
+    listener.listen(8)
+    os.replace(bound, socket_path)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    pidfile = os.environ.get("FUSEBENCH_WORKER_PIDFILE")
+    if pidfile:  # what tools/run stops at its end
+        with open(pidfile, "w") as f:
+            f.write(f"{os.getpid()}\n")
+    listener.settimeout(2.0)
+    try:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                if owner and not _owner_alive(owner):
+                    return
+                continue
+            connection.settimeout(None)
+            with connection, connection.makefile("r") as lines, connection.makefile("w", buffering=1) as out:
+
+                def reply(obj):
+                    out.write(json.dumps(obj) + "\n")
+                    out.flush()
+
+                try:
+                    worker.session(lines, reply)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client went away mid-session; the next one is served
+    finally:
+        if pidfile and os.path.exists(pidfile):
+            os.unlink(pidfile)
+        try:
+            if os.path.exists(socket_path) and os.stat(socket_path).st_ino == os.fstat(listener.fileno()).st_ino:
+                os.unlink(socket_path)
+        except OSError:
+            pass
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--backend", required=True)
     parser.add_argument("--backend-dir", required=True)
     parser.add_argument("--target", default="cpu")
     parser.add_argument("--compile-backend", default="", help="torch.compile's backend (torch devices only)")
+    parser.add_argument("--serve", default="", help="a Unix socket to serve sessions on")
     args = parser.parse_args()
 
-    # The protocol owns the real stdout; anything a framework prints goes to stderr.
+    # The protocol owns the real stdout (or the socket); anything a framework prints goes to stderr.
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
+
+    worker = Worker(args)
+    if args.serve:
+        protocol.close()
+        serve(worker, args.serve)
+        return
 
     def reply(obj):
         protocol.write(json.dumps(obj) + "\n")
         protocol.flush()
 
-    sys.path.insert(0, args.backend_dir)
-    failure = None
-    try:
-        backend = importlib.import_module(args.backend)
-    except Exception as e:  # the framework is missing or broken
-        failure = {"error": f"{type(e).__name__}: {e}"}
-    else:
-        try:
-            if args.compile_backend:
-                backend.setup(args.target, args.compile_backend)
-            else:
-                backend.setup(args.target)
-        except Exception as e:  # imported, but its device (e.g. a CUDA GPU) is not here
-            failure = {"target_error": f"{type(e).__name__}: {e}"}
-    if failure:  # say so, then wait for quit
-        reply({"ready": False, "python": sys.executable, **failure})
-        for line in sys.stdin:
-            if json.loads(line).get("cmd") == "quit":
-                break
-        return
-    reply(
-        {"ready": True, "python": sys.executable, "version": backend.VERSION, "python_version": sys.version.split()[0]}
-    )
-
-    modules = {}  # source path -> module
-    loaded = {}  # input path -> (file signature, framework tensor)
-    compiled = {}  # key -> compiled callable (one compile per distinct graph and settings)
-    compiles, compile_s = 0, 0.0
-
-    for line in sys.stdin:
-        request = json.loads(line)
-        cmd = request.get("cmd")
-        if cmd == "quit":
-            break
-        if cmd == "stats":
-            reply({"ok": True, "compiles": compiles, "compile_s": compile_s})
-            continue
-        source = os.path.abspath(request.get("source", ""))
-        try:
-            if source not in modules:
-                spec = importlib.util.spec_from_file_location(f"fusebench_graph_{len(modules)}", source)
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
-                modules[source] = module
-            fn = modules[source].graph_fn
-            settings = request.get("settings", {})
-            inputs = []
-            for entry in request["inputs"]:
-                # An input file the C++ side did not rewrite (same inode and time) is the tensor
-                # already loaded: no copy, and its pages are already touched.
-                info = os.stat(entry["path"])
-                signature = (info.st_ino, info.st_mtime_ns, info.st_size)
-                cached = loaded.get(entry["path"])
-                if cached is None or cached[0] != signature:
-                    cached = loaded[entry["path"]] = (signature, backend.load(entry["path"]))
-                inputs.append(cached[1])
-            compile_ms, was_compiled, evidence = 0.0, False, {}
-            if request["fused"]:
-                key = request["key"]
-                if key not in compiled:
-                    # Compiling and the first call, timed together: torch.compile compiles lazily, in
-                    # the first call; the xla backend compiles ahead of it, in backend.compile.
-                    start = time.perf_counter()
-                    state = backend.compile(fn, settings, inputs)
-                    outputs = backend.call(state, inputs, settings)
-                    backend.sync(outputs)
-                    elapsed = time.perf_counter() - start
-                    compile_ms = elapsed * 1e3
-                    compiles += 1
-                    compile_s += elapsed
-                    was_compiled = True
-                    state["evidence"] = backend.evidence(state, inputs)
-                    compiled[key] = state
-                state = compiled[key]
-                evidence = state["evidence"]
-            else:
-                state = backend.eager(fn, settings)
-            start = time.perf_counter()
-            outputs = backend.call(state, inputs, settings)
-            backend.sync(outputs)
-            run_ms = (time.perf_counter() - start) * 1e3
-            for out, path in zip(outputs, request["outputs"]):
-                backend.save(out, path)
-            reply(
-                {"ok": True, "run_ms": run_ms, "compile_ms": compile_ms, "compiled": was_compiled, "evidence": evidence}
-            )
-        except Exception as e:
-            last = traceback.format_exception_only(type(e), e)[-1].strip()
-            reply(
-                {
-                    "ok": False,
-                    "error": last,
-                    "node": _node_of(e.__traceback__, source),
-                    "traceback": traceback.format_exc(),
-                }
-            )
-    if compiles:
-        print(f"fusebench {args.backend} worker: {compiles} graphs compiled in {compile_s:.2f} s", file=sys.stderr)
-    stats_path = os.environ.get("FUSEBENCH_WORKER_STATS")
-    if stats_path:
-        # one line per worker process: tools/run sums them into run.json and the report's run line
-        entry = {"backend": args.backend, "compiles": compiles, "compile_s": round(compile_s, 3)}
-        if hasattr(backend, "cache_stats"):
-            entry.update(backend.cache_stats())
-        with open(stats_path, "a") as f:
-            f.write(json.dumps(entry) + "\n")
+    worker.session(sys.stdin, reply)
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def render_a(s, run, result):
         s.verdict(A_CLAIM, claims.decide_a(rows, refused or [_nothing_measured(run, "A/")]))
         return
     not_in_profile = [
-        f"{f['dtype']}, {f['threads']} threads"
+        claims.a_config(f)
         for f, b in ((axes(run, b), b) for b in benchmarks(run, "A/"))
         if b.get("error_occurred") and "quick profile" in b.get("error_message", "")
     ]
@@ -76,11 +76,12 @@ def render_a(s, run, result):
     s.verdict(A_CLAIM, claims.decide_a(rows, refused, not_in_profile))
     s.paragraph(
         "Graph matmul → add → layernorm → gelu. Round 1 and round 2 (after clearing the kernel cache, in a fresh "
-        "process) each run the graph; the negative control recompiles with one option flipped that the device "
-        "realises (FMA contraction; on XLA per-op rounding, xla_allow_excess_precision) and must change the "
-        "kernel. A kernel's identity is its code: the generated source with its compile command (XLA: the "
-        "optimized HLO without metadata) and its machine code (.text) where the device has any; the binary's "
-        "own hash is shown beside them."
+        "process) each run the graph; the negative control, a third process beside round 2, recompiles with one "
+        "option flipped that the device realises (FMA contraction; on XLA per-op rounding, "
+        "xla_allow_excess_precision) and must change the kernel. A kernel's identity is its code: the generated "
+        "source with its compile command (XLA: the optimized HLO without metadata) and its machine code (.text) "
+        "where the device has any; the binary's own hash is shown beside them. Time per run is round 1's, "
+        "which runs alone."
     )
     s.table(
         [

@@ -40,6 +40,15 @@ bool realisable(benchmark::State& state, const SuiteConfig& config, bool fused,
   return false;
 }
 
+bool kept_in_quick_profile(benchmark::State& state, const SuiteConfig& config,
+                           std::string_view why) {
+  if (!config.quick() || engine_device(config)) return true;
+  const std::string message =
+      fmt::format("n/a in the quick profile on {}: {}; --profile full runs it", config.device, why);
+  state.SkipWithError(message.c_str());
+  return false;
+}
+
 std::unique_ptr<engine::Executor> make_executor(const SuiteConfig& config, bool fused,
                                                 const engine::EngineOptions& options) {
   if (auto reason = not_applicable(config, fused, options); !reason.empty())

@@ -6,6 +6,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -36,6 +37,13 @@ std::string not_applicable(const SuiteConfig& config, bool fused,
 // "n/a on <device>: ..." and no figures); returns false when skipped.
 bool realisable(benchmark::State& state, const SuiteConfig& config, bool fused,
                 const engine::EngineOptions& options);
+
+// Whether the quick profile keeps a case that costs minutes on a framework device (its cold
+// compiles, or its steps on the framework's CPU path): on one it does not, skips the benchmark
+// with "n/a in the quick profile on <device>: <why>; --profile full runs it", which the report
+// names as not run in this profile, and returns false.
+bool kept_in_quick_profile(benchmark::State& state, const SuiteConfig& config,
+                           std::string_view why);
 
 // Writes <dump_dir>/<name>.json (atomically) when dumps were requested.
 void write_evidence(const SuiteConfig& config, const std::string& name,

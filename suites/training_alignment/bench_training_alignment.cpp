@@ -93,14 +93,12 @@ constexpr int kQuickTimingRounds = 24, kFullTimingRounds = 80, kTimedStepsPerTur
 // ---- the alignment case: three eager seeds (the band), fused with the first seed, then the
 // speed comparison: eager and fused steps interleaved
 void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtype) {
-  if (suite.quick() && suite.device != "cpu" && dtype == DType::f16) {
-    // A CPU without native f16 arithmetic runs a framework's f16 training steps several times
-    // slower than its bf16 ones: that run alone would be most of the device's quick profile
-    const std::string why = fmt::format(
-        "n/a in the quick profile on {}: f16 training on a framework's CPU path, without native "
-        "f16 arithmetic, costs several times bf16's; --profile full runs it",
-        suite.device);
-    state.SkipWithError(why.c_str());
+  // A CPU without native f16 arithmetic runs a framework's f16 training steps several times
+  // slower than its bf16 ones: that run alone would be most of the device's quick profile
+  if (dtype == DType::f16 &&
+      !kept_in_quick_profile(state, suite,
+                             "f16 training on a framework's CPU path, without native f16 "
+                             "arithmetic, costs several times bf16's")) {
     return;
   }
   const TrainConfig config = TrainConfig::load(config_path("default"));
@@ -455,14 +453,11 @@ void register_benchmarks(const SuiteConfig& config) {
                           .add("mode", fused_mode ? "fused" : "eager")
                           .add("device", config.device);
     register_single_run("E/StepTime", axes, [config, fused_mode](benchmark::State& s) {
-      if (config.quick() && !engine_device(config)) {
-        // a projection, not a verdict: a framework's eager step of 86 M parameters took 58 s
-        // (XLA op by op) where the whole alignment case took 101 s
-        const std::string why = fmt::format(
-            "n/a in the quick profile on {}: one eager step of GPT-2 small costs about a minute "
-            "on a framework's CPU path; --profile full runs it",
-            config.device);
-        s.SkipWithError(why.c_str());
+      // a projection, not a verdict: a framework's eager step of 86 M parameters took 58 s (XLA
+      // op by op) where the whole alignment case took 101 s
+      if (!kept_in_quick_profile(s, config,
+                                 "one eager step of GPT-2 small costs about a minute on a "
+                                 "framework's CPU path")) {
         return;
       }
       run_step_time(s, config, fused_mode);

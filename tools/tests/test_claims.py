@@ -283,6 +283,8 @@ def test_speedup_is_decided_on_the_interleaved_interval_not_on_runs_timed_apart(
     assert verdict.cases == 31
     assert "interleaved rounds" in verdict.condition
     assert "0.84" in verdict.evidence  # the runs timed apart stay in the evidence
+    disagrees = outcome is Outcome.SUPPORTED  # 0.84x apart against an interval above 1
+    assert ("disagree in direction" in verdict.evidence) is disagrees
 
 
 def test_speedup_without_interleaved_rounds_keeps_the_single_run_rule():

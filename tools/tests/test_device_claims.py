@@ -165,11 +165,11 @@ def test_a_names_the_configurations_its_profile_left_out():
         "negative_control_knob": 1,
         "negative_control_detected": 1,
     }
-    v = claims.decide_a([({"dtype": "f16", "threads": "2"}, row)], [], ["f16, 1 threads", "bf16, 1 threads"])
+    v = claims.decide_a([({"dtype": "f16", "threads": "2"}, row)], [], ["f16, 1 thread", "bf16, 1 thread"])
     sentence = v.sentence()
     check(v.outcome is Outcome.SUPPORTED, f"A over the configuration that ran: {v.outcome}")
     check(
-        "not run in this profile: f16, 1 threads, bf16, 1 threads" in sentence,
+        "not run in this profile: f16, 1 thread, bf16, 1 thread" in sentence,
         f"A's condition names what the profile left out: {sentence!r}",
     )
 

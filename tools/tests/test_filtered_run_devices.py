@@ -5,7 +5,9 @@ A suite with matches must run them all (a listing read through `| grep -q` once 
 and pipefail turned that into "no match"); a suite without matches is skipped and says why. First
 `tools/run --list` must show a listing larger than one stdio buffer whole (task D on the device,
 no run); then a run with a filter that picks one cheap case from four suites must run exactly
-those, and run.json must count the framework's compiles of each suite (and its cache lookups).
+those, and run.json must count the framework's compiles of each suite (and its cache lookups). The
+run's worker servers (one per device for all its suites) must be gone when it ends, and their log
+relayed to its stderr.
 
 Usage: test_filtered_run_devices.py --device torch --work DIR   (exit 77: the device is unavailable)
 """
@@ -43,6 +45,22 @@ def listing(suite: pathlib.Path, device: str, regex: str = FILTER) -> list[str]:
     if r.returncode != 0:
         sys.exit(f"{suite.name} --device={device} --benchmark_list_tests: exit {r.returncode}\n{r.stderr[-800:]}")
     return [line for line in r.stdout.splitlines() if line.strip()]
+
+
+def servers_of(owner: int) -> list[str]:
+    """Command lines of the live processes whose environment names `owner` as their run."""
+    found = []
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environment = (proc / "environ").read_bytes().split(b"\0")
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if f"FUSEBENCH_WORKER_OWNER={owner}".encode() in environment and "--serve" in command:
+            found.append(f"{proc.name}: {command}")
+    return found
 
 
 def main() -> int:
@@ -85,11 +103,20 @@ def main() -> int:
         )
 
     shutil.rmtree(args.work, ignore_errors=True)
-    r = subprocess.run(
+    run = subprocess.Popen(
         [str(ROOT / "tools" / "run"), "--device", args.device, "--filter", FILTER, "--out", str(args.work)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
+    stdout, stderr = run.communicate()
+    r = subprocess.CompletedProcess(run.args, run.returncode, stdout, stderr)
+    # the run's worker servers (their environment names tools/run as FUSEBENCH_WORKER_OWNER) stop with it
+    left = servers_of(run.pid)
+    if left:
+        failures.append(f"worker servers of the run still running after it: {left}")
+    if "graphs compiled" not in r.stderr:
+        failures.append("the worker servers' log (their compile counts) was not relayed to tools/run's stderr")
     if r.returncode != 0:
         print(r.stdout[-2000:], r.stderr[-2000:], sep="\n")
         print(f"FAILED: tools/run --device {args.device} --filter: exit {r.returncode}")

@@ -6,7 +6,9 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <csignal>
 #include <fstream>
+#include <thread>
 
 #include "bridge.hpp"
 #include "framework_devices.hpp"
@@ -352,6 +354,58 @@ TEST(Xla, ThreadCountOtherThanEveryCoreIsNotApplicable) {
 }
 
 // ---- the bridge
+// A run's worker server: the first serverable Worker starts it, the next one is a session with
+// the same process, each session's counts go to its client's FUSEBENCH_WORKER_STATS before quit
+// is answered, and the server stops on SIGTERM, taking its pid file with it.
+TEST(Xla, WorkerServerServesOneSessionAfterAnother) {
+  SKIP_UNLESS_AVAILABLE("xla");
+  char dir_template[] = "/tmp/fusebench-servers-XXXXXX";
+  const fs::path dir = ::mkdtemp(dir_template);
+  const fs::path stats = dir / "stats.jsonl";
+  ::setenv("FUSEBENCH_WORKER_DIR", dir.c_str(), 1);
+  ::setenv("FUSEBENCH_WORKER_OWNER", std::to_string(::getpid()).c_str(), 1);
+  ::setenv("FUSEBENCH_WORKER_STATS", stats.c_str(), 1);
+  auto pid_files = [&] {
+    std::vector<fs::path> found;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (entry.path().extension() == ".pid") found.push_back(entry.path());
+    }
+    return found;
+  };
+  auto lines = [&] {
+    std::ifstream in(stats);
+    int n = 0;
+    for (std::string line; std::getline(in, line);) n += line.empty() ? 0 : 1;
+    return n;
+  };
+  std::string server_pid;
+  {
+    Worker first(xla_spec(), {}, true);
+    ASSERT_EQ(first.unavailable_reason(), "");
+    EXPECT_EQ(first.request({{"cmd", "stats"}}).value("compiles", -1), 0);
+    ASSERT_EQ(pid_files().size(), 1u);
+    std::ifstream(pid_files()[0]) >> server_pid;
+  }
+  EXPECT_EQ(lines(), 1) << "the first session's counts";
+  {
+    Worker second(xla_spec(), {}, true);
+    EXPECT_EQ(second.framework_version(), Worker(xla_spec(), {}).framework_version());
+    ASSERT_EQ(pid_files().size(), 1u) << "a second server was started";
+    std::string pid;
+    std::ifstream(pid_files()[0]) >> pid;
+    EXPECT_EQ(pid, server_pid);
+  }
+  EXPECT_EQ(lines(), 3) << "one line per session (and one for the private worker)";
+  ::kill(std::stoi(server_pid), SIGTERM);
+  for (int i = 0; i < 100 && !pid_files().empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(pid_files().empty()) << "the server did not stop on SIGTERM";
+  for (const char* name :
+       {"FUSEBENCH_WORKER_DIR", "FUSEBENCH_WORKER_OWNER", "FUSEBENCH_WORKER_STATS"})
+    ::unsetenv(name);
+  fs::remove_all(dir);
+}
+
 TEST(Bridge, BadFusebenchPythonIsAClearError) {
   const char* saved = std::getenv("FUSEBENCH_PYTHON");
   const std::string restore = saved ? saved : "";
