@@ -458,7 +458,12 @@ def compile_counts(manifest: dict) -> str:
     parts = []
     for device, c in by_device.items():
         looked_up = c.get("cache_hits", 0) + c.get("cache_misses", 0)
-        cache = f", {num(c['cache_hits'])} of {num(looked_up)} cache lookups hit" if looked_up else ""
+        cache = (
+            f" ({num(c['cache_hits'])} of {num(looked_up)} persistent-cache lookups hit: a hit loads the compiled "
+            "code instead of generating it)"
+            if looked_up
+            else ""
+        )
         n = c.get("compiles", 0)
         parts.append(
             f"{device}: {num(n)} graph{'' if n == 1 else 's'} compiled in {num(c.get('compile_s', 0))} s{cache}"
