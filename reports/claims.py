@@ -1312,12 +1312,18 @@ def decide_speedup(family: str, eager: dict, fused: dict, copy_bw: float | None)
             f"[{_num(lo)}, {_num(hi)}]; {facts}"
         )
         if (lo > 1 and speedup < 1) or (hi < 1 and speedup > 1):
-            # Back-to-back runs of one path (the timed-apart loop) and alternating runs (the rounds)
-            # see the machine differently, e.g. caches and allocator state left by the other path.
+            # The timed-apart figure is the mean of a short loop of each path, the two loops taken
+            # apart (on a framework device in the quick profile, a dozen runs each); the rounds pair
+            # each eager run with a fused one, so a change of load hits both.
+            runs = (
+                f" over {_num(eager['iterations'])} eager and {_num(fused['iterations'])} fused runs"
+                if ("iterations" in eager and "iterations" in fused)
+                else ""
+            )
             facts += (
-                f". The two measurements disagree in direction ({_num(speedup)}× timed apart): the interleaved "
-                "rounds decide, since eager and fused meet the same machine state there; repetitions (full "
-                "profile) would show whether the back-to-back figure is stable"
+                f". The two measurements disagree in direction ({_num(speedup)}× timed apart{runs}): the "
+                "interleaved rounds decide, since each pairs an eager run with a fused one under the same load; "
+                "repetitions (full profile) would show how far the timed-apart figure moves"
             )
         if lo > 1:
             return Verdict(Outcome.SUPPORTED, figure, condition, facts, rounds)

@@ -253,8 +253,8 @@ def test_claims_that_differ_only_in_their_subject_share_a_row():
 
 
 def _speed_rows(eager_ms: float, fused_ms: float, interleaved: tuple[float, float, float] | None):
-    eager = {"real_time": eager_ms, "time_unit": "ms"}
-    fused = {"real_time": fused_ms, "time_unit": "ms"}
+    eager = {"real_time": eager_ms, "time_unit": "ms", "iterations": 13}
+    fused = {"real_time": fused_ms, "time_unit": "ms", "iterations": 22}
     if interleaved:
         median, lo, hi = interleaved
         fused |= {
@@ -285,6 +285,7 @@ def test_speedup_is_decided_on_the_interleaved_interval_not_on_runs_timed_apart(
     assert "0.84" in verdict.evidence  # the runs timed apart stay in the evidence
     disagrees = outcome is Outcome.SUPPORTED  # 0.84x apart against an interval above 1
     assert ("disagree in direction" in verdict.evidence) is disagrees
+    assert ("over 13 eager and 22 fused runs" in verdict.evidence) is disagrees
 
 
 def test_speedup_without_interleaved_rounds_keeps_the_single_run_rule():
