@@ -68,6 +68,18 @@ std::string python_origin() {
   return chosen != nullptr && *chosen != '\0' ? fmt::format("FUSEBENCH_PYTHON={}", chosen)
                                               : "the project's .venv";
 }
+
+// posix_spawn of args[0] with exactly these arguments and environment; 0 or the error number.
+int spawn_process(pid_t& pid, const std::vector<std::string>& args,
+                  const std::vector<std::string>& env_entries,
+                  const posix_spawn_file_actions_t* actions) {
+  std::vector<char*> argv, envp;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : env_entries) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  return posix_spawn(&pid, argv[0], actions, nullptr, argv.data(), envp.data());
+}
 }  // namespace
 
 Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env, bool serverable)
@@ -123,12 +135,7 @@ Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, in_pipe[0], STDIN_FILENO);
     posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
-    std::vector<char*> argv, envp;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : env_entries) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    const int spawned = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
+    const int spawned = spawn_process(pid_, args, env_entries, &actions);
     posix_spawn_file_actions_destroy(&actions);
     ::close(in_pipe[0]);
     ::close(out_pipe[1]);
@@ -210,13 +217,8 @@ int Worker::connect_to_server(const fs::path& server_dir, const std::string& ide
   const fs::path log_path = server_dir / (stem + ".log");
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_path.c_str(),
                                    O_WRONLY | O_CREAT | O_APPEND, 0644);
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : env_entries) envp.push_back(e.data());
-  envp.push_back(nullptr);
   pid_t server = -1;
-  const int spawned = posix_spawn(&server, argv[0], &actions, nullptr, argv.data(), envp.data());
+  const int spawned = spawn_process(server, args, env_entries, &actions);
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) {
     throw InputError(fmt::format("{}: cannot start the worker server {} ({}): {}", device_, args[0],
