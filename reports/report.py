@@ -49,7 +49,7 @@ def matrix_reason(reason: str) -> str:
     """A skip reason short enough for a matrix cell: the filter's regex is printed once, in the
     run line under the matrix, not in every cell it skipped."""
     if reason.startswith("no benchmark matches --filter"):
-        return "no benchmark matches the run's --filter (shown under the matrix)"
+        return "outside the run's --filter"
     independent = re.fullmatch(r"device-independent: its figures are the (\S+) column's", reason)
     if independent:
         return f"device-independent: see the {independent[1]} column"
