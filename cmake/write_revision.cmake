@@ -5,7 +5,13 @@
 execute_process(COMMAND git rev-parse --short=12 HEAD WORKING_DIRECTORY "${SOURCE_DIR}"
   OUTPUT_VARIABLE revision OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE failed)
 if(failed OR revision STREQUAL "")
-  set(revision "unknown")
+  # a copy of the tree without its .git (a device machine's): the revision the copy was made from,
+  # as the one who sent it says
+  if(DEFINED ENV{FUSEBENCH_REVISION} AND NOT "$ENV{FUSEBENCH_REVISION}" STREQUAL "")
+    set(revision "$ENV{FUSEBENCH_REVISION}")
+  else()
+    set(revision "unknown")
+  endif()
 else()
   execute_process(COMMAND git diff --quiet HEAD WORKING_DIRECTORY "${SOURCE_DIR}" RESULT_VARIABLE dirty ERROR_QUIET)
   if(dirty)

@@ -110,6 +110,7 @@ Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env
     const auto eq = entry.find('=');
     if (eq != std::string::npos) environment[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
+  for (const auto& [k, v] : spec.worker_env_defaults) environment.try_emplace(k, v);
   for (auto& [k, v] : env) environment[k] = v;
   environment.erase("PYTHONHOME");  // a named interpreter finds its own standard library
   std::vector<std::string> env_entries;
@@ -692,7 +693,8 @@ void register_framework_devices() {
   engine::register_device_family("torch:cuda", [](const std::string& backend) {
     return make_framework_device(torch_spec("cuda", backend));
   });
-  engine::register_device("xla", [] { return make_framework_device(xla_spec()); });
+  engine::register_device("xla", [] { return make_framework_device(xla_spec("cpu")); });
+  engine::register_device("xla:cuda", [] { return make_framework_device(xla_spec("cuda")); });
 }
 
 }  // namespace fusebench::framework

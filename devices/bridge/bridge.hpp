@@ -45,7 +45,7 @@ class FrameworkError : public std::runtime_error {
 
 // What a framework device is, for the generic bridge device (framework_device.cpp).
 struct FrameworkSpec {
-  std::string device;       // "torch", "torch:cuda", "xla"
+  std::string device;       // "torch", "torch:cuda", "xla", "xla:cuda"
   std::string framework;    // "torch", "jax" (the Python package to name in messages)
   std::string backend;      // Python module of the framework side, e.g. "torch_backend"
   std::string backend_dir;  // absolute directory holding it
@@ -53,7 +53,10 @@ struct FrameworkSpec {
   std::string
       compile_backend;  // torch.compile's backend ("inductor", "aot_eager", a team's own); "" for JAX
   std::string pip_install;  // what to install, e.g. "torch==2.15.0"
-  std::string cache_env;   // the framework's compile-cache variable ("" when it keeps none on disk)
+  std::string cache_env;  // the framework's compile-cache variable ("" when it keeps none on disk)
+  // Variables the worker gets unless the environment already sets them (xla:cuda: no memory
+  // preallocation, so that several workers share one GPU).
+  std::map<std::string, std::string> worker_env_defaults;
   std::string preamble;    // imports and helpers at the top of every graph module
   std::string repro_main;  // the repro script's `if __name__ == "__main__":` block
   // One statement's right-hand side for node n with operand expressions args.

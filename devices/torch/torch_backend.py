@@ -10,7 +10,9 @@ names or .py paths, imported before the name is looked up). The Inductor knobs i
 settings["inductor"] are applied with torch._inductor.config.patch around the compiling call.
 Evidence of a compiled graph: Inductor's wrapper module, each C++ kernel's source, the exact g++
 command line that built it, the .so and hashes of all three (and of the .so's .text section,
-which does not carry the debug paths that -g1 embeds).
+which does not carry the debug paths that -g1 embeds). On CUDA, each Triton kernel's Python
+source, the configs it launched with (block sizes, warps, stages), its cubin's hash and what its
+PTX holds (fma.rn, div.full / div.rn, rsqrt.approx).
 """
 
 import hashlib
@@ -179,6 +181,64 @@ def _text_section_sha256(so_path):
             os.remove(out)
 
 
+def _sha256_bytes(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def _triton_kernel(name, kernel_object):
+    """A Triton kernel of Inductor's wrapper module (a CachingAutotuner once the graph has run):
+    its Python source, the block sizes and warps of each config it launched, and the compiled
+    cubin and PTX (a cubin carries no cache paths, so its hash is the machine code's)."""
+    kernel = {"name": name, "kind": "triton"}
+    fn = getattr(kernel_object, "fn", None)
+    source = getattr(fn, "src", None)
+    if source is None and fn is not None:
+        try:
+            import inspect
+
+            source = inspect.getsource(getattr(fn, "fn", fn))
+        except (OSError, TypeError):
+            source = None
+    if source is not None:
+        kernel["source_sha256"] = _sha256_bytes(source.encode())
+        kernel["code"] = source[:_CODE_LIMIT]
+    cubins, ptx, configs = [], [], []
+    launchers = list(getattr(kernel_object, "launchers", None) or [])
+    for launcher in launchers:
+        compiled = getattr(launcher, "bin", None) or getattr(launcher, "kernel", None)
+        asm = getattr(compiled, "asm", None) or {}
+        cubin = asm.get("cubin")
+        if cubin:
+            cubins.append(cubin if isinstance(cubin, bytes) else str(cubin).encode())
+        if asm.get("ptx"):
+            ptx.append(str(asm["ptx"]))
+        config = getattr(launcher, "config", None)
+        if config is not None:
+            configs.append(
+                {
+                    "kwargs": {k: v for k, v in (getattr(config, "kwargs", {}) or {}).items() if isinstance(v, int)},
+                    "num_warps": getattr(config, "num_warps", None),
+                    "num_stages": getattr(config, "num_stages", None),
+                }
+            )
+    kernel["launchers"] = len(launchers)
+    kernel["configs"] = configs
+    if cubins:
+        kernel["library_sha256"] = _sha256_bytes(b"".join(cubins))
+        kernel["text_sha256"] = kernel["library_sha256"]
+        kernel["cache_dir_mentions"] = 0
+    if ptx:
+        text = "\n".join(ptx)
+        # what the PTX says about the mechanisms: fused multiply-adds, approximate and IEEE
+        # division and square roots
+        kernel["ptx_counts"] = {
+            op: text.count(op)
+            for op in ("fma.rn", "div.full", "div.rn", "div.approx", "rsqrt.approx", "sqrt.rn", "sqrt.approx")
+        }
+    kernel["command_line_normalized"] = ""
+    return kernel
+
+
 def evidence(state, inputs):
     counters = _counters()
     before = state["counters_before"]
@@ -186,6 +246,12 @@ def evidence(state, inputs):
     kernels = []
     for module in new:
         for name, value in sorted(vars(module).items()):
+            if DEVICE == "cuda" and name.startswith("triton_"):
+                try:
+                    kernels.append(_triton_kernel(name, value))
+                except Exception as e:  # evidence must not stop a measurement; say what broke
+                    kernels.append({"name": name, "kind": "triton", "error": f"{type(e).__name__}: {e}"[:300]})
+                continue
             library = getattr(getattr(value, "__self__", None), "__file__", None)
             if not (name.startswith(("cpp_fused", "triton_")) and library):
                 continue
@@ -219,14 +285,14 @@ def evidence(state, inputs):
                 with open(source, encoding="utf-8", errors="replace") as f:
                     kernel["code"] = f.read(_CODE_LIMIT)  # the evidence a report quotes (C1: the constant)
             kernels.append(kernel)
-    return {
+    found = {
         # the compiled artifact: every kernel's .so; its source: every kernel's C++ and the g++
         # command that built it (the cache directory factored out)
-        "artifact_sha256": hashlib.sha256("".join(k["library_sha256"] for k in kernels).encode()).hexdigest(),
+        "artifact_sha256": hashlib.sha256("".join(k.get("library_sha256", "") for k in kernels).encode()).hexdigest(),
         "source_sha256": hashlib.sha256(
             "".join(k.get("source_sha256", "") + k["command_line_normalized"] for k in kernels).encode()
         ).hexdigest(),
-        "artifact_path": kernels[0]["library"] if kernels else "",
+        "artifact_path": kernels[0].get("library", "") if kernels else "",
         "framework": "torch " + VERSION,
         "compiler": f"torch.compile(backend={state['backend']!r}, fullgraph={state['fullgraph']}, dynamic=False)",
         "backend": state["backend"],
@@ -236,3 +302,7 @@ def evidence(state, inputs):
         "counters": {k: v - before.get(k, 0) for k, v in counters.items() if v != before.get(k, 0)},
         "cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR", ""),
     }
+    # Where the compiled graph's inputs were, so its kernels ran there (the CPU's evidence stays as it was).
+    if DEVICE != "cpu":
+        found["device"] = str(inputs[0].device) if inputs else DEVICE
+    return found

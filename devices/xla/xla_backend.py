@@ -1,17 +1,22 @@
-"""fusebench's xla device through JAX, the framework side (loaded by devices/bridge/fusebench_worker.py).
+"""fusebench's xla devices through JAX, the framework side (loaded by devices/bridge/fusebench_worker.py).
+
+Targets: "cpu" (device xla, XLA:CPU) and "cuda" (device xla:cuda, XLA:CUDA through JAX's CUDA
+plugin, jax-cuda13-plugin).
 
 eager: graph_fn under jax.disable_jit(): every primitive dispatched on its own (library functions
 that are themselves @jax.jit, e.g. jax.nn.standardize, would otherwise run fused).
 fused: jax.jit(graph_fn), compiled once per graph and settings with the XLA options in
 settings["xla"] (lower(...).compile(compiler_options=...)).
 Evidence: the optimized HLO (metadata stripped before hashing: it carries source lines) and the
-executable's fingerprint. XLA:CPU's machine code is not exposed to disassemble.
+executable's fingerprint (on XLA:CUDA also the platform the inputs were placed on, the proof that
+the graph ran on the GPU). XLA's machine code is not exposed to disassemble.
 Compiles persist in $JAX_COMPILATION_CACHE_DIR when the device sets it (the bridge does).
 """
 
 import hashlib
 import os
 import re
+import sys
 
 import fusebench_arrays as arrays
 import jax
@@ -25,8 +30,11 @@ if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
     # fusebench's graphs compile in milliseconds)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
-VERSION = "jax " + jax.__version__ + ", jaxlib " + jax.lib.__version__ if hasattr(jax, "lib") else jax.__version__
+# jax.lib.__version__ is jaxlib's; read defensively, since jax has been deprecating jax.lib's names
+_JAXLIB_VERSION = getattr(getattr(jax, "lib", None), "__version__", None)
+VERSION = f"jax {jax.__version__}, jaxlib {_JAXLIB_VERSION}" if _JAXLIB_VERSION else jax.__version__
 _DEVICE = None
+_TARGET = "cpu"
 # The persistent compilation cache's answers (JAX_COMPILATION_CACHE_DIR): jax records each lookup
 # as a monitoring event.
 _CACHE_EVENTS = {"/jax/compilation_cache/cache_hits": 0, "/jax/compilation_cache/cache_misses": 0}
@@ -37,7 +45,8 @@ def _count_cache_event(event, **kwargs):
         _CACHE_EVENTS[event] += 1
 
 
-jax.monitoring.register_event_listener(_count_cache_event)
+if hasattr(jax.monitoring, "register_event_listener"):  # else no cache counts, but the device runs
+    jax.monitoring.register_event_listener(_count_cache_event)
 
 
 def cache_stats():
@@ -47,9 +56,46 @@ def cache_stats():
     }
 
 
+def _cuda_plugins():
+    """The JAX CUDA plugin distributions installed, as 'name version'."""
+    import importlib.metadata
+
+    found = []
+    for name in ("jax-cuda13-plugin", "jax-cuda12-plugin"):
+        try:
+            found.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return found
+
+
 def setup(target):
-    global _DEVICE
-    _DEVICE = jax.devices(target)[0]
+    global _DEVICE, _TARGET
+    if target == "cpu":
+        # XLA:CPU alone: otherwise, where JAX's CUDA plugin is installed, this worker would also
+        # start a CUDA client, and take most of the GPU's memory from the GPU devices' workers.
+        try:
+            jax.config.update("jax_platforms", "cpu")
+        except AttributeError:  # a jax without the option: XLA:CPU runs all the same
+            pass
+    try:
+        _DEVICE = jax.devices(target)[0]
+    except Exception as e:
+        if target != "cuda":
+            raise
+        plugins = _cuda_plugins()
+        if plugins:
+            raise RuntimeError(
+                f"jax has no usable 'cuda' platform (jax.devices('cuda') raised: {e}), although "
+                f"{', '.join(plugins)} is installed: no NVIDIA GPU visible, or its driver does not "
+                f"suit the plugin (check nvidia-smi, and that the plugin's version is jax's, {jax.__version__})"
+            ) from None
+        raise RuntimeError(
+            f"jax has no 'cuda' platform (jax.devices('cuda') raised: {e}): install JAX's CUDA plugin "
+            f"with `{sys.executable} -m pip install 'jax[cuda13]=={jax.__version__}'` on a machine with "
+            "an NVIDIA GPU and its driver"
+        ) from None
+    _TARGET = target
 
 
 def load(path):
@@ -119,20 +165,28 @@ def evidence(state, inputs):
     fingerprint = ""
     try:
         fp = compiled.runtime_executable().fingerprint
-        if isinstance(fp, (bytes, bytearray)):
+        if fp is None:
+            fingerprint = "unavailable: XLA returned no fingerprint"
+        elif isinstance(fp, (bytes, bytearray)):
             fingerprint = fp.decode() if fp.isascii() and fp.decode().isprintable() else fp.hex()
         else:
             fingerprint = str(fp)
     except Exception as e:  # not every jaxlib exposes it
         fingerprint = f"unavailable: {type(e).__name__}"
-    return {
+    found = {
         "artifact_sha256": fingerprint,
         "source_sha256": hashlib.sha256(stripped.encode()).hexdigest(),
         "framework": VERSION,
-        "compiler": "jax.jit, XLA:CPU" if _DEVICE.platform == "cpu" else f"jax.jit, XLA:{_DEVICE.platform}",
+        # the target, not _DEVICE.platform: JAX calls a CUDA device's platform "gpu"
+        "compiler": f"jax.jit, XLA:{_TARGET.upper()}",
         "xla_options": state["options"],
         "optimized_hlo": stripped,
         "hlo_sha256": hashlib.sha256(stripped.encode()).hexdigest(),
         "fingerprint": fingerprint,
         "fusions": len(re.findall(r"\bfusion\(", stripped)),
     }
+    if _TARGET != "cpu":  # (XLA:CPU's evidence stays as it was)
+        found["device"] = str(_DEVICE)
+        found["device_kind"] = _DEVICE.device_kind
+        found["input_platforms"] = sorted({d.platform for x in inputs for d in x.devices()})
+    return found

@@ -1,12 +1,16 @@
-// The xla device: JAX on XLA:CPU through the Python bridge (devices/bridge).
+// The xla devices: JAX through the Python bridge (devices/bridge).
+//   xla       XLA:CPU;
+//   xla:cuda  XLA:CUDA, the same graphs on an NVIDIA GPU through JAX's CUDA plugin
+//             (jax-cuda13-plugin, `pip install jax[cuda13]`).
 //   eager: the graph under jax.disable_jit(), every primitive dispatched on its own;
 //   fused: jax.jit of the whole graph, lowered and compiled once per graph and settings.
 // Scalars are Python scalars (`x * 0.7`: JAX makes a weakly typed constant of x's dtype, so the
 // scalar is rounded to f16 for an f16 x, unlike PyTorch's fp32 opmath); the broadcast lowering is
 // `x * jnp.full_like(x, 0.7)`. layernorm is written as Flax's LayerNorm computes it (statistics
 // in fp32, the result in x's dtype), since JAX has no layer-norm op.
-// Knob mapping: emulate_per_op_rounding -> xla_allow_excess_precision=false; XLA:CPU has no
-// thread count, contraction-only, tile or Newton knob (devices/README.md).
+// Knob mapping: emulate_per_op_rounding -> xla_allow_excess_precision=false on both; neither
+// XLA:CPU nor XLA:CUDA has a thread count, contraction-only, tile or Newton knob
+// (devices/README.md).
 #include <fmt/format.h>
 
 #include <fmt/ranges.h>
@@ -136,14 +140,22 @@ std::string xla_op(const engine::Node& n, const std::vector<std::string>& a,
   throw_input_error("device xla: no JAX lowering for op {}", engine::op_name(n.kind));
 }
 
-std::string xla_unsupported(const engine::EngineOptions& o, bool fused) {
-  const engine::EngineOptions d;
+// The knobs neither XLA:CPU nor XLA:CUDA has; `platform` names the one asked.
+std::string xla_unsupported_common(const engine::EngineOptions& o, const engine::EngineOptions& d,
+                                   const char* platform) {
   if (o.reduce_tile != d.reduce_tile)
-    return "reduce_tile: XLA:CPU chooses its reduction loops itself; no tile option";
+    return fmt::format("reduce_tile: {} chooses its reduction loops itself; no tile option",
+                       platform);
   if (o.accumulator != d.accumulator)
     return "accumulator: jnp reductions of f16/bf16 always accumulate in fp32";
   if (o.rsqrt != d.rsqrt) return "rsqrt: XLA has no Newton-Raphson rsqrt option";
   if (o.div != d.div) return "div: XLA has no Newton-Raphson division option";
+  return {};
+}
+
+std::string xla_unsupported(const engine::EngineOptions& o, bool fused) {
+  const engine::EngineOptions d;
+  if (auto why = xla_unsupported_common(o, d, "XLA:CPU"); !why.empty()) return why;
   if (o.fma_contraction != d.fma_contraction) {
     return "fma_contraction: XLA:CPU has no contraction-only switch (xla_cpu_enable_fast_math "
            "would also reassociate "
@@ -154,6 +166,19 @@ std::string xla_unsupported(const engine::EngineOptions& o, bool fused) {
         "threads={}: XLA:CPU has no thread-count option; it uses every core ({} here)", o.threads,
         std::thread::hardware_concurrency());
   }
+  (void)fused;
+  return {};
+}
+
+std::string xla_cuda_unsupported(const engine::EngineOptions& o, bool fused) {
+  const engine::EngineOptions d;
+  if (auto why = xla_unsupported_common(o, d, "XLA:CUDA"); !why.empty()) return why;
+  if (o.fma_contraction != d.fma_contraction) {
+    // XLA:GPU builds its NVPTX target with LLVM's FPOpFusion::Fast and no flag to change it.
+    return "fma_contraction: XLA:CUDA's NVPTX back end contracts a*b+c into FMA by itself; XLA "
+           "exposes no switch for it";
+  }
+  if (o.threads != d.threads) return "threads: a GPU kernel's parallelism is not a thread count";
   (void)fused;
   return {};
 }
@@ -189,7 +214,10 @@ def _layer_norm(x, weight, bias, eps):
     y = (xf - mean) * lax.rsqrt(var + eps) * weight.astype(compute) + bias.astype(compute)
     return y.astype(x.dtype))";
 
-const char* const kXlaReproMain =
+// The repro's __main__, in parts: XLA:CUDA's puts the arrays on the GPU first and says where the
+// outputs were compared; XLA:CPU's is what it has always been. kXlaReproRun ends inside the last
+// print's f-string, which xla_repro_main closes.
+const char* const kXlaReproInputs =
     R"(_DTYPES = {"f16": jnp.float16, "bf16": jnp.bfloat16, "f32": jnp.float32, "f64": jnp.float64}
 
 
@@ -205,7 +233,13 @@ def _input(directory, name, dtype, shape, key):
 
 
 if __name__ == "__main__":
-    import sys
+)";
+
+const char* const kXlaReproOnCuda =
+    R"(    jax.config.update("jax_default_device", jax.devices("cuda")[0])  # XLA:CUDA, as fusebench ran it
+)";
+
+const char* const kXlaReproRun = R"(    import sys
     keys = jax.random.split(jax.random.PRNGKey(0), len(INPUTS))
     args = [_input(sys.argv[1] if len(sys.argv) > 1 else None, *spec, key) for spec, key in zip(INPUTS, keys)]
     with jax.disable_jit():
@@ -214,33 +248,58 @@ if __name__ == "__main__":
     fused = lowered.compile(compiler_options=SETTINGS.get("xla") or None)(*args)
     for i, (e, f) in enumerate(zip(eager, fused)):
         differ = int(jnp.sum((e != f) & ~(jnp.isnan(e) & jnp.isnan(f)))) if jnp.issubdtype(e.dtype, jnp.inexact) else int(jnp.sum(e != f))
-        print(f"output {i} {e.shape} {e.dtype}: {differ} of {e.size} elements differ, op by op vs jax.jit")
-)";
+        print(f"output {i} {e.shape} {e.dtype}: {differ} of {e.size} elements differ, op by op vs jax.jit)";
+
+std::string xla_repro_main(const std::string& target) {
+  if (target == "cpu") return std::string(kXlaReproInputs) + kXlaReproRun + "\")\n";
+  return std::string(kXlaReproInputs) + kXlaReproOnCuda + kXlaReproRun + " on XLA:CUDA\")\n";
+}
+
+nlohmann::json xla_cuda_settings(const engine::EngineOptions& o, bool fused) {
+  nlohmann::json s = xla_settings(o, fused);
+  s["device"] = "cuda";  // what the repro and the trace say; the worker's target is the device's
+  return s;
+}
 }  // namespace
 
-FrameworkSpec xla_spec() {
+FrameworkSpec xla_spec(const std::string& target) {
+  if (target != "cpu" && target != "cuda")
+    throw_input_error("device xla: target {} is neither cpu nor cuda", target);
+  const bool cuda = target == "cuda";
   FrameworkSpec s;
-  s.device = "xla";
+  s.device = cuda ? "xla:cuda" : "xla";
   s.framework = "jax";
   s.backend = "xla_backend";
   s.backend_dir = FUSEBENCH_XLA_DIR;
-  s.target = "cpu";
+  s.target = target;
   s.pip_install = FUSEBENCH_JAX_PIP;
   // JAX's persistent compilation cache, <kernel cache>-jax by default: a second run loads each
   // executable instead of compiling it; task A's cold rounds get an emptied directory of their own.
   s.cache_env = "JAX_COMPILATION_CACHE_DIR";
   s.preamble = kXlaPreamble;
-  s.repro_main = kXlaReproMain;
+  s.repro_main = xla_repro_main(target);
   s.emit_op = xla_op;
-  s.unsupported_knobs = xla_unsupported;
-  s.settings = xla_settings;
-  // XLA's fusion pass off: every op is a kernel of its own (a one-op "wrapped" fusion in the
+  s.unsupported_knobs = cuda ? xla_cuda_unsupported : xla_unsupported;
+  s.settings = cuda ? xla_cuda_settings : xla_settings;
+  // XLA's fusion passes off: every op is a kernel of its own (a one-op "wrapped" fusion in the
   // optimised HLO), its value stored in its dtype. An unknown pass name is ignored by XLA, so the
-  // bridge test checks the HLO. Fast math is off on both paths by default, so it is no candidate.
-  s.compiler_switches = {{"xla_disable_hlo_passes", "fusion", "fusion pass", {}}};
+  // bridge tests check the HLO (XLA:CUDA's in the gpu tests). XLA:CPU fuses in "fusion"; XLA:CUDA
+  // in "priority-fusion" (older XLA: "fusion"), then merges kernels in "multi_output_fusion" and
+  // "horizontal_loop_fusion". Fast math is off on both paths by default, so it is no candidate.
+  s.compiler_switches = {
+      {"xla_disable_hlo_passes",
+       cuda ? "fusion,priority-fusion,multi_output_fusion,horizontal_loop_fusion" : "fusion",
+       "fusion pass",
+       {}}};
   s.compiler_section = "xla";
   s.dtype_unsupported = xla_dtype_unsupported;
   s.disassemble = false;
+  if (cuda) {
+    // JAX takes 75 % of the GPU's memory when its CUDA client starts, unless told not to. A run
+    // has several workers on one GPU at once (this device's, a cold round's, torch:cuda's), so
+    // each takes what it uses. A value the environment sets is kept.
+    s.worker_env_defaults["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false";
+  }
   return s;
 }
 

@@ -3,7 +3,8 @@
 // thread count:
 //   1. inputs from a fixed seed, saved as .npy and reloaded (bit-checked);
 //   2. round 1: a fresh kernel cache, compile, record every kernel's artifact SHA-256 (H_k0), run
-//      `runs` times keeping each output's MD5;
+//      `runs` times keeping each output's MD5 (tensor_chunked_md5_hex: the MD5s of its 4 MiB
+//      chunks, taken on every host thread, since one thread takes 0.25 s for the plan's 128 MiB);
 //   3. clear the kernel cache, start a fresh process (this binary, --determinism-round2), which
 //      recompiles and runs `runs` times again;
 //   4. beside it, a negative control that must be caught: a third process with one compile option
@@ -21,16 +22,19 @@
 // Counters: runs, distinct output hashes (expected 1), kernel hash stable (expected 1), max ULP of
 // round 2 against round 1 (expected 0), and whether the negative control was detected (by the
 // artifact's or the code's hash: control_artifact_differs, control_source_differs; and the
-// outputs). Time is the mean time of one run of round 1 (manual timing): round 2 and the control
-// run side by side after it.
+// outputs). Time is the mean time of one run of round 1 (manual timing), copying the output to
+// the host and hashing it included (hash_seconds_per_run says how much of it the hash took): round
+// 2 and the control run side by side after it.
 #include <spawn.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <fstream>
 #include <optional>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "fusebench/compare.hpp"
@@ -94,7 +98,22 @@ struct Round {
   std::set<std::string> output_md5;
   Tensor last_output;
   double seconds = 0;
+  double hash_seconds = 0;  // the part of `seconds` spent hashing outputs
 };
+
+// The threads tensor_chunked_md5_hex hashes an output on: one per chunk, up to every core.
+int output_hash_threads(const Tensor& output) {
+  const std::size_t chunks =
+      std::max<std::size_t>(1, (output.nbytes() + kMd5ChunkBytes - 1) / kMd5ChunkBytes);
+  return int(std::min<std::size_t>(chunks, std::max(1u, std::thread::hardware_concurrency())));
+}
+
+// How outputs are hashed, for the evidence.
+std::string output_hash_method(const Tensor& output) {
+  const int threads = output_hash_threads(output);
+  return fmt::format("md5 of {} MiB chunk md5s, on the host, {} thread{}", kMd5ChunkBytes >> 20,
+                     threads, threads == 1 ? "" : "s");
+}
 
 // Runs the graph `runs` times on a fresh cache in `cache_dir`.
 Round run_round(const engine::Device& device, const engine::Graph& g, const engine::Inputs& in,
@@ -113,7 +132,10 @@ Round run_round(const engine::Device& device, const engine::Graph& g, const engi
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < runs; ++r) {
     auto result = executor.run(g, in);
-    round.output_md5.insert(tensor_md5_hex(result.outputs[0]));
+    const auto hash_start = std::chrono::steady_clock::now();
+    round.output_md5.insert(tensor_chunked_md5_hex(result.outputs[0]));
+    round.hash_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - hash_start).count();
     if (r + 1 == runs) round.last_output = result.outputs[0];
     progress.tick(r + 1);
   }
@@ -199,6 +221,7 @@ class SpawnedRound {
     for (const auto& h : j.at("output_md5")) r.output_md5.insert(h.get<std::string>());
     r.last_output = read_npy(dir_ / (tag_ + "_out.npy"));
     r.seconds = j.at("seconds").get<double>();
+    r.hash_seconds = j.value("hash_seconds", 0.0);
     return r;
   }
 
@@ -286,6 +309,8 @@ void run_case(benchmark::State& state, DType dtype, int threads, const SuiteConf
     state.counters["artifact_cache_dir_mentions"] = cache_dir_mentions(first.kernel_evidence);
     state.counters["max_ulp_vs_round1"] = double(drift.max_distance);
     state.counters["inputs_reload_exact"] = reload_exact ? 1 : 0;
+    state.counters["hash_seconds_per_run"] = first.hash_seconds / runs;
+    state.counters["hash_threads"] = output_hash_threads(first.last_output);
     // -1: the device realises none of the control's options, so there is no control.
     const bool artifact_differs = control.kernel_sha256 != first.kernel_sha256;
     const bool source_differs = control.source_sha256 != first.source_sha256;
@@ -311,6 +336,9 @@ void run_case(benchmark::State& state, DType dtype, int threads, const SuiteConf
                     {"round2_kernels", second.kernel_evidence},
                     {"device", config.device},
                     {"output_md5", std::vector<std::string>(all.begin(), all.end())},
+                    {"output_hash", output_hash_method(first.last_output)},
+                    {"hash_seconds_per_run", first.hash_seconds / runs},
+                    {"round2_hash_seconds_per_run", second.hash_seconds / runs},
                     {"shape", x_shape}});
   }
   if (config.dump_dir.empty()) fs::remove_all(dir.parent_path());
@@ -342,13 +370,18 @@ int child_round(int argc, char** argv) {
                                        {"kernels", r.kernel_evidence},
                                        {"output_md5", std::vector<std::string>(r.output_md5.begin(),
                                                                                r.output_md5.end())},
-                                       {"seconds", r.seconds}}
+                                       {"seconds", r.seconds},
+                                       {"hash_seconds", r.hash_seconds}}
                             .dump());
   return 0;
 }
 }  // namespace
 
 void register_benchmarks(const SuiteConfig& config) {
+  benchmark::AddCustomContext(
+      "output_hash", fmt::format("md5 of {} MiB chunk md5s (dtype and shape first), on the host, "
+                                 "one thread per chunk up to {} (counter hash_threads)",
+                                 kMd5ChunkBytes >> 20, std::thread::hardware_concurrency()));
   for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
     for (int threads : {1, 2}) {
       register_case("A",

@@ -19,28 +19,15 @@ import sys
 import time
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--config", required=True)
-    parser.add_argument("--steps", type=int, default=20)  # tokens/s over steps 3..N
-    parser.add_argument("--dtype", default="bf16", choices=["bf16", "f32"])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--modes", default="eager,compile")
-    args = parser.parse_args()
-    try:
-        import numpy as np
-        import torch
-        import torch.nn as nn
-        import torch.nn.functional as F
-    except ImportError as e:
-        print(json.dumps({"skipped": f"torch is not installed in this Python ({e})"}))
-        return 3
-    torch.set_num_threads(args.threads)
-    cfg = json.load(open(args.config))
+def model_class(cfg: dict):
+    """The GPT-2-style model of the engine's trainer (gpt2_graph.cpp), as a torch.nn.Module class for
+    the config's shapes. `forward(idx, targets)` returns the mean cross-entropy in fp32."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
     m = cfg["model"]
     V, L, H, C, T, B = m.get("vocab", 256), m["layers"], m["heads"], m["width"], m["context"], cfg["batch"]
-    text = b"".join(open(f, "rb").read() for f in cfg["data_files"])
-    train = np.frombuffer(text[: len(text) - int(len(text) * cfg.get("eval_fraction", 0.1))], dtype=np.uint8)
 
     class Block(nn.Module):
         def __init__(self):
@@ -53,7 +40,9 @@ def main() -> int:
             q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
             q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in (q, k, v))
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
-            att = att.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
+            att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf")).softmax(
+                -1
+            )
             x = x + self.proj((att @ v).transpose(1, 2).reshape(B, T, C))
             return x + self.fcproj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
@@ -65,35 +54,73 @@ def main() -> int:
             self.lnf = nn.LayerNorm(C)
 
         def forward(self, idx, targets):
-            x = self.wte(idx) + self.wpe(torch.arange(T))
+            x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
             for b in self.blocks:
                 x = b(x)
             logits = self.lnf(x) @ self.wte.weight.t()
             return F.cross_entropy(logits.float().view(-1, V), targets.view(-1))
 
+    return GPT
+
+
+def initialise(model, layers: int) -> None:
+    """GPT-2's initialisation, as the engine's trainer has it."""
+    import torch
+
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() >= 2:
+                std = 0.01 if name == "wpe.weight" else 0.02
+                if name.endswith("proj.weight"):
+                    std = 0.02 / math.sqrt(2 * layers)
+                p.normal_(0.0, std)
+            elif "ln" in name and name.endswith("weight"):
+                p.fill_(1.0)
+            else:
+                p.zero_()
+
+
+def learning_rate(cfg: dict, step: int) -> float:
+    """Linear warm-up, then cosine decay to min_lr_fraction of the peak."""
+    warm, total, lr = cfg.get("warmup_steps", 50), cfg["steps"], cfg["lr"]
+    if step < warm:
+        return lr * (step + 1) / warm
+    p = min(1.0, (step - warm) / max(1, total - warm))
+    low = lr * cfg.get("min_lr_fraction", 0.1)
+    return low + 0.5 * (lr - low) * (1 + math.cos(math.pi * p))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--steps", type=int, default=20)  # tokens/s over steps 3..N
+    parser.add_argument("--dtype", default="bf16", choices=["bf16", "f32"])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--modes", default="eager,compile")
+    args = parser.parse_args()
+    try:
+        import numpy as np
+        import torch
+    except ImportError as e:
+        print(json.dumps({"skipped": f"torch is not installed in this Python ({e})"}))
+        return 3
+    torch.set_num_threads(args.threads)
+    cfg = json.load(open(args.config))
+    m = cfg["model"]
+    L, T, B = m["layers"], m["context"], cfg["batch"]
+    text = b"".join(open(f, "rb").read() for f in cfg["data_files"])
+    train = np.frombuffer(text[: len(text) - int(len(text) * cfg.get("eval_fraction", 0.1))], dtype=np.uint8)
+
+    GPT = model_class(cfg)
+
     def lr_at(step):
-        warm, total, lr = cfg.get("warmup_steps", 50), cfg["steps"], cfg["lr"]
-        if step < warm:
-            return lr * (step + 1) / warm
-        p = min(1.0, (step - warm) / max(1, total - warm))
-        low = lr * cfg.get("min_lr_fraction", 0.1)
-        return low + 0.5 * (lr - low) * (1 + math.cos(math.pi * p))
+        return learning_rate(cfg, step)
 
     def run(mode: str) -> dict:
         torch.manual_seed(1)
         rng = np.random.default_rng(1)
         model = GPT()
-        with torch.no_grad():  # GPT-2's initialisation, as the engine's trainer has it
-            for name, p in model.named_parameters():
-                if p.dim() >= 2:
-                    std = 0.01 if name == "wpe.weight" else 0.02
-                    if name.endswith("proj.weight"):
-                        std = 0.02 / math.sqrt(2 * L)
-                    p.normal_(0.0, std)
-                elif "ln" in name and name.endswith("weight"):
-                    p.fill_(1.0)
-                else:
-                    p.zero_()
+        initialise(model, L)
         decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
         rest = [p for n, p in model.named_parameters() if p.dim() < 2]
         opt = torch.optim.AdamW(

@@ -353,6 +353,51 @@ TEST(Xla, ThreadCountOtherThanEveryCoreIsNotApplicable) {
   EXPECT_THAT(device("xla").unsupported_knobs(o, true), HasSubstr("threads"));
 }
 
+// xla:cuda without a GPU: its knob mapping, its repro and settings naming XLA:CUDA, its fusion
+// switch, and a reason where it cannot run (the gpu tests run it where it can).
+TEST(Xla, CudaDeviceNamesXlaCudaInItsKnobsAndRepro) {
+  register_framework_devices();
+  const auto cuda = engine::make_device("xla:cuda");
+  engine::EngineOptions o;
+  EXPECT_EQ(cuda->unsupported_knobs(o, true), "");
+  EXPECT_EQ(cuda->unsupported_knobs(o, false), "");
+  o.threads = 1;
+  EXPECT_EQ(cuda->unsupported_knobs(o, true),
+            "threads: a GPU kernel's parallelism is not a thread count");
+  o = {};
+  o.fma_contraction = true;
+  EXPECT_THAT(cuda->unsupported_knobs(o, true), HasSubstr("fma_contraction: XLA:CUDA"));
+  o = {};
+  o.reduce_tile = 512;
+  EXPECT_THAT(cuda->unsupported_knobs(o, true), HasSubstr("reduce_tile: XLA:CUDA"));
+  o = {};
+  o.emulate_per_op_rounding = true;  // the negative control of task A on XLA
+  EXPECT_EQ(cuda->unsupported_knobs(o, true), "");
+
+  engine::Graph g;
+  g.mark_output(g.gelu(g.input("x", {4, 8}, DType::f16)));
+  const std::string module = emit_python_module(g, xla_spec("cuda"), o, true);
+  EXPECT_THAT(module, HasSubstr("# fusebench graph on device xla:cuda (fused)"));
+  EXPECT_THAT(module,
+              HasSubstr(R"(jax.config.update("jax_default_device", jax.devices("cuda")[0]))"));
+  EXPECT_THAT(module, HasSubstr("op by op vs jax.jit on XLA:CUDA\")\n"));
+  EXPECT_THAT(module, HasSubstr(R"(\"device\":\"cuda\")"));
+  EXPECT_THAT(module, HasSubstr(R"(\"xla_allow_excess_precision\":false)"));
+  const std::string cpu_module = emit_python_module(g, xla_spec("cpu"), o, true);
+  EXPECT_THAT(cpu_module, Not(HasSubstr("cuda")));
+  EXPECT_THAT(cpu_module, HasSubstr("op by op vs jax.jit\")\n"));
+
+  ASSERT_EQ(cuda->compiler_switches().size(), 1u);
+  EXPECT_EQ(cuda->compiler_switches()[0].name, "xla_disable_hlo_passes");
+  EXPECT_THAT(cuda->compiler_switches()[0].value, HasSubstr("priority-fusion"));
+
+  SKIP_UNLESS_AVAILABLE("xla");  // jax imports: then only a GPU is missing
+  const std::string why = cuda->unavailable_reason();
+  if (why.empty()) GTEST_SKIP() << "xla:cuda can run here: the gpu tests (ctest -L gpu) cover it";
+  EXPECT_THAT(why, HasSubstr("cannot run device xla:cuda here"));
+  EXPECT_THAT(why, HasSubstr("'cuda' platform (jax.devices('cuda') raised"));
+}
+
 // ---- the bridge
 // A run's worker server: the first serverable Worker starts it, the next one is a session with
 // the same process, each session's counts go to its client's FUSEBENCH_WORKER_STATS before quit

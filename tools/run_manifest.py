@@ -1,0 +1,104 @@
+"""A results directory's run.json: what ran, what was skipped and why, per-suite and per-instance wall
+times, the machine and the timing loops. Written by tools/run and tools/device-run from the lines
+they append while the suites run:
+  .entries.tsv    suite, device, ran|skipped, seconds, reason, [worker stats as a JSON list]
+  .instances.tsv  suite, device, benchmark name, seconds
+Both files are consumed (deleted) once run.json is written through a temporary file.
+
+Usage: python -m tools.run_manifest RUN_DIR PROFILE FILTER SECONDS DEVICE... (TIMING, FRAMEWORK_TIMING,
+SHARD and UNAVAILABLE from the environment, as tools/run sets them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import sys
+
+from tools.shards import machine_description
+
+ENTRIES = ".entries.tsv"
+INSTANCES = ".instances.tsv"
+
+
+def write_run_manifest(
+    run_dir: pathlib.Path,
+    profile: str,
+    filt: str | None,
+    seconds: int,
+    devices: list[str],
+    timing: dict[str, str],
+    shard: dict | None = None,
+    unavailable: dict[str, str] | None = None,
+    extra: dict | None = None,
+    consume: bool = True,
+) -> dict:
+    manifest = {
+        "profile": profile,
+        "filter": filt or None,
+        "devices": devices,
+        "seconds": seconds,
+        "ran": [],
+        "skipped": [],
+    }
+    revisions = {json.loads(p.read_text())["context"].get("git_revision") for p in sorted(run_dir.glob("*@*.json"))}
+    manifest["git_revision"] = sorted(r for r in revisions if r)[0] if any(revisions) else None
+    manifest["machine"] = machine_description()
+    # Google Benchmark's loop per instance: the engine's devices' and the framework devices'
+    manifest["timing"] = timing
+    if shard:
+        manifest["shard"] = shard
+    if unavailable:
+        manifest["unavailable"] = {
+            device: reason.removeprefix("unavailable: ") for device, reason in unavailable.items()
+        }
+    entries = run_dir / ENTRIES
+    for line in entries.read_text().splitlines() if entries.exists() else []:
+        suite, device, status, secs, reason, *stats = line.split("\t")
+        entry = {"suite": suite, "device": device, "seconds": int(float(secs))}
+        if status == "skipped":
+            entry["reason"] = reason
+        workers = json.loads(stats[0]) if stats and stats[0] else []
+        if workers:
+            # the framework's graphs compiled in this suite, and how many its persistent cache served
+            entry["framework_compiles"] = {
+                k: round(sum(w.get(k, 0) for w in workers), 2)
+                for k in ("compiles", "compile_s", "cache_hits", "cache_misses")
+            }
+        manifest["ran" if status == "ran" else "skipped"].append(entry)
+    # each benchmark instance's wall time (setup and compiles included): what --shard-costs balances by
+    instances = run_dir / INSTANCES
+    manifest["instances"] = [
+        {"suite": suite, "device": device, "name": name, "seconds": float(secs)}
+        for suite, device, name, secs in (
+            line.split("\t") for line in (instances.read_text().splitlines() if instances.exists() else [])
+        )
+    ]
+    manifest.update(extra or {})
+    tmp = run_dir / ".run.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+    os.replace(tmp, run_dir / "run.json")
+    if consume:
+        instances.unlink(missing_ok=True)
+        entries.unlink(missing_ok=True)
+    return manifest
+
+
+def main(argv: list[str]) -> int:
+    run_dir, profile, filt, total, *devices = argv
+    unavailable = dict(line.split(": ", 1) for line in os.environ.get("UNAVAILABLE", "").splitlines() if ": " in line)
+    write_run_manifest(
+        pathlib.Path(run_dir),
+        profile,
+        filt,
+        int(total),
+        devices,
+        {"engine": os.environ["TIMING"], "framework": os.environ["FRAMEWORK_TIMING"]},
+        shard=json.loads(os.environ["SHARD"]) if os.environ.get("SHARD") else None,
+        unavailable=unavailable,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
