@@ -265,7 +265,10 @@ class Runner:
         write_atomically(self.out / "summary.json", json.dumps(summary, indent=1) + "\n")
         write_atomically(self.results / "device-run-summary.json", json.dumps(summary, indent=1) + "\n")
         if self.manifest:
-            self.manifest(self)
+            try:
+                self.manifest(self)
+            except Exception as e:  # the results stay; run.json can be written again from them here
+                self.say(f"run.json not written: {type(e).__name__}: {e}")
         tmp = self.out / ".results.tar.gz.tmp"
         left_out = []
         with tarfile.open(tmp, "w:gz") as tar:
@@ -676,7 +679,7 @@ class SuiteRuns:
                 runner.append(ENTRIES, f"{suite}\t{device}\tskipped\t{seconds}\tthe suite wrote no results\n")
                 return Outcome("failed", "the suite wrote no results")
             tmp.rename(out_json)
-            worker_stats = "[" + ",".join(stats.read_text().split()) + "]" if stats.exists() else "[]"
+            worker_stats = "[" + ",".join(x for x in stats.read_text().splitlines() if x.strip()) + "]" if stats.exists() else "[]"
             runner.append(ENTRIES, f"{suite}\t{device}\tran\t{seconds}\t\t{worker_stats}\n")
             return Outcome("ok", facts={"file": out_json.name, "seconds": seconds})
 

@@ -58,7 +58,10 @@ def write_run_manifest(
         entry = {"suite": suite, "device": device, "seconds": int(float(secs))}
         if status == "skipped":
             entry["reason"] = reason
-        workers = json.loads(stats[0]) if stats and stats[0] else []
+        try:
+            workers = json.loads(stats[0]) if stats and stats[0] else []
+        except json.JSONDecodeError:  # a worker's line cut short: the suite's own results stand
+            workers = []
         if workers:
             # the framework's graphs compiled in this suite, and how many its persistent cache served
             entry["framework_compiles"] = {
