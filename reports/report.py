@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from reports import claims
-from reports.sections import attribution, engine, plan_tasks, toolkit, training
+from reports.sections import attribution, engine, gpu_mechanisms, plan_tasks, toolkit, training
 from reports.sections.common import num
 from tools import fusion_switches
 from tools.runs import InputError, Results, load_results
@@ -567,6 +567,15 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
             result = results.get(suite, device)
             render_task(s, result.data, result)
     attribution_lines = attribution_part(doc, results)
+    mechanisms = gpu_mechanisms.load(results_dir)
+    if mechanisms is not None:
+        gpu_mechanisms.render(doc.section("GPU", "GPU mechanisms — Inductor → Triton on the device"), mechanisms)
+        attribution_lines.append((gpu_mechanisms.first_screen_line(mechanisms), "GPU"))
+    device_run = gpu_mechanisms.load_summary(results_dir)
+    if device_run is not None:
+        gpu_mechanisms.render_run(
+            doc.section("DeviceRun", "Device run — what ran on the accelerator machine"), device_run
+        )
     verdict_md, verdict_html = verdict_table(doc, results)
     not_run = results.not_run()
     by_reason: dict[str, list[str]] = {}

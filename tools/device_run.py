@@ -4,8 +4,9 @@ most valuable first, inside a budget of seconds. It writes as it goes, so a run 
 finished step:
   OUT/device-run.log   every command and its output
   OUT/summary.json     each step's status, seconds and reason; the machine; rewritten after each step
-  OUT/results.tar.gz   the results directory (suite JSON, run.json, logs, small evidence files), in the
-                       layout tools/run writes, so the report, compare and gate read it
+  OUT/results.tar.gz   the results directory in the layout tools/run writes (suite JSON, run.json,
+                       small evidence files), so the report, compare and gate read it, and device/
+                       in it: the logs, the machine, the summary, the scripts' JSON
 The budget is checked between steps: a step starts only with at least its `min_s` left, and runs
 at most until the budget's end (less a reserve for packing). Standard library only: it runs under the
 device image's Python.
@@ -79,6 +80,9 @@ class Runner:
         self.clock = clock
         self.started = clock()
         self.results = work / "results"
+        # what is not a suite's result (logs, the machine, the summary, the scripts' JSON): beside
+        # the suites' files, where the report does not read it as one
+        self.extras = self.results / "device"
         self.env = dict(os.environ)
         self.steps: list[dict] = []
         self.facts: dict = {}
@@ -86,7 +90,7 @@ class Runner:
         # writes run.json from what the suites appended so far (set by a plan that runs suites)
         self.manifest: Callable[[Runner], None] | None = None
         out.mkdir(parents=True, exist_ok=True)
-        self.results.mkdir(parents=True, exist_ok=True)
+        self.extras.mkdir(parents=True, exist_ok=True)
         self.log_file = open(out / "device-run.log", "a", buffering=1)
         self.lock = threading.Lock()
 
@@ -123,8 +127,8 @@ class Runner:
         tail = io.StringIO()
         log_copy = None
         if log_name:
-            (self.results / "logs").mkdir(exist_ok=True)
-            log_copy = open(self.results / "logs" / log_name, "a")
+            (self.extras / "logs").mkdir(exist_ok=True)
+            log_copy = open(self.extras / "logs" / log_name, "a")
         proc = subprocess.Popen(
             argv,
             cwd=cwd or ROOT,
@@ -199,7 +203,7 @@ class Runner:
     def finished_earlier(self) -> set[str]:
         """The measurement steps an earlier call on this machine finished (setup steps always run:
         they set this process's environment, and repeat in seconds)."""
-        summary = self.results / "device-run-summary.json"
+        summary = self.extras / "summary.json"
         if not summary.exists():
             return set()
         earlier = json.loads(summary.read_text())
@@ -263,7 +267,7 @@ class Runner:
             "left_out_of_results": self.left_out,
         }
         write_atomically(self.out / "summary.json", json.dumps(summary, indent=1) + "\n")
-        write_atomically(self.results / "device-run-summary.json", json.dumps(summary, indent=1) + "\n")
+        write_atomically(self.extras / "summary.json", json.dumps(summary, indent=1) + "\n")
         if self.manifest:
             try:
                 self.manifest(self)
@@ -449,7 +453,7 @@ def environment_step(settings: Settings) -> Callable[[Runner, float], Outcome]:
                 facts[tool] = "not found"
         facts["cpus"] = os.cpu_count()
         facts["kernel"] = os.uname().release
-        (runner.results / "machine.json").write_text(json.dumps(facts, indent=1) + "\n")
+        (runner.extras / "machine.json").write_text(json.dumps(facts, indent=1) + "\n")
         cuda_libraries(runner)
         fortunes = data_files(runner)
         return Outcome("ok", facts={"cuda_libraries": facts.get("cuda_libraries"), "fortunes": fortunes})
@@ -558,9 +562,9 @@ def last_error(text: str) -> str:
 def ctest_step(settings: Settings, labels: str, forbid_skips: bool) -> Callable[[Runner, float], Outcome]:
     def action(runner: Runner, timeout: float) -> Outcome:
         argv = ["ctest", "--test-dir", str(settings.build_dir), "-L", labels, "-j", "4", "--output-on-failure",
-                "--timeout", str(int(max(timeout - 5, 10))), "--output-junit", str(runner.results / "gpu-tests.junit.xml")]  # fmt: skip
+                "--timeout", str(int(max(timeout - 5, 10))), "--output-junit", str(runner.extras / "gpu-tests.junit.xml")]  # fmt: skip
         status, text = runner.command(argv, timeout, log_name="gpu-tests.log")
-        log = (runner.results / "logs" / "gpu-tests.log").read_text(errors="replace")
+        log = (runner.extras / "logs" / "gpu-tests.log").read_text(errors="replace")
         skipped = [line.strip() for line in log.splitlines() if "***Skipped" in line or "***Not Run" in line]
         summary = [line.strip() for line in log.splitlines() if "tests passed" in line]
         facts = {"summary": summary[-1] if summary else "", "skipped": skipped}
@@ -635,11 +639,9 @@ class SuiteRuns:
             name = f"bench_{suite}"
             tag = f"{suite}@{file_device(device)}"
             out_json = runner.results / f"{tag}.json"
-            timing = (
-                ["--benchmark_min_time=0.2"]
-                if profile == "quick"
-                else ["--benchmark_min_time=1", "--benchmark_repetitions=5"]
-            )
+            # the full profile's cases here are A, B and E, whose verdicts read precision, not
+            # timing: one repetition (tools/run's full profile repeats each timing five times)
+            timing = ["--benchmark_min_time=0.2"] if profile == "quick" else ["--benchmark_min_time=1"]
             if device.split(":")[0].split("/")[0] in ("torch", "xla") and profile == "quick":
                 timing = ["--benchmark_min_time=0.05"]
             env = dict(runner.env)
@@ -671,7 +673,7 @@ class SuiteRuns:
                     else f"exit {status}: {last_error(text)}"
                 )
                 if tmp.exists():  # kept for the evidence, never under the final name
-                    tmp.rename(pathlib.Path(f"{out_json}.partial"))
+                    tmp.rename(runner.extras / f"{out_json.name}.partial")
                 runner.append(ENTRIES, f"{suite}\t{device}\tskipped\t{seconds}\t{reason}\n")
                 return Outcome("timed_out" if status is None else "failed", reason)
             if not tmp.exists() or tmp.stat().st_size == 0:
@@ -679,7 +681,9 @@ class SuiteRuns:
                 runner.append(ENTRIES, f"{suite}\t{device}\tskipped\t{seconds}\tthe suite wrote no results\n")
                 return Outcome("failed", "the suite wrote no results")
             tmp.rename(out_json)
-            worker_stats = "[" + ",".join(x for x in stats.read_text().splitlines() if x.strip()) + "]" if stats.exists() else "[]"
+            worker_stats = (
+                "[" + ",".join(x for x in stats.read_text().splitlines() if x.strip()) + "]" if stats.exists() else "[]"
+            )
             runner.append(ENTRIES, f"{suite}\t{device}\tran\t{seconds}\t\t{worker_stats}\n")
             return Outcome("ok", facts={"file": out_json.name, "seconds": seconds})
 
@@ -738,7 +742,7 @@ def install_manifest(runner: Runner, suites: SuiteRuns, profile: str) -> None:
 
 def python_step(script: list[str], log_name: str) -> Callable[[Runner, float], Outcome]:
     def action(runner: Runner, timeout: float) -> Outcome:
-        argv = [runner.env["FUSEBENCH_PYTHON"], *[a.replace("{results}", str(runner.results)) for a in script]]
+        argv = [runner.env["FUSEBENCH_PYTHON"], *[a.replace("{extras}", str(runner.extras)) for a in script]]
         argv = [a.replace("{budget}", str(int(max(timeout - 15, 10)))) for a in argv]
         status, text = runner.command(argv, timeout, log_name=log_name)
         if status is None:
@@ -758,7 +762,7 @@ def setup_steps(settings: Settings) -> list[Step]:
         Step("unpack", "unpack the bundle's Debian packages into a prefix", unpack_step(settings), 120, 5),
         Step("environment", "Python wrapper, CUDA library names, task E's text, machine facts", environment_step(settings), 180, 5, ("unpack",)),
         Step("configure", "cmake against the prefix (no network)", configure_step(settings), 180, 20, ("environment",)),
-        Step("build", f"build on {settings.jobs} cores", build_step(settings), 900, 60, ("configure",)),
+        Step("build", f"build on {settings.jobs} cores", build_step(settings), 900, 15, ("configure",)),
     ]  # fmt: skip
 
 
@@ -788,7 +792,7 @@ def gpu_plan(settings: Settings) -> list[Step]:
                      parallel({f"A@{d}": suites.step("fusion_determinism", d, "full", "^A/dtype:f16/", shared_worker=False)
                                for d in ("cuda", "torch:cuda")}), 240, 60, built))  # fmt: skip
     mechanisms = python_step(["tools/gpu/inductor_mechanisms.py", "--device", "cuda", "--budget-s", "{budget}",
-                              "--out", "{results}/inductor_mechanisms.json"], "inductor_mechanisms.log")  # fmt: skip
+                              "--out", "{extras}/inductor_mechanisms.json"], "inductor_mechanisms.log")  # fmt: skip
     torch_claims = {f"{s}@torch:cuda": suites.step(s, "torch:cuda", "quick", shared_worker=False) for s in CLAIM_SUITES}
     plan.append(Step("torch-cuda-claims", "Inductor -> Triton: its mechanisms (rsqrt, division, FMA, scalars, reduction blocking, strict numerics) and the claims' suites on torch:cuda",
                      parallel({"inductor-mechanisms": mechanisms, **torch_claims}), 240, 60, built))  # fmt: skip
@@ -800,7 +804,7 @@ def gpu_plan(settings: Settings) -> list[Step]:
     plan.append(Step("E-gpt2-124m", "task E on torch:cuda: gpt2-124m, 1000 steps, eager seeds and compiled (gpu_alignment.py)",
                      python_step(["suites/training_alignment/gpu_alignment.py", "--config",
                                   "suites/training_alignment/configs/gpt2-124m.json", "--budget-s", "{budget}",
-                                  "--out", "{results}/gpu_alignment.json"], "gpu_alignment.log"), 600, 90, built))  # fmt: skip
+                                  "--out", "{extras}/gpu_alignment.json"], "gpu_alignment.log"), 600, 90, built))  # fmt: skip
     plan.append(Step("B-1000-sets@cuda", "task B with the plan's 1000 sets on cuda (full profile)",
                      suites.step("accumulated_error", "cuda", "full"), 400, 90, built))  # fmt: skip
     plan.append(Step("engine-cold@torch:cuda", "Inductor's cold compile and cache hit on the GPU",

@@ -15,8 +15,10 @@ source, the configs it launched with (block sizes, warps, stages), its cubin's h
 PTX holds (fma.rn, div.full / div.rn, rsqrt.approx).
 """
 
+import glob
 import hashlib
 import os
+import re
 import subprocess
 
 import fusebench_arrays as arrays
@@ -185,33 +187,36 @@ def _sha256_bytes(data):
     return hashlib.sha256(data).hexdigest()
 
 
-def _triton_kernel(name, kernel_object):
-    """A Triton kernel of Inductor's wrapper module (a CachingAutotuner once the graph has run):
-    its Python source, the block sizes and warps of each config it launched, and the compiled
-    cubin and PTX (a cubin carries no cache paths, so its hash is the machine code's)."""
-    kernel = {"name": name, "kind": "triton"}
-    fn = getattr(kernel_object, "fn", None)
-    source = getattr(fn, "src", None)
-    if source is None and fn is not None:
-        try:
-            import inspect
+def _triton_cache_dir():
+    if os.environ.get("TRITON_CACHE_DIR"):
+        return os.environ["TRITON_CACHE_DIR"]
+    from torch._inductor.runtime.cache_dir_utils import triton_cache_dir
 
-            source = inspect.getsource(getattr(fn, "fn", fn))
-        except (OSError, TypeError):
-            source = None
+    return triton_cache_dir(torch.cuda.current_device())
+
+
+def _embedded_triton_source(name, wrapper_text):
+    """A kernel's source as Inductor's wrapper module embeds it:
+    name = async_compile.triton('name', '''...''', device_str='cuda')."""
+    match = re.search(
+        rf"{re.escape(name)}\s*=\s*async_compile\.triton\(.*?(?:'''|\"\"\")(.*?)(?:'''|\"\"\")", wrapper_text, re.S
+    )
+    return match.group(1) if match else None
+
+
+def _triton_kernel(name, kernel_object, wrapper_text):
+    """A Triton kernel of Inductor's wrapper module: its Python source (from the wrapper module),
+    the configs it launched with (block sizes, warps, stages), and, from Triton's cache directory
+    of each launcher's compiled binary, the cubin's hash and what its PTX holds. A cubin carries no
+    cache paths, so its hash is the machine code's."""
+    kernel = {"name": name, "kind": "triton"}
+    source = getattr(getattr(kernel_object, "fn", None), "src", None) or _embedded_triton_source(name, wrapper_text)
     if source is not None:
         kernel["source_sha256"] = _sha256_bytes(source.encode())
         kernel["code"] = source[:_CODE_LIMIT]
-    cubins, ptx, configs = [], [], []
-    launchers = list(getattr(kernel_object, "launchers", None) or [])
-    for launcher in launchers:
-        compiled = getattr(launcher, "bin", None) or getattr(launcher, "kernel", None)
-        asm = getattr(compiled, "asm", None) or {}
-        cubin = asm.get("cubin")
-        if cubin:
-            cubins.append(cubin if isinstance(cubin, bytes) else str(cubin).encode())
-        if asm.get("ptx"):
-            ptx.append(str(asm["ptx"]))
+    cubins, ptx, configs, located = [], [], [], []
+    cache = None
+    for launcher in list(getattr(kernel_object, "launchers", None) or []):
         config = getattr(launcher, "config", None)
         if config is not None:
             configs.append(
@@ -221,8 +226,20 @@ def _triton_kernel(name, kernel_object):
                     "num_stages": getattr(config, "num_stages", None),
                 }
             )
-    kernel["launchers"] = len(launchers)
+        cache_hash = getattr(launcher, "cache_hash", None)
+        if not cache_hash:
+            continue
+        cache = cache or _triton_cache_dir()
+        directory = os.path.join(cache, cache_hash)
+        for cubin in sorted(glob.glob(os.path.join(directory, "*.cubin"))):
+            with open(cubin, "rb") as f:
+                cubins.append(f.read())
+            located.append(cubin)
+        for path in sorted(glob.glob(os.path.join(directory, "*.ptx"))):
+            with open(path, errors="replace") as f:
+                ptx.append(f.read())
     kernel["configs"] = configs
+    kernel["cubins"] = located
     if cubins:
         kernel["library_sha256"] = _sha256_bytes(b"".join(cubins))
         kernel["text_sha256"] = kernel["library_sha256"]
@@ -230,10 +247,10 @@ def _triton_kernel(name, kernel_object):
     if ptx:
         text = "\n".join(ptx)
         # what the PTX says about the mechanisms: fused multiply-adds, approximate and IEEE
-        # division and square roots
+        # division and square roots, flushed subnormals
         kernel["ptx_counts"] = {
             op: text.count(op)
-            for op in ("fma.rn", "div.full", "div.rn", "div.approx", "rsqrt.approx", "sqrt.rn", "sqrt.approx")
+            for op in ("fma.rn", "div.full", "div.rn", "div.approx", "rsqrt.approx", "sqrt.rn", "sqrt.approx", ".ftz")
         }
     kernel["command_line_normalized"] = ""
     return kernel
@@ -245,10 +262,14 @@ def evidence(state, inputs):
     new = [m for m in PyCodeCache.modules if id(m) not in state["modules_before"]]
     kernels = []
     for module in new:
+        wrapper_text = ""
+        if DEVICE == "cuda" and getattr(module, "__file__", None):
+            with open(module.__file__, errors="replace") as f:
+                wrapper_text = f.read()
         for name, value in sorted(vars(module).items()):
             if DEVICE == "cuda" and name.startswith("triton_"):
                 try:
-                    kernels.append(_triton_kernel(name, value))
+                    kernels.append(_triton_kernel(name, value, wrapper_text))
                 except Exception as e:  # evidence must not stop a measurement; say what broke
                     kernels.append({"name": name, "kind": "triton", "error": f"{type(e).__name__}: {e}"[:300]})
                 continue

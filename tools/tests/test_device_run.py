@@ -89,7 +89,7 @@ def test_a_command_is_stopped_at_the_budget_with_its_output_kept(tmp_path):
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["steps"][0]["status"] == "timed_out"
     assert summary["steps"][0]["seconds"] < 10
-    assert (runner.results / "logs" / "sleeper.log").read_text().strip() == "started"
+    assert (runner.extras / "logs" / "sleeper.log").read_text().strip() == "started"
     assert "sleeper.log" in packed_names(tmp_path / "out")
 
 
