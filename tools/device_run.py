@@ -775,38 +775,40 @@ CLAIM_SUITES = ("scalar_lowering", "reduction_order", "approximations", "data_mo
 
 
 def gpu_plan(settings: Settings) -> list[Step]:
-    """Most valuable evidence first (issue 37): the GPU tests and the engine on the GPU beside
-    Inductor's and XLA's; task A at the plan's size; Inductor's mechanisms on the GPU and the claims'
-    suites on torch:cuda; XLA on the GPU; the cuda device's claims; task E's GPT-2 124M for 1000
-    steps; task B at the plan's 1000 sets. Timed steps run alone; precision steps run in batches."""
+    """Most valuable evidence first (issue 37), what no lent machine has run yet before what one
+    has: the GPU tests; the engine on the GPU against the GPU's own copy, beside Inductor's and
+    XLA's; task A at the plan's size on cuda; the claims' suites on cuda and xla:cuda; task E's
+    GPT-2 124M for 1000 steps; Inductor's mechanisms and the claims' suites on torch:cuda; task B at
+    the plan's 1000 sets; task A at the plan's size on torch:cuda (the bridge moves each run's
+    128 MiB output: about 0.4 s a run there, so a long step of its own). Timed steps run alone;
+    precision steps run in batches."""
     suites = settings.suite_runs = SuiteRuns(settings)
     built = ("build",)
     plan = setup_steps(settings)
     plan.append(Step("gpu-tests", "ctest -L 'gpu|cuda': every gpu test must run, none skip", ctest_step(settings, "gpu|cuda", True), 150, 30, built))  # fmt: skip
     # Engine speed, alone on the machine: the cold-compile benchmark (a fresh worker per round) is
-    # left to a later call, the rest is the quick profile.
-    for device in ("cuda", "torch:cuda"):
-        plan.append(Step(f"engine@{device}", f"engine speed against the copy bandwidth on {device} (quick)",
-                         suites.step("engine_throughput", device, "quick", "-CompileCold"), 120, 30, built))  # fmt: skip
-    plan.append(Step("A-plan-size", "task A at [8, 2048, 4096] f16, 1000 runs a round, on cuda and torch:cuda at once",
-                     parallel({f"A@{d}": suites.step("fusion_determinism", d, "full", "^A/dtype:f16/", shared_worker=False)
-                               for d in ("cuda", "torch:cuda")}), 240, 60, built))  # fmt: skip
-    mechanisms = python_step(["tools/gpu/inductor_mechanisms.py", "--device", "cuda", "--budget-s", "{budget}",
-                              "--out", "{extras}/inductor_mechanisms.json"], "inductor_mechanisms.log")  # fmt: skip
-    torch_claims = {f"{s}@torch:cuda": suites.step(s, "torch:cuda", "quick", shared_worker=False) for s in CLAIM_SUITES}
-    plan.append(Step("torch-cuda-claims", "Inductor -> Triton: its mechanisms (rsqrt, division, FMA, scalars, reduction blocking, strict numerics) and the claims' suites on torch:cuda",
-                     parallel({"inductor-mechanisms": mechanisms, **torch_claims}), 240, 60, built))  # fmt: skip
-    plan.append(Step("engine@xla:cuda", "engine speed on xla:cuda (quick)",
-                     suites.step("engine_throughput", "xla:cuda", "quick", "-CompileCold"), 120, 30, built))  # fmt: skip
+    # left to the end, the rest is the quick profile.
+    for device in ("cuda", "torch:cuda", "xla:cuda"):
+        plan.append(Step(f"engine@{device}", f"engine speed against the GPU's copy bandwidth on {device} (quick)",
+                         suites.step("engine_throughput", device, "quick", "-CompileCold"), 150, 30, built))  # fmt: skip
+    plan.append(Step("A-plan-size@cuda", "task A at [8, 2048, 4096] f16, 1000 runs a round, on cuda",
+                     suites.step("fusion_determinism", "cuda", "full", "^A/dtype:f16/threads:2/"), 300, 120, built))  # fmt: skip
     plan.append(Step("cuda-and-xla-claims", "the claims' suites on cuda and xla:cuda",
                      parallel({f"{s}@{d}": suites.step(s, d, "quick", shared_worker=False)
                                for d in ("cuda", "xla:cuda") for s in CLAIM_SUITES}), 200, 60, built))  # fmt: skip
     plan.append(Step("E-gpt2-124m", "task E on torch:cuda: gpt2-124m, 1000 steps, eager seeds and compiled (gpu_alignment.py)",
                      python_step(["suites/training_alignment/gpu_alignment.py", "--config",
                                   "suites/training_alignment/configs/gpt2-124m.json", "--budget-s", "{budget}",
-                                  "--out", "{extras}/gpu_alignment.json"], "gpu_alignment.log"), 600, 90, built))  # fmt: skip
+                                  "--out", "{extras}/gpu_alignment.json"], "gpu_alignment.log"), 600, 150, built))  # fmt: skip
+    mechanisms = python_step(["tools/gpu/inductor_mechanisms.py", "--device", "cuda", "--budget-s", "{budget}",
+                              "--out", "{extras}/inductor_mechanisms.json"], "inductor_mechanisms.log")  # fmt: skip
+    torch_claims = {f"{s}@torch:cuda": suites.step(s, "torch:cuda", "quick", shared_worker=False) for s in CLAIM_SUITES}
+    plan.append(Step("torch-cuda-claims", "Inductor -> Triton: its mechanisms (rsqrt, division, FMA, scalars, reduction blocking, strict numerics) and the claims' suites on torch:cuda",
+                     parallel({"inductor-mechanisms": mechanisms, **torch_claims}), 240, 60, built))  # fmt: skip
     plan.append(Step("B-1000-sets@cuda", "task B with the plan's 1000 sets on cuda (full profile)",
                      suites.step("accumulated_error", "cuda", "full"), 400, 90, built))  # fmt: skip
+    plan.append(Step("A-plan-size@torch:cuda", "task A at [8, 2048, 4096] f16, 1000 runs a round, on torch:cuda",
+                     suites.step("fusion_determinism", "torch:cuda", "full", "^A/dtype:f16/threads:2/"), 600, 480, built))  # fmt: skip
     plan.append(Step("engine-cold@torch:cuda", "Inductor's cold compile and cache hit on the GPU",
                      suites.step("engine_throughput", "torch:cuda", "quick", "CompileCold|CacheHit"), 120, 60, built))  # fmt: skip
     return plan

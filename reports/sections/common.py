@@ -66,9 +66,15 @@ def name_fields(name: str) -> dict[str, str]:
 
 
 def copy_bandwidth(run: dict) -> float | None:
-    """bytes_per_second of the run's MemoryCopy yardstick, if it has one."""
-    copies = [b for b in benchmarks(run, "MemoryCopy/") if "bytes_per_second" in b]
-    return copies[0]["bytes_per_second"] if copies else None
+    """bytes_per_second of the run's copy yardstick, if it has one: the GPU's own device-to-device
+    copy where a GPU device's run measured it (DeviceMemoryCopy), else the host's MemoryCopy."""
+    gpu = "cuda" in run.get("context", {}).get("fusebench_device", "")
+    # a GPU's kernels against the host's memcpy would read as many times the copy: no yardstick
+    for family in ("DeviceMemoryCopy/",) if gpu else ("DeviceMemoryCopy/", "MemoryCopy/"):
+        copies = [b for b in benchmarks(run, family) if "bytes_per_second" in b and not b.get("error_occurred")]
+        if copies:
+            return copies[0]["bytes_per_second"]
+    return None
 
 
 def wall_rate(b: dict, field: str = "bytes_per_second") -> float | None:

@@ -39,6 +39,11 @@
 #include "support/cases.hpp"
 #include "support/engine_support.hpp"
 
+#ifdef FUSEBENCH_HAVE_CUDA
+#include "cuda_device.hpp"
+#include "cuda_runtime.hpp"
+#endif
+
 namespace fusebench::suite {
 
 namespace {
@@ -373,6 +378,43 @@ void cache_hit(benchmark::State& state, const SuiteConfig& config) {
     }
   }
 }
+// The GPU's own copy bandwidth, the yardstick of a GPU device's kernels (the host's memcpy is
+// two orders of magnitude below it): a device-to-device cudaMemcpyAsync timed with events, traffic
+// counted as MemoryCopy counts it (every byte read once and written once). 1 GiB, far past the L2.
+void register_device_memory_copy(const std::string& device, std::int64_t bytes) {
+  const auto name = fmt::format("DeviceMemoryCopy/bytes:{}/device:{}", bytes, device);
+  benchmark::RegisterBenchmark(
+      name.c_str(),
+      [bytes](benchmark::State& state) {
+#ifdef FUSEBENCH_HAVE_CUDA
+        if (const std::string why = cuda::unavailable_reason(); !why.empty()) {
+          state.SkipWithError(fmt::format("n/a: no usable CUDA GPU: {}", why).c_str());
+          return;
+        }
+        const auto size = static_cast<std::size_t>(bytes);
+        cuda::DeviceBuffer source(size), destination(size);
+        cuda::check_cuda(cudaMemset(source.data(), 1, size), "cudaMemset");
+        cuda::check_cuda(cudaMemcpy(destination.data(), source.data(), size, cudaMemcpyDeviceToDevice),
+                         "cudaMemcpy (warm-up)");
+        cuda::EventTimer timer;
+        for (auto _ : state) {
+          timer.start(nullptr);
+          cuda::check_cuda(cudaMemcpyAsync(destination.data(), source.data(), size,
+                                           cudaMemcpyDeviceToDevice, nullptr),
+                           "cudaMemcpyAsync");
+          state.SetIterationTime(timer.stop_ms(nullptr) / 1e3);
+        }
+        state.SetBytesProcessed(std::int64_t(state.iterations()) * bytes * 2);
+        state.counters["bytes_copied"] = double(bytes);
+#else
+        (void)bytes;
+        state.SkipWithError("n/a: built without the CUDA device (FUSEBENCH_CUDA=OFF or no toolkit)");
+#endif
+      })
+      ->Unit(benchmark::kMillisecond)
+      ->UseManualTime();
+}
+
 }  // namespace
 
 void register_benchmarks(const SuiteConfig& config) {
@@ -385,6 +427,8 @@ void register_benchmarks(const SuiteConfig& config) {
   // and 128 MiB in both profiles: large enough that caches do not flatter the yardstick (a 32 MiB
   // copy measured twice the bandwidth on this VM).
   register_memory_copy(std::int64_t(128) << 20, engine::EngineOptions{}.threads);
+  if (config.device.find("cuda") != std::string::npos)
+    register_device_memory_copy(config.device, std::int64_t(1) << 30);
   static std::map<std::string, Workload> workloads;
   workloads.emplace("chain", chain(n));
   workloads.emplace("layernorm", rowwise(true, rows, 4096));
