@@ -547,8 +547,12 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
         if task == "E" and not ran:  # no training suite in these results: said once per device
             s = doc.section(task, title)
             reason = next((r for su, d, r in results.not_run() if su == suite), "no result file")
+            gpu_training = gpu_mechanisms.load_alignment(results_dir)
             for device in results.devices:
-                s.device = device
+                s.device, s.show_device = device, len(results.devices) > 1
+                if gpu_training is not None and device == "torch:cuda":
+                    gpu_mechanisms.render_alignment(s, gpu_training)
+                    continue
                 s.verdict(
                     "training metrics of eager and fused align",
                     claims.not_applicable(

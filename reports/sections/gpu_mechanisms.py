@@ -163,3 +163,80 @@ def render_run(s, summary: dict) -> None:
         for st in summary.get("steps", [])
     ]
     s.table(["step", "status", "seconds", "reason", "what it runs"], rows, wrap=("reason", "what it runs"))
+
+
+def load_alignment(results_dir: pathlib.Path) -> dict | None:
+    path = results_dir / "device" / "gpu_alignment.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def alignment_band_rows(data: dict) -> dict:
+    """The plan's literal rule over every evaluation: the compiled run's held-out loss within the
+    range of the eager seeds' at the same step."""
+    runs = [r for r in data.get("runs", []) if "eval" in r]
+    eager = [r for r in runs if r["mode"] == "eager"]
+    rows = excursions = 0
+    worst = 0.0
+    for compiled in (r for r in runs if r["mode"] == "compiled"):
+        for point in compiled["eval"]:
+            band = [p["loss"] for r in eager for p in r["eval"] if p["step"] == point["step"]]
+            if len(band) < 2:
+                continue
+            low, high = min(band), max(band)
+            width = max(high - low, 1e-12)
+            gap = max(low - point["loss"], point["loss"] - high, 0.0)
+            rows += 1
+            excursions += gap > 0
+            worst = max(worst, gap / width)
+    return {"rows": rows, "excursions": excursions, "max_gap_over_band": worst}
+
+
+def render_alignment(s, data: dict) -> None:
+    """Task E on the GPU (gpu_alignment.py): the compiled run's final held-out loss against the eager
+    seeds' prediction interval, the suite's rule, and the plan's literal rule beside it."""
+    from reports import claims
+
+    runs = data.get("runs", [])
+    eager = {
+        r["seed"]: {"eval_loss": [p["loss"] for p in r["eval"]]} for r in runs if r["mode"] == "eager" and "eval" in r
+    }
+    fused = {
+        r["seed"]: {"eval_loss": [p["loss"] for p in r["eval"]]}
+        for r in runs
+        if r["mode"] == "compiled" and "eval" in r
+    }
+    verdict = claims.decide_e_gap(data.get("dtype", "bf16"), eager, fused, alignment_band_rows(data))
+    s.verdict("training metrics of eager and fused align", verdict)
+    model = data.get("model", {})
+    s.paragraph(
+        f"On {data.get('device', 'the GPU')} in PyTorch alone (suites/training_alignment/gpu_alignment.py, torch "
+        f"{data.get('torch', '?')}): the {data.get('config', '?')} config ({model.get('layers', '?')} layers, width "
+        f"{model.get('width', '?')}, context {model.get('context', '?')}, batch {data.get('batch', '?')}), "
+        f"{data.get('steps', '?')} steps, {data.get('dtype', '?')} autocast, eager seeds {data.get('seeds')} and "
+        f"torch.compile (Inductor → Triton) from seeds {data.get('compiled_seeds')}."
+    )
+    rows = []
+    for r in runs:
+        if "error" in r:
+            rows.append([r["mode"], r["seed"], "—", "—", "—", "—", r["error"][:120]])
+            continue
+        final = r["eval"][-1]["loss"] if r.get("eval") else None
+        rows.append(
+            [r["mode"], r["seed"], num(final), num(r.get("median_step_s", 0) * 1e3), num(r.get("tokens_per_s")),
+             num(r.get("compile_s")), ""]
+        )  # fmt: skip
+    for r in data.get("not_run", []):
+        rows.append([r["mode"], r["seed"], "—", "—", "—", "—", r["reason"]])
+    s.table(
+        [
+            "mode",
+            "seed",
+            "final held-out loss",
+            "median step (ms)",
+            "tokens/s",
+            "compile and first step (s)",
+            "not run / error",
+        ],
+        rows,
+        wrap=("not run / error",),
+    )
