@@ -394,8 +394,9 @@ void register_device_memory_copy(const std::string& device, std::int64_t bytes) 
         const auto size = static_cast<std::size_t>(bytes);
         cuda::DeviceBuffer source(size), destination(size);
         cuda::check_cuda(cudaMemset(source.data(), 1, size), "cudaMemset");
-        cuda::check_cuda(cudaMemcpy(destination.data(), source.data(), size, cudaMemcpyDeviceToDevice),
-                         "cudaMemcpy (warm-up)");
+        cuda::check_cuda(
+            cudaMemcpy(destination.data(), source.data(), size, cudaMemcpyDeviceToDevice),
+            "cudaMemcpy (warm-up)");
         cuda::EventTimer timer;
         for (auto _ : state) {
           timer.start(nullptr);
@@ -408,7 +409,8 @@ void register_device_memory_copy(const std::string& device, std::int64_t bytes) 
         state.counters["bytes_copied"] = double(bytes);
 #else
         (void)bytes;
-        state.SkipWithError("n/a: built without the CUDA device (FUSEBENCH_CUDA=OFF or no toolkit)");
+        state.SkipWithError(
+            "n/a: built without the CUDA device (FUSEBENCH_CUDA=OFF or no toolkit)");
 #endif
       })
       ->Unit(benchmark::kMillisecond)
