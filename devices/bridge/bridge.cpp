@@ -523,13 +523,13 @@ class FrameworkExecutor final : public engine::Executor {
     for (std::size_t o = 0; o < graph.outputs().size(); ++o)
       out.push_back((worker_->scratch() / fmt::format("out{}.npy", o)).string());
     const nlohmann::json settings = framework_settings(spec_, options_, fused_);
-    const nlohmann::json reply = worker_->request({{"cmd", "run"},
-                                                   {"source", source.string()},
-                                                   {"fused", fused_},
-                                                   {"settings", settings},
-                                                   {"key", digest},
-                                                   {"inputs", in},
-                                                   {"outputs", out}});
+    nlohmann::json request = {{"cmd", "run"},    {"source", source.string()},
+                              {"fused", fused_}, {"settings", settings},
+                              {"key", digest},   {"inputs", in},
+                              {"outputs", out}};
+    if (extra_request_.is_object()) request.update(extra_request_);
+    const nlohmann::json reply = worker_->request(request);
+    last_reply_ = reply;
     if (!reply.value("ok", false)) {
       const std::string node = reply.contains("node") && reply["node"].is_string()
                                    ? reply["node"].get<std::string>()
@@ -572,11 +572,65 @@ class FrameworkExecutor final : public engine::Executor {
     return result;
   }
 
+  // The runs happen in the worker, in batches; each run's output 0 is hashed there, where it is
+  // (a GPU's output is copied to the worker's host memory, never through the shared-memory files),
+  // and only the digests come back, with the last run's outputs.
+  engine::HashedRuns run_hashed(const engine::Graph& graph, const engine::Inputs& inputs, int runs,
+                                const std::function<void(int)>& progress) override {
+    constexpr int kRunsPerRequest = 50;  // progress between requests
+    const engine::Node& output = graph.node(graph.outputs().at(0));
+    const std::string header =
+        fmt::format("{}{}", dtype_name(output.dtype), shape_string(output.shape));
+    engine::HashedRuns hashed;
+    const auto start = std::chrono::steady_clock::now();
+    int threads = 0;
+    for (int done = 0; done < runs;) {
+      const int batch = std::min(runs - done, kRunsPerRequest);
+      extra_request_ = {{"repeat", batch},
+                        {"hash", {{"header", header}, {"chunk_bytes", kMd5ChunkBytes}}}};
+      engine::RunResult result;
+      try {
+        result = run(graph, inputs, {});
+      } catch (...) {
+        extra_request_ = nullptr;
+        throw;
+      }
+      extra_request_ = nullptr;
+      const auto digests = last_reply_.value("digests", nlohmann::json::array());
+      if (int(digests.size()) != batch) {
+        throw FrameworkError(
+            fmt::format("device {}: asked for {} hashed runs, the worker hashed {}", spec_.device,
+                        batch, digests.size()));
+      }
+      for (const auto& d : digests) hashed.output_md5.push_back(d.get<std::string>());
+      hashed.hash_seconds += last_reply_.value("hash_s", 0.0);
+      threads = last_reply_.value("hash_threads", 0);
+      hashed.last_output = result.outputs.at(0);
+      done += batch;
+      progress(done);
+    }
+    if (runs > 0 && hashed.last_output.describe() != header) {
+      // the digest names the declared output; an output of another dtype or shape would hash apart
+      throw FrameworkError(fmt::format("device {}: output 0 is {}, the graph declares {}",
+                                       spec_.device, hashed.last_output.describe(), header));
+    }
+    hashed.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    hashed.hashed_where = fmt::format(
+        "in the {} worker, where the output is: each run's output 0 copied to that process's "
+        "host memory and hashed there (md5 of {} MiB chunk md5s on {} threads); only digests "
+        "come to fusebench",
+        spec_.framework, kMd5ChunkBytes >> 20, threads);
+    return hashed;
+  }
+
  private:
   FrameworkSpec spec_;
   engine::EngineOptions options_;
   bool fused_;
   std::shared_ptr<Worker> worker_;
+  nlohmann::json extra_request_;  // run_hashed's fields for the next request
+  nlohmann::json last_reply_;
 };
 
 // Mnemonic counts of an Inductor C++ kernel: its `kernel` entry point and the OpenMP regions GCC

@@ -13,8 +13,11 @@ the framework accepts the mapping; outputs are written back as .npy next to them
 
 Requests:
   {"cmd": "run", "source": PATH, "fused": bool, "settings": {...}, "key": STR,
-   "inputs": [{"name", "path"}...], "outputs": [PATH...]}
-      -> {"ok": true, "run_ms", "compile_ms", "compiled", "evidence": {...}}
+   "inputs": [{"name", "path"}...], "outputs": [PATH...],
+   optional "repeat": N (runs; the outputs written are the last run's) and "hash": {"header",
+   "chunk_bytes"} (each run's output 0 hashed as tensor_chunked_md5_hex, here)}
+      -> {"ok": true, "run_ms", "compile_ms", "compiled", "evidence": {...}
+          [, "digests": [one per run], "hash_s", "hash_threads"]}
   {"cmd": "stats"} -> {"ok": true, "compiles", "compile_s"}
   {"cmd": "quit", "stats": PATH} -> {"ok": true}: the session ends (a server's, or the process);
       its compile counts are appended to PATH ($FUSEBENCH_WORKER_STATS when not given) first
@@ -22,12 +25,15 @@ Errors: {"ok": false, "error": last traceback line, "node": "<node>: <op> <dtype
 failing line is one of the graph's statements, "traceback": full text}.
 
 The backend module (devices/<framework>/<name>_backend.py) provides: VERSION, load(np array,
-dtype name) -> framework tensor, save(tensor) -> numpy array, compile(fn, settings) ->
+dtype name) -> framework tensor, save(tensor, path), to_host(tensor) -> contiguous numpy array
+(bf16 as its uint16 bits), compile(fn, settings) ->
 callable (fused), call(fn, args, settings) -> outputs (timed around), sync(outputs), and
 evidence(compiled fn state) -> dict.
 """
 
 import argparse
+import concurrent.futures
+import hashlib
 import importlib
 import importlib.util
 import json
@@ -38,6 +44,23 @@ import socket
 import sys
 import time
 import traceback
+
+HASH_THREADS = os.cpu_count() or 1
+
+
+def chunked_md5_hex(array, spec):
+    """fusebench's tensor_chunked_md5_hex (common/src/hash.cpp) of a host array: the MD5 of the
+    tensor's description followed by the MD5 of each fixed-size chunk of its bytes, the chunks hashed
+    on every core (hashlib releases the GIL for large buffers)."""
+    data = memoryview(array).cast("B")  # backend.to_host's arrays are contiguous
+    size, chunk = len(data), int(spec["chunk_bytes"])
+    parts = [data[i : i + chunk] for i in range(0, size, chunk)]
+    with concurrent.futures.ThreadPoolExecutor(min(HASH_THREADS, max(len(parts), 1))) as pool:
+        digests = list(pool.map(lambda part: hashlib.md5(part).digest(), parts))
+    whole = hashlib.md5(spec["header"].encode())
+    for d in digests:
+        whole.update(d)
+    return whole.hexdigest()
 
 
 def _node_of(tb, source_path):
@@ -153,21 +176,30 @@ class Worker:
                     evidence = state["evidence"]
                 else:
                     state = backend.eager(fn, settings)
-                start = time.perf_counter()
-                outputs = backend.call(state, inputs, settings)
-                backend.sync(outputs)
-                run_ms = (time.perf_counter() - start) * 1e3
+                # Task A: `repeat` runs, each one's output 0 hashed here, where it is (only the
+                # last run's outputs travel back)
+                digests, hash_s = [], 0.0
+                for _ in range(int(request.get("repeat", 1))):
+                    start = time.perf_counter()
+                    outputs = backend.call(state, inputs, settings)
+                    backend.sync(outputs)
+                    run_ms = (time.perf_counter() - start) * 1e3
+                    if "hash" in request:
+                        start = time.perf_counter()
+                        digests.append(chunked_md5_hex(backend.to_host(outputs[0]), request["hash"]))
+                        hash_s += time.perf_counter() - start
                 for out, path in zip(outputs, request["outputs"]):
                     backend.save(out, path)
-                reply(
-                    {
-                        "ok": True,
-                        "run_ms": run_ms,
-                        "compile_ms": compile_ms,
-                        "compiled": was_compiled,
-                        "evidence": evidence,
-                    }
-                )
+                answer = {
+                    "ok": True,
+                    "run_ms": run_ms,
+                    "compile_ms": compile_ms,
+                    "compiled": was_compiled,
+                    "evidence": evidence,
+                }
+                if "hash" in request:
+                    answer.update(digests=digests, hash_s=hash_s, hash_threads=HASH_THREADS)
+                reply(answer)
             except Exception as e:
                 last = traceback.format_exception_only(type(e), e)[-1].strip()
                 reply(

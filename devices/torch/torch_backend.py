@@ -92,12 +92,14 @@ def load(path):
     return tensor if DEVICE == "cpu" else tensor.to(DEVICE)
 
 
-def save(tensor, path):
+def to_host(tensor):
+    """The tensor's bytes as a contiguous numpy array on the host (bf16 as its 16-bit pattern)."""
     tensor = tensor.detach().contiguous().cpu()
-    if tensor.dtype == torch.bfloat16:
-        arrays.save(tensor.view(torch.int16).numpy(), path, bf16=True)
-    else:
-        arrays.save(tensor.numpy(), path)
+    return tensor.view(torch.int16).numpy() if tensor.dtype == torch.bfloat16 else tensor.numpy()
+
+
+def save(tensor, path):
+    arrays.save(to_host(tensor), path, bf16=tensor.dtype == torch.bfloat16)
 
 
 def _threads(settings):

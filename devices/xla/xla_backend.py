@@ -105,12 +105,14 @@ def load(path):
     return jax.device_put(array, _DEVICE)
 
 
+def to_host(value):
+    """The array's bytes as a contiguous numpy array on the host (bf16 as its 16-bit pattern)."""
+    array = np.ascontiguousarray(np.asarray(value))
+    return array.view(np.uint16) if array.dtype == ml_dtypes.bfloat16 else array
+
+
 def save(value, path):
-    array = np.asarray(value)
-    if array.dtype == ml_dtypes.bfloat16:
-        arrays.save(array.view(np.uint16), path, bf16=True)
-    else:
-        arrays.save(array, path)
+    arrays.save(to_host(value), path, bf16=np.asarray(value).dtype == ml_dtypes.bfloat16)
 
 
 class _Eager:

@@ -22,9 +22,10 @@
 // Counters: runs, distinct output hashes (expected 1), kernel hash stable (expected 1), max ULP of
 // round 2 against round 1 (expected 0), and whether the negative control was detected (by the
 // artifact's or the code's hash: control_artifact_differs, control_source_differs; and the
-// outputs). Time is the mean time of one run of round 1 (manual timing), copying the output to
-// the host and hashing it included (hash_seconds_per_run says how much of it the hash took): round
-// 2 and the control run side by side after it.
+// outputs). Time is the mean time of one run of round 1 (manual timing), hashing the output
+// included (hash_seconds_per_run says how much of it the hash took; the evidence's output_hash
+// says where: in fusebench after the output's copy to the host, or in a framework's worker, where
+// the output is): round 2 and the control run side by side after it.
 #include <spawn.h>
 #include <sys/wait.h>
 
@@ -98,22 +99,9 @@ struct Round {
   std::set<std::string> output_md5;
   Tensor last_output;
   double seconds = 0;
-  double hash_seconds = 0;  // the part of `seconds` spent hashing outputs
+  double hash_seconds = 0;   // the part of `seconds` spent hashing outputs
+  std::string hashed_where;  // where and how the outputs were hashed
 };
-
-// The threads tensor_chunked_md5_hex hashes an output on: one per chunk, up to every core.
-int output_hash_threads(const Tensor& output) {
-  const std::size_t chunks =
-      std::max<std::size_t>(1, (output.nbytes() + kMd5ChunkBytes - 1) / kMd5ChunkBytes);
-  return int(std::min<std::size_t>(chunks, std::max(1u, std::thread::hardware_concurrency())));
-}
-
-// How outputs are hashed, for the evidence.
-std::string output_hash_method(const Tensor& output) {
-  const int threads = output_hash_threads(output);
-  return fmt::format("md5 of {} MiB chunk md5s, on the host, {} thread{}", kMd5ChunkBytes >> 20,
-                     threads, threads == 1 ? "" : "s");
-}
 
 // Runs the graph `runs` times on a fresh cache in `cache_dir`.
 Round run_round(const engine::Device& device, const engine::Graph& g, const engine::Inputs& in,
@@ -129,17 +117,13 @@ Round run_round(const engine::Device& device, const engine::Graph& g, const engi
     round.kernel_evidence.push_back(k.to_json());
   }
   Progress progress(label, runs);
-  const auto start = std::chrono::steady_clock::now();
-  for (int r = 0; r < runs; ++r) {
-    auto result = executor.run(g, in);
-    const auto hash_start = std::chrono::steady_clock::now();
-    round.output_md5.insert(tensor_chunked_md5_hex(result.outputs[0]));
-    round.hash_seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - hash_start).count();
-    if (r + 1 == runs) round.last_output = result.outputs[0];
-    progress.tick(r + 1);
-  }
-  round.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  engine::HashedRuns hashed =
+      executor.run_hashed(g, in, runs, [&](int done) { progress.tick(done); });
+  round.output_md5.insert(hashed.output_md5.begin(), hashed.output_md5.end());
+  round.last_output = std::move(hashed.last_output);
+  round.seconds = hashed.seconds;
+  round.hash_seconds = hashed.hash_seconds;
+  round.hashed_where = hashed.hashed_where;
   return round;
 }
 
@@ -222,6 +206,7 @@ class SpawnedRound {
     r.last_output = read_npy(dir_ / (tag_ + "_out.npy"));
     r.seconds = j.at("seconds").get<double>();
     r.hash_seconds = j.value("hash_seconds", 0.0);
+    r.hashed_where = j.value("hashed_where", std::string());
     return r;
   }
 
@@ -310,7 +295,6 @@ void run_case(benchmark::State& state, DType dtype, int threads, const SuiteConf
     state.counters["max_ulp_vs_round1"] = double(drift.max_distance);
     state.counters["inputs_reload_exact"] = reload_exact ? 1 : 0;
     state.counters["hash_seconds_per_run"] = first.hash_seconds / runs;
-    state.counters["hash_threads"] = output_hash_threads(first.last_output);
     // -1: the device realises none of the control's options, so there is no control.
     const bool artifact_differs = control.kernel_sha256 != first.kernel_sha256;
     const bool source_differs = control.source_sha256 != first.source_sha256;
@@ -336,7 +320,7 @@ void run_case(benchmark::State& state, DType dtype, int threads, const SuiteConf
                     {"round2_kernels", second.kernel_evidence},
                     {"device", config.device},
                     {"output_md5", std::vector<std::string>(all.begin(), all.end())},
-                    {"output_hash", output_hash_method(first.last_output)},
+                    {"output_hash", first.hashed_where},
                     {"hash_seconds_per_run", first.hash_seconds / runs},
                     {"round2_hash_seconds_per_run", second.hash_seconds / runs},
                     {"shape", x_shape}});
@@ -371,7 +355,8 @@ int child_round(int argc, char** argv) {
                                        {"output_md5", std::vector<std::string>(r.output_md5.begin(),
                                                                                r.output_md5.end())},
                                        {"seconds", r.seconds},
-                                       {"hash_seconds", r.hash_seconds}}
+                                       {"hash_seconds", r.hash_seconds},
+                                       {"hashed_where", r.hashed_where}}
                             .dump());
   return 0;
 }
@@ -379,9 +364,9 @@ int child_round(int argc, char** argv) {
 
 void register_benchmarks(const SuiteConfig& config) {
   benchmark::AddCustomContext(
-      "output_hash", fmt::format("md5 of {} MiB chunk md5s (dtype and shape first), on the host, "
-                                 "one thread per chunk up to {} (counter hash_threads)",
-                                 kMd5ChunkBytes >> 20, std::thread::hardware_concurrency()));
+      "output_hash", fmt::format("md5 of {} MiB chunk md5s (dtype and shape first); where: each "
+                                 "case's evidence (output_hash)",
+                                 kMd5ChunkBytes >> 20));
   for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
     for (int threads : {1, 2}) {
       register_case("A",

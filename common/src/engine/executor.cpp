@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <chrono>
 #include <mutex>
+#include <thread>
 
+#include "fusebench/hash.hpp"
 #include "fusebench/npy.hpp"
 
 namespace fusebench::engine {
@@ -295,6 +298,28 @@ void dump_run(const Graph& graph, const RunResult& result, const std::string& ex
   for (const auto& k : result.trace) kernels.push_back(k.to_json());
   write_file_atomically(dir / "manifest.json",
                         nlohmann::json{{"tensors", manifest}, {"kernels", kernels}}.dump(2));
+}
+
+HashedRuns Executor::run_hashed(const Graph& graph, const Inputs& inputs, int runs,
+                                const std::function<void(int)>& progress) {
+  using Clock = std::chrono::steady_clock;
+  HashedRuns hashed;
+  const auto start = Clock::now();
+  for (int r = 0; r < runs; ++r) {
+    RunResult result = run(graph, inputs);
+    const auto hash_start = Clock::now();
+    hashed.output_md5.push_back(tensor_chunked_md5_hex(result.outputs.at(0)));
+    hashed.hash_seconds += std::chrono::duration<double>(Clock::now() - hash_start).count();
+    if (r + 1 == runs) hashed.last_output = result.outputs.at(0);
+    progress(r + 1);
+  }
+  hashed.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  hashed.hashed_where = fmt::format(
+      "in fusebench after each run's copy to the host: md5 of {} MiB chunk md5s on up to {} "
+      "thread{}",
+      kMd5ChunkBytes >> 20, cores, cores == 1 ? "" : "s");
+  return hashed;
 }
 
 }  // namespace fusebench::engine

@@ -14,6 +14,7 @@
 #include "framework_devices.hpp"
 #include "fusebench/compare.hpp"
 #include "fusebench/error.hpp"
+#include "fusebench/hash.hpp"
 #include "fusebench/npy.hpp"
 #include "fusebench/rng.hpp"
 
@@ -207,6 +208,29 @@ TEST(Torch, FusedPathIsCompiledByInductor) {
   EXPECT_EQ(c.fused_again.trace[0].compile_ms, 0);
   // Eager is the op-by-op path: no compiled artifact.
   EXPECT_TRUE(c.eager.trace[0].artifact_path.empty());
+}
+
+// Task A's runs hashed in the worker give the toolkit's own digest of the same output, whatever
+// process computed it: a bf16 output (hashed as its bits) and an output larger than one 4 MiB chunk.
+TEST(Torch, RunsHashedInTheWorkerGiveTheToolkitsChunkedMd5) {
+  SKIP_UNLESS_AVAILABLE("torch");
+  for (DType dtype : {DType::bf16, DType::f32}) {
+    engine::Graph g;
+    const auto x = g.input("x", {1536, 1024}, dtype);
+    g.mark_output(g.mul_scalar(g.add_scalar(x, 1.0), 0.7));
+    const engine::Inputs in = {{"x", random_uniform(dtype, {1536, 1024}, -2, 2, 5)}};
+    auto fused = device("torch").fused({});
+    const Tensor once = fused->run(g, in).outputs.at(0);
+    std::vector<int> progress;
+    const engine::HashedRuns hashed =
+        fused->run_hashed(g, in, 3, [&](int done) { progress.push_back(done); });
+    ASSERT_EQ(hashed.output_md5.size(), 3u);
+    EXPECT_EQ(progress.back(), 3);
+    for (const auto& digest : hashed.output_md5)
+      EXPECT_EQ(digest, tensor_chunked_md5_hex(once)) << dtype_name(dtype);
+    EXPECT_TRUE(bit_equal(hashed.last_output, once).equal);
+    EXPECT_THAT(hashed.hashed_where, HasSubstr("torch worker"));
+  }
 }
 
 TEST(Torch, KnobsInductorCannotRealiseAreNotApplicableWithAReason) {

@@ -64,11 +64,25 @@ struct RunResult {
   std::vector<KernelTrace> trace;   // kernels in execution order
 };
 
+// Task A's runs: each run's output 0 hashed as tensor_chunked_md5_hex (fusebench/hash.hpp).
+struct HashedRuns {
+  std::vector<std::string> output_md5;  // one per run, in order
+  Tensor last_output;                   // output 0 of the last run
+  double seconds = 0;                   // every run, hashing included
+  double hash_seconds = 0;              // the part of `seconds` spent hashing
+  std::string hashed_where;             // where and how, for the evidence
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
   virtual std::string name() const = 0;  // "reference", "eager", "fused"
   virtual RunResult run(const Graph& graph, const Inputs& inputs, const RunOptions& run = {}) = 0;
+  // `runs` runs, `progress(done)` after each batch. By default each run's output comes to this
+  // process and is hashed here; an executor whose outputs live in another process hashes them
+  // there, so that only digests travel.
+  virtual HashedRuns run_hashed(const Graph& graph, const Inputs& inputs, int runs,
+                                const std::function<void(int)>& progress);
 };
 
 // The fp64 reference: every op in fp64 with the C library's math, casts ignored (the truth of
