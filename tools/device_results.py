@@ -1,7 +1,7 @@
 """Turns what a device run brought back (OUT/results.tar.gz from tools/device-run) into a results
 directory here: the suites' JSON and run.json as tools/run writes them, the run's own files under
 device/ (summary, machine, logs, the probe scripts' JSON, the GPU tests' JUnit file), without the
-dumps' arrays and cache directories (hundreds of MiB; --keep-dumps keeps them),
+dumps' arrays, cache directories and repro scripts (--keep-dumps keeps them),
 then writes the report. A reference run is such a directory, committed.
 
 Usage: python -m tools.device_results DEVICE_OUT_DIR --out DIR [--keep-dumps] [--no-report]"""
@@ -44,10 +44,11 @@ def unpack(device_out: pathlib.Path, out: pathlib.Path, keep_dumps: bool) -> dic
         for leftover in (".entries.tsv", ".instances.tsv"):
             (results / leftover).unlink(missing_ok=True)
         if not keep_dumps:
-            # the verdicts' evidence stays (B's per-set figures, repros, kernel sources); arrays and
-            # the frameworks' cache directories go
+            # the evidence the report reads stays (B's per-set figures, each case's JSON); arrays,
+            # the frameworks' cache directories and the per-graph repro scripts go
             for path in sorted((results / "dumps").rglob("*"), reverse=True):
-                if path.is_file() and (path.suffix == ".npy" or "cache_" in str(path.relative_to(results))):
+                relative = str(path.relative_to(results))
+                if path.is_file() and (path.suffix in (".npy", ".py") or "cache_" in relative or "/repro/" in relative):
                     path.unlink()
                 elif path.is_dir() and not any(path.iterdir()):
                     path.rmdir()
