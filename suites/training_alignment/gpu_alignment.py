@@ -23,7 +23,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from peer_torch import initialise, learning_rate, model_class
+from peer_torch import initialise, learning_rate, model_class, optimizer
 
 
 def main() -> int:
@@ -74,14 +74,7 @@ def main() -> int:
         rng = np.random.default_rng(seed)
         model = GPT().to(device)
         initialise(model, L)
-        decay = [p for p in model.parameters() if p.dim() >= 2]
-        rest = [p for p in model.parameters() if p.dim() < 2]
-        opt = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": cfg.get("weight_decay", 0.1)}, {"params": rest, "weight_decay": 0.0}],
-            lr=cfg["lr"],
-            betas=(cfg.get("beta1", 0.9), cfg.get("beta2", 0.95)),
-            eps=cfg.get("adam_eps", 1e-8),
-        )
+        opt = optimizer(model, cfg)
 
         def forward(idx, tgt):
             with torch.autocast(**autocast):

@@ -80,6 +80,20 @@ def initialise(model, layers: int) -> None:
                 p.zero_()
 
 
+def optimizer(model, cfg: dict):
+    """AdamW with weight decay on matrices and embeddings only, as the engine's trainer has it."""
+    import torch
+
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.get("weight_decay", 0.1)}, {"params": rest, "weight_decay": 0.0}],
+        lr=cfg["lr"],
+        betas=(cfg.get("beta1", 0.9), cfg.get("beta2", 0.95)),
+        eps=cfg.get("adam_eps", 1e-8),
+    )
+
+
 def learning_rate(cfg: dict, step: int) -> float:
     """Linear warm-up, then cosine decay to min_lr_fraction of the peak."""
     warm, total, lr = cfg.get("warmup_steps", 50), cfg["steps"], cfg["lr"]
@@ -121,14 +135,7 @@ def main() -> int:
         rng = np.random.default_rng(1)
         model = GPT()
         initialise(model, L)
-        decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-        rest = [p for n, p in model.named_parameters() if p.dim() < 2]
-        opt = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": cfg.get("weight_decay", 0.1)}, {"params": rest, "weight_decay": 0.0}],
-            lr=cfg["lr"],
-            betas=(cfg.get("beta1", 0.9), cfg.get("beta2", 0.95)),
-            eps=cfg.get("adam_eps", 1e-8),
-        )
+        opt = optimizer(model, cfg)
 
         def step_fn(idx, tgt):
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.dtype == "bf16"):

@@ -12,6 +12,7 @@
 
 #include "bridge.hpp"
 #include "framework_devices.hpp"
+#include "framework_test_devices.hpp"
 #include "fusebench/compare.hpp"
 #include "fusebench/error.hpp"
 #include "fusebench/hash.hpp"
@@ -26,20 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-const engine::Device& device(const std::string& name) {
-  static std::map<std::string, std::unique_ptr<engine::Device>> devices;
-  register_framework_devices();
-  auto& d = devices[name];
-  if (!d) d = engine::make_device(name);
-  return *d;
-}
-
-#define SKIP_UNLESS_AVAILABLE(name)                                       \
-  do {                                                                    \
-    const std::string why = device(name).unavailable_reason();            \
-    if (!why.empty()) GTEST_SKIP() << "device " << (name) << ": " << why; \
-  } while (0)
 
 // ---- one graph per op, run eagerly on the device, checked against the hand-written op
 struct OpCase {

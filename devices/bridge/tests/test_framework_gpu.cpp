@@ -20,6 +20,7 @@
 
 #include "bridge.hpp"
 #include "framework_devices.hpp"
+#include "framework_test_devices.hpp"
 #include "fusebench/compare.hpp"
 #include "fusebench/rng.hpp"
 
@@ -30,20 +31,6 @@ using ::testing::Each;
 using ::testing::HasSubstr;
 using ::testing::Ne;
 using ::testing::StartsWith;
-
-const engine::Device& device(const std::string& name) {
-  static std::map<std::string, std::unique_ptr<engine::Device>> devices;
-  register_framework_devices();
-  auto& d = devices[name];
-  if (!d) d = engine::make_device(name);
-  return *d;
-}
-
-#define SKIP_UNLESS_AVAILABLE(name)                                       \
-  do {                                                                    \
-    const std::string why = device(name).unavailable_reason();            \
-    if (!why.empty()) GTEST_SKIP() << "device " << (name) << ": " << why; \
-  } while (0)
 
 // ---- the graphs and their error bounds
 struct Case {
