@@ -178,7 +178,7 @@ std::vector<Switch> realisable_switches(const Graph& graph, const EngineOptions&
                                         const UnsupportedKnobs& unsupported,
                                         std::vector<std::string>& refused,
                                         const std::vector<CompilerSwitch>& compiler,
-                                        SwitchScope scope) {
+                                        SwitchScope scope, CandidateOps ops) {
   std::vector<Switch> out;
   const bool per_op = scope == SwitchScope::PerOp;
   std::set<std::string> covered;  // mechanisms with a realisable per-op candidate
@@ -197,8 +197,18 @@ std::vector<Switch> realisable_switches(const Graph& graph, const EngineOptions&
     known->second.first.push_back(s.op.empty() ? "the whole graph" : s.op);
     return false;
   };
-  if (per_op)
+  const bool every_op = ops == CandidateOps::EveryOp;
+  if (per_op && every_op) {
+    // a framework's fusion is its own: per-op rounding at every 16-bit op
+    for (const Node& n : graph.nodes()) {
+      if (!computes(n) || !narrower_than_compute(n.dtype)) continue;
+      OpKnobs k;
+      k.emulate_per_op_rounding = true;
+      offer({n.name, std::string(op_name(n.kind)), n.dtype, "per-op rounding", k});
+    }
+  } else if (per_op) {
     for (const Switch& s : candidate_switches(graph, eager, fused)) offer(s);
+  }
   // A device without per-op knobs (a framework) may still split the graph after an op: in any
   // dtype, since its kernels then differ in more than rounding (a reduction's algorithm, a rewrite
   // such as matmul + add into addmm).
@@ -209,7 +219,7 @@ std::vector<Switch> realisable_switches(const Graph& graph, const EngineOptions&
     probe.per_op[first_op->name].emulate_per_op_rounding = true;
     per_op_refused = !unsupported(probe).empty();
   }
-  if (per_op_refused) {
+  if (per_op && (per_op_refused || every_op)) {
     const auto consumers = graph.consumers();
     const auto& outputs = graph.outputs();
     for (const Node& n : graph.nodes()) {
@@ -222,7 +232,7 @@ std::vector<Switch> realisable_switches(const Graph& graph, const EngineOptions&
     }
   }
   for (const Switch& s : graph_wide_switches(graph, eager, fused)) {
-    if (!covered.count(s.mechanism)) offer(s);
+    if (!covered.count(s.mechanism) || every_op) offer(s);
   }
   for (const CompilerSwitch& c : compiler) {
     const bool applies =
@@ -260,12 +270,26 @@ nlohmann::json Attribution::to_json() const {
   for (const Switch& s : switches) switches_json.push_back(s.to_json());
   nlohmann::json alternatives_json = nlohmann::json::array();
   for (const Switch& s : alternatives) alternatives_json.push_back(s.to_json());
-  return {{"status", status == Status::Explained ? "explained" : "unexplained"},
-          {"reason", reason},
-          {"switches", switches_json},
-          {"also_removed_by", alternatives_json},
-          {"also_removed_by_complete", alternatives_complete},
-          {"reruns", reruns}};
+  nlohmann::json out = {{"status", status == Status::Explained ? "explained" : "unexplained"},
+                        {"reason", reason},
+                        {"switches", switches_json},
+                        {"localised", localised},
+                        {"also_removed_by", alternatives_json},
+                        {"also_removed_by_complete", alternatives_complete},
+                        {"reruns", reruns}};
+  if (status == Status::Unexplained) {
+    // what was tried: each set as "TOKEN at OP" texts, and whether it removed the difference
+    nlohmann::json sets = nlohmann::json::array();
+    for (const auto& [set, removed] : tried) {
+      nlohmann::json names = nlohmann::json::array();
+      for (const Switch& s : set)
+        names.push_back(
+            fmt::format("{} at {}", s.token(), s.op.empty() ? "the whole graph" : s.op));
+      sets.push_back({{"switches", names}, {"removed", removed}});
+    }
+    out["tried"] = sets;
+  }
+  return out;
 }
 
 Attribution attribute(const std::vector<Switch>& candidates, const RemovesDifference& removes) {
@@ -278,26 +302,35 @@ Attribution attribute(const std::vector<Switch>& candidates, const RemovesDiffer
     std::vector<Switch> switches;
     for (std::size_t i : subset) switches.push_back(candidates[i]);
     ++a.reruns;
-    return tried[subset] = removes(switches);
+    const bool removed = removes(switches);
+    a.tried.emplace_back(std::move(switches), removed);
+    return tried[subset] = removed;
   };
-  std::vector<std::size_t> current(candidates.size());
-  std::iota(current.begin(), current.end(), std::size_t(0));
   if (candidates.empty()) {
     a.reason =
         "no candidate switch: no op of this graph has a switch that sets it to eager's behaviour";
     return a;
   }
-  if (!test(current)) {
-    // Switches can interact (one that helps alone may be undone by another), so each is also
-    // tried alone before the difference is called unexplained.
-    for (std::size_t i = 0; i < candidates.size(); ++i) {  // memoised: one candidate is tried once
-      if (test({i})) {
-        current = {i};
-        break;
-      }
+  // A set that removes the difference within `pool`: all of it together, else each alone
+  // (switches can interact: one that helps alone may be undone by another). Empty: none does.
+  auto working_set = [&](const std::vector<std::size_t>& pool) -> std::vector<std::size_t> {
+    if (pool.empty()) return {};
+    if (test(pool)) return pool;
+    for (std::size_t i : pool) {  // memoised: one candidate is tried once
+      if (test({i})) return {i};
     }
+    return {};
+  };
+  std::vector<std::size_t> all(candidates.size()), at_ops;
+  std::iota(all.begin(), all.end(), std::size_t(0));
+  for (std::size_t i : all) {
+    if (!candidates[i].op.empty()) at_ops.push_back(i);
   }
-  if (!tried.at(current)) {
+  // per-op switches first: a graph-wide one explains only where none of them does
+  std::vector<std::size_t> current =
+      at_ops.size() < all.size() ? working_set(at_ops) : std::vector<std::size_t>{};
+  if (current.empty()) current = working_set(all);
+  if (current.empty()) {
     std::vector<std::string> names;
     for (const Switch& s : candidates)
       names.push_back(fmt::format("{} at {}", s.token(), s.op.empty() ? "the whole graph" : s.op));
@@ -344,6 +377,8 @@ Attribution attribute(const std::vector<Switch>& candidates, const RemovesDiffer
   }
   a.status = Attribution::Status::Explained;
   for (std::size_t i : current) a.switches.push_back(candidates[i]);
+  a.localised = std::all_of(a.switches.begin(), a.switches.end(),
+                            [](const Switch& s) { return !s.op.empty(); });
   // The search returns one minimal set; another mechanism may remove the difference on its own
   // (a graph break after a matmul, or Inductor's pattern rewrites off). Each is tested singly.
   try {

@@ -499,6 +499,23 @@ void Graph::set_name(NodeId id, std::string name) {
   nodes_[std::size_t(id)].name = std::move(name);
 }
 
+Graph Graph::prefix(NodeId last) const {
+  node(last);
+  Graph out;
+  out.nodes_.assign(nodes_.begin(), nodes_.begin() + last + 1);
+  out.outputs_ = {last};
+  return out;
+}
+
+Graph Graph::with_value_as_input(NodeId id) const {
+  node(id);
+  Graph out = *this;
+  Node& n = out.nodes_[std::size_t(id)];
+  n.kind = OpKind::Input;
+  n.inputs.clear();
+  return out;
+}
+
 std::vector<NodeId> Graph::inputs() const {
   std::vector<NodeId> out;
   for (const auto& n : nodes_) {

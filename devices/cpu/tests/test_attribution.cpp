@@ -18,6 +18,25 @@ using testsupport::run_fused;
 
 bool same_bits(const Tensor& a, const Tensor& b) { return bit_equal(a, b).equal; }
 
+// Knobs of one switch, for candidate lists written out by hand.
+struct OpKnobsFactory {
+  engine::OpKnobs rounding() const {
+    engine::OpKnobs k;
+    k.emulate_per_op_rounding = true;
+    return k;
+  }
+  engine::OpKnobs split() const {
+    engine::OpKnobs k;
+    k.split_after = true;
+    return k;
+  }
+  engine::OpKnobs compiler(const std::string& name, const std::string& value) const {
+    engine::OpKnobs k;
+    k.compiler_options[name] = value;
+    return k;
+  }
+};
+
 // Attributes the difference between eager (knobs `eager`) and fused (knobs `fused`) on one input,
 // with bit equality to eager as the criterion.
 Attribution attribute_planted(const Graph& g, const engine::Inputs& in, const EngineOptions& eager,
@@ -280,6 +299,79 @@ TEST(Attribution, CompilerOptionsAreGraphWideSwitchesWhereTheyApply) {
             std::string::npos);
   EXPECT_NE(o.describe().find("compiler:pattern_matcher=false"), std::string::npos);
   EXPECT_EQ(o.to_json()["compiler_options"]["pattern_matcher"], "false");
+}
+
+// Per-op switches are searched before graph-wide ones: a graph-wide switch explains only where no
+// per-op switch removes the difference, and then reads not localised.
+TEST(Attribution, AGraphWideSwitchExplainsOnlyWhereNoPerOpSwitchDoes) {
+  OpKnobsFactory knobs;
+  const std::vector<Switch> candidates = {
+      {"mul1", "mul", DType::f16, "per-op rounding", knobs.rounding()},
+      {"add2", "add", DType::f16, "kernel split", knobs.split()},
+      {"", "graph", DType::f16, "fusion pass", knobs.compiler("xla_disable_hlo_passes", "fusion")}};
+  auto has = [](const std::vector<Switch>& set, const std::string& op) {
+    return std::any_of(set.begin(), set.end(), [&](const Switch& s) { return s.op == op; });
+  };
+  // the per-op rounding and the graph-wide pass both remove it: the per-op one is the explanation
+  const Attribution at_op = engine::attribute(
+      candidates, [&](const std::vector<Switch>& set) { return has(set, "mul1") || has(set, ""); });
+  ASSERT_EQ(at_op.status, Attribution::Status::Explained);
+  EXPECT_EQ(described(at_op), (std::vector<std::string>{"per-op rounding at mul1: rounding=on"}));
+  EXPECT_TRUE(at_op.localised);
+  ASSERT_FALSE(at_op.tried.empty());
+  EXPECT_EQ(at_op.tried[0].first.size(), 2u) << "the per-op switches together first";
+  ASSERT_EQ(at_op.alternatives.size(), 1u);
+  EXPECT_EQ(at_op.alternatives[0].op, "") << "the graph-wide pass, listed as an alternative";
+  // only the graph-wide pass removes it: found after every per-op set failed, not localised
+  const Attribution whole =
+      engine::attribute(candidates, [&](const std::vector<Switch>& set) { return has(set, ""); });
+  ASSERT_EQ(whole.status, Attribution::Status::Explained);
+  ASSERT_EQ(whole.switches.size(), 1u);
+  EXPECT_EQ(whole.switches[0].op, "");
+  EXPECT_FALSE(whole.localised);
+  std::vector<std::size_t> sizes;
+  for (const auto& [set, removed] : whole.tried) sizes.push_back(set.size());
+  EXPECT_EQ(sizes, (std::vector<std::size_t>{2, 1, 1, 3, 1})) << "per-op together, alone; then all";
+  // nothing removes it: what was tried is in the evidence
+  const Attribution none =
+      engine::attribute(candidates, [](const std::vector<Switch>&) { return false; });
+  ASSERT_EQ(none.status, Attribution::Status::Unexplained);
+  const nlohmann::json j = none.to_json();
+  ASSERT_EQ(j["tried"].size(), none.tried.size());
+  EXPECT_EQ(j["tried"][0]["switches"], (nlohmann::json{"rounding=on at mul1", "split at add2"}));
+  EXPECT_EQ(j["tried"][0]["removed"], false);
+  EXPECT_FALSE(j["localised"].get<bool>());
+}
+
+// A framework (CandidateOps::EveryOp) that realises per-op rounding and a split (xla): rounding at
+// every 16-bit op, the output included; a split after each op that feeds another; then the
+// graph-wide form of per-op rounding, although per-op rounding is realised.
+TEST(Attribution, AFrameworkWithPerOpRoundingGetsItAtEveryOpThenSplitsThenGraphWide) {
+  testsupport::ElementwiseChain chain(DType::bf16, {64}, 12);
+  const auto rounding_and_split = [](const EngineOptions& o) -> std::string {
+    for (const auto& [op, knobs] : o.per_op) {
+      engine::OpKnobs rest = knobs;
+      rest.split_after = false;
+      rest.emulate_per_op_rounding.reset();
+      if (!rest.empty()) return "only rounding and a split at " + op;
+    }
+    return "";
+  };
+  std::vector<std::string> refused;
+  const auto candidates =
+      engine::realisable_switches(chain.graph, {}, {}, rounding_and_split, refused, {},
+                                  engine::SwitchScope::PerOp, engine::CandidateOps::EveryOp);
+  std::vector<std::string> ops, got;
+  for (const auto& n : chain.graph.nodes()) {
+    if (n.kind != engine::OpKind::Input) ops.push_back(n.name);
+  }
+  for (const Switch& s : candidates) got.push_back(s.token() + "@" + s.op);
+  ASSERT_EQ(ops.size(), 4u);
+  EXPECT_EQ(got, (std::vector<std::string>{"rounding=on@" + ops[0], "rounding=on@" + ops[1],
+                                           "rounding=on@" + ops[2], "rounding=on@" + ops[3],
+                                           "split@" + ops[0], "split@" + ops[1], "split@" + ops[2],
+                                           "rounding=on@"}));
+  EXPECT_TRUE(refused.empty());
 }
 
 TEST(FusionSwitch, SplitAfterAnOpStoresItAndEqualsRoundingThere) {

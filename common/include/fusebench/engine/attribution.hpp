@@ -55,14 +55,22 @@ std::vector<Switch> graph_wide_switches(const Graph& graph, const EngineOptions&
 // where the graph holds an op it applies to.
 // SwitchScope::WholeGraph keeps only the graph-wide switches and the compile options: for a
 // graph whose every rerun is costly (a training run), where one candidate per op is too many.
+// CandidateOps::FusionPlan (the engine's devices): per-op rounding where fusebench's own fusion
+// plan keeps a value in registers. CandidateOps::EveryOp (a framework, whose compiler fuses as it
+// decides): per-op rounding at every 16-bit op, the graph's outputs included (a framework's op is
+// several primitives, whose intermediates it may keep wider than eager stores them), a kernel split
+// after every op that feeds another where the device realises one, and the graph-wide form of
+// every mechanism, offered after the per-op switches.
 using UnsupportedKnobs = std::function<std::string(const EngineOptions&)>;
 enum class SwitchScope { PerOp, WholeGraph };
+enum class CandidateOps { FusionPlan, EveryOp };
 std::vector<Switch> realisable_switches(const Graph& graph, const EngineOptions& eager,
                                         const EngineOptions& fused,
                                         const UnsupportedKnobs& unsupported,
                                         std::vector<std::string>& refused,
                                         const std::vector<CompilerSwitch>& compiler = {},
-                                        SwitchScope scope = SwitchScope::PerOp);
+                                        SwitchScope scope = SwitchScope::PerOp,
+                                        CandidateOps ops = CandidateOps::FusionPlan);
 
 // `fused` with the switches applied (merged into its per_op; a graph-wide switch sets the
 // graph-wide knobs).
@@ -71,6 +79,13 @@ EngineOptions with_switches(const EngineOptions& fused, const std::vector<Switch
 struct Attribution {
   enum class Status { Explained, Unexplained } status = Status::Unexplained;
   std::vector<Switch> switches;  // 1-minimal set that removes the difference (Explained)
+  // Explained by switches at ops only. A set holding a graph-wide switch (a compile option, a
+  // mechanism set over the whole graph) is found only where no set of per-op switches removed the
+  // difference: it explains without localising ("not localised").
+  bool localised = false;
+  // every distinct set run, in order, and whether it removed the difference (the evidence of an
+  // unexplained difference: what was tried)
+  std::vector<std::pair<std::vector<Switch>, bool>> tried;
   // each other candidate that removes it on its own (Explained; tested one by one)
   std::vector<Switch> alternatives;
   bool alternatives_complete = true;  // false: the budget ran out while they were tried
@@ -80,7 +95,9 @@ struct Attribution {
 };
 
 // removes(switch set) reruns the fused path with the set applied and says whether the difference
-// is gone. It is called once per distinct set (memoised here). It may throw SearchBudgetSpent when
+// is gone. Where the candidates hold both per-op and graph-wide switches, the per-op ones are
+// searched first (all together, then each alone), and the graph-wide ones join only if they fail:
+// a whole-graph switch is an explanation only where no per-op switch removes the difference. It is called once per distinct set (memoised here). It may throw SearchBudgetSpent when
 // it may run no more sets: during the search that propagates; while the alternatives are tried it
 // ends them (alternatives_complete = false).
 struct SearchBudgetSpent {};

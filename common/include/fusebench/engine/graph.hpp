@@ -132,6 +132,14 @@ class Graph {
   void mark_output(NodeId id);
   void set_name(NodeId id, std::string name);
 
+  // The graph up to node `last` (nodes 0..last, which precede it in the order they were built),
+  // with `last` as its only output: what a framework computes for that op's value (attribution
+  // localises a difference by running prefixes where it cannot read intermediate values).
+  Graph prefix(NodeId last) const;
+  // A copy in which node `id` is a graph input of its name, shape and dtype (its operands, if
+  // nothing else reads them, are left unread): the rest of the graph run on a value given for it.
+  Graph with_value_as_input(NodeId id) const;
+
   const Node& node(NodeId id) const;
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<NodeId>& outputs() const { return outputs_; }
