@@ -72,6 +72,16 @@ struct FrameworkSpec {
   // The statement after an op that ends the compiled graph there (the fusion switch `split`: its
   // value is materialised and its consumers are compiled apart); empty where the framework has none.
   std::string split_statement;
+  // Where the framework has no such statement (JAX: nothing breaks a jax.jit), the fused module
+  // cuts graph_fn into stages instead, one after each split op, listed as `graph_fn.stages`: the
+  // backend compiles each stage apart and runs them in turn (the values a later stage reads cross
+  // between them as arrays of their dtypes).
+  bool split_into_stages = false;
+  // The fusion switch `rounding=on` at an op: the right-hand side that computes `expression` (of
+  // the operand variables `operands`) with every value it produces rounded to its dtype, as the
+  // eager path stores each; null where the framework realises no per-op rounding.
+  std::string (*rounded_op)(const std::string& expression,
+                            const std::vector<std::string>& operands) = nullptr;
   // The framework's compile options offered as attribution switches, and the settings section
   // (settings[compiler_section]) an EngineOptions::compiler_options entry is set in.
   std::vector<engine::CompilerSwitch> compiler_switches;

@@ -196,11 +196,19 @@ nlohmann::json xla_settings(const engine::EngineOptions& o, bool fused) {
 
 std::string xla_dtype_unsupported(DType) { return {}; }
 
+// per-op rounding: the op's expression as a function of its operands, evaluated primitive by
+// primitive with each f16 / bf16 result rounded (_rounded in the preamble)
+std::string xla_rounded_op(const std::string& expression,
+                           const std::vector<std::string>& operands) {
+  return fmt::format("_rounded(lambda {0}: {1}, {0})", fmt::join(operands, ", "), expression);
+}
+
 const char* const kXlaPreamble = R"(import json
 
 import jax
 
 jax.config.update("jax_enable_x64", True)  # f64 / i64 stay 64-bit, as fusebench's tensors are
+import jax.extend as jex
 import jax.numpy as jnp
 from jax import lax
 
@@ -212,7 +220,44 @@ def _layer_norm(x, weight, bias, eps):
     mean = jnp.mean(xf, axis=-1, keepdims=True)
     var = jnp.mean(jnp.square(xf - mean), axis=-1, keepdims=True)
     y = (xf - mean) * lax.rsqrt(var + eps) * weight.astype(compute) + bias.astype(compute)
-    return y.astype(x.dtype))";
+    return y.astype(x.dtype)
+
+
+# The fusion switch rounding=on at an op: every primitive the op lowers to has its f16 / bf16
+# result rounded to its format by lax.reduce_precision (XLA keeps the op in the optimised HLO, and
+# it rounds where excess precision would keep the value wider), as jax.disable_jit() stores each
+# primitive's result. The op's own output is the last of them.
+_FORMATS = {jnp.dtype(jnp.float16): (5, 10), jnp.dtype(jnp.bfloat16): (8, 7)}
+
+
+def _round_to_format(value):
+    bits = _FORMATS.get(jnp.dtype(getattr(value, "dtype", jnp.float32)))
+    return lax.reduce_precision(value, *bits) if bits else value
+
+
+def _eval_rounded(jaxpr, consts, *args):
+    env = {}
+    def read(v):
+        return v.val if isinstance(v, jex.core.Literal) else env[v]
+    env.update(zip(jaxpr.constvars, consts))
+    env.update(zip(jaxpr.invars, args))
+    for eqn in jaxpr.eqns:
+        values = [read(v) for v in eqn.invars]
+        inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
+        if inner is not None:  # a nested jit or custom_jvp: its primitives, each rounded
+            closed = hasattr(inner, "consts")
+            outs = _eval_rounded(inner.jaxpr if closed else inner, inner.consts if closed else [], *values)
+        else:
+            outs = eqn.primitive.bind(*values, **eqn.primitive.get_bind_params(eqn.params))
+            outs = [_round_to_format(o) for o in (outs if eqn.primitive.multiple_results else [outs])]
+        env.update(zip(eqn.outvars, outs))
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _rounded(op, *operands):
+    closed = jax.make_jaxpr(op)(*operands)
+    out = _eval_rounded(closed.jaxpr, closed.consts, *operands)
+    return out[0] if len(out) == 1 else tuple(out))";
 
 // The repro's __main__, in parts: XLA:CUDA's puts the arrays on the GPU first and says where the
 // outputs were compared; XLA:CPU's is what it has always been. kXlaReproRun ends inside the last
@@ -244,8 +289,9 @@ const char* const kXlaReproRun = R"(    import sys
     args = [_input(sys.argv[1] if len(sys.argv) > 1 else None, *spec, key) for spec, key in zip(INPUTS, keys)]
     with jax.disable_jit():
         eager = graph_fn(*args)
-    lowered = jax.jit(graph_fn).lower(*args)
-    fused = lowered.compile(compiler_options=SETTINGS.get("xla") or None)(*args)
+    fused = args  # a fusion switch split cuts graph_fn into stages, each compiled apart
+    for stage in getattr(graph_fn, "stages", [graph_fn]):
+        fused = jax.jit(stage).lower(*fused).compile(compiler_options=SETTINGS.get("xla") or None)(*fused)
     for i, (e, f) in enumerate(zip(eager, fused)):
         differ = int(jnp.sum((e != f) & ~(jnp.isnan(e) & jnp.isnan(f)))) if jnp.issubdtype(e.dtype, jnp.inexact) else int(jnp.sum(e != f))
         print(f"output {i} {e.shape} {e.dtype}: {differ} of {e.size} elements differ, op by op vs jax.jit)";
@@ -292,6 +338,11 @@ FrameworkSpec xla_spec(const std::string& target) {
        "fusion pass",
        {}}};
   s.compiler_section = "xla";
+  // Per-op switches: a split cuts the jitted function into stages (two jits at that op, since
+  // nothing breaks a jax.jit), and per-op rounding rounds every primitive of the op
+  // (lax.reduce_precision, _rounded in the preamble).
+  s.split_into_stages = true;
+  s.rounded_op = xla_rounded_op;
   s.dtype_unsupported = xla_dtype_unsupported;
   s.disassemble = false;
   if (cuda) {

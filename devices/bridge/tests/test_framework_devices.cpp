@@ -331,6 +331,94 @@ TEST(Xla, FusionPassSwitchLeavesEveryOpAKernelOfItsOwn) {
   EXPECT_THAT(switched, HasSubstr("wrapped_add"));
 }
 
+// ---- xla's per-op switches (docs/fusion-switches.md)
+// mul -> add -> gelu -> mul, the chain of task B, on N(0, 3^2) inputs.
+struct GeluChain {
+  engine::Graph graph;
+  engine::Inputs inputs;
+  std::string gelu;
+  explicit GeluChain(DType dtype) {
+    const Shape s{16, 64};
+    std::vector<engine::NodeId> x;
+    for (int i = 0; i < 4; ++i) {
+      x.push_back(graph.input(fmt::format("x{}", i), s, dtype));
+      inputs[fmt::format("x{}", i)] = random_normal(dtype, s, 0, 3, 39, std::uint64_t(i));
+    }
+    const auto g = graph.gelu(graph.add(graph.mul(x[0], x[1]), x[2]));
+    gelu = graph.node(g).name;
+    graph.mark_output(graph.mul(g, x[3]));
+  }
+};
+
+// Per-op rounding at one op: every primitive the op lowers to rounded by lax.reduce_precision to
+// the op's format. XLA keeps the reduce-precision ops in the optimised HLO, and they round: on
+// bf16, XLA:CPU keeps gelu's primitives in f32 (the argument -x/sqrt(2) of erfc, erfc's result),
+// eager stores each in bf16, and rounding them at the gelu alone makes fused bit-equal to eager.
+TEST(Xla, PerOpRoundingIsReducePrecisionThatXlaKeeps) {
+  SKIP_UNLESS_AVAILABLE("xla");
+  for (const auto& [dtype, bits] :
+       {std::pair{DType::bf16, std::string("exponent_bits=8, mantissa_bits=7")},
+        std::pair{DType::f16, std::string("exponent_bits=5, mantissa_bits=10")}}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const GeluChain c(dtype);
+    engine::EngineOptions rounded;
+    rounded.per_op[c.gelu].emulate_per_op_rounding = true;
+    ASSERT_EQ(device("xla").unsupported_knobs(rounded, true), "");
+    const auto plain = device("xla").fused({})->run(c.graph, c.inputs);
+    const auto switched = device("xla").fused(rounded)->run(c.graph, c.inputs);
+    const auto eager = device("xla").eager({})->run(c.graph, c.inputs);
+    const std::string hlo = switched.trace.at(0).evidence.at("optimized_hlo").get<std::string>();
+    EXPECT_THAT(hlo, HasSubstr("reduce-precision("));
+    EXPECT_THAT(hlo, HasSubstr(bits));
+    EXPECT_THAT(plain.trace.at(0).evidence.at("optimized_hlo").get<std::string>(),
+                Not(HasSubstr("reduce-precision(")));
+    if (dtype == DType::bf16) {
+      // not elided: the switch changes fused's output, to eager's
+      EXPECT_FALSE(bit_equal(plain.outputs[0], eager.outputs[0]).equal);
+      EXPECT_FALSE(bit_equal(switched.outputs[0], plain.outputs[0]).equal);
+      EXPECT_TRUE(bit_equal(switched.outputs[0], eager.outputs[0]).equal);
+    }
+  }
+}
+
+// A split after an op: graph_fn cut into two jax.jit stages there, each compiled apart (two
+// optimised HLO modules in the evidence), the rest of the graph reading the op's value as an
+// array of its dtype; the repro runs the stages in turn.
+TEST(Xla, SplitCutsTheJittedFunctionIntoTwoJits) {
+  SKIP_UNLESS_AVAILABLE("xla");
+  const GeluChain c(DType::f32);
+  std::string add;
+  for (const auto& n : c.graph.nodes())
+    if (n.kind == engine::OpKind::Add) add = n.name;
+  engine::EngineOptions split;
+  split.per_op[add].split_after = true;
+  ASSERT_EQ(device("xla").unsupported_knobs(split, true), "");
+  const std::string module = emit_python_module(c.graph, xla_spec(), split, true);
+  EXPECT_THAT(module, HasSubstr("graph_fn.stages = [_stage_0, _stage_1]"));
+  EXPECT_THAT(module, HasSubstr(fmt::format("def _stage_1(x3, {}):", add)));
+  const auto run = device("xla").fused(split)->run(c.graph, c.inputs);
+  const nlohmann::json& evidence = run.trace.at(0).evidence;
+  EXPECT_EQ(evidence.value("stages", 0), 2);
+  const std::string hlo = evidence.at("optimized_hlo").get<std::string>();
+  std::size_t modules = 0;
+  for (std::size_t at = hlo.find("HloModule"); at != std::string::npos;
+       at = hlo.find("HloModule", at + 1))
+    ++modules;
+  EXPECT_EQ(modules, 2u);
+  const auto eager = device("xla").eager({})->run(c.graph, c.inputs);
+  EXPECT_EQ(run.outputs[0].shape(), eager.outputs[0].shape());
+  // the repro runs the stages
+  const fs::path repro = fs::path(run.trace.at(0).source_path);
+  const std::string cmd = fmt::format("{} {} 2>&1", python_executable().string(), repro.string());
+  std::FILE* pipe = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string printed;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) printed += buffer;
+  EXPECT_EQ(::pclose(pipe), 0) << printed;
+  EXPECT_THAT(printed, HasSubstr("elements differ, op by op vs jax.jit"));
+}
+
 TEST(Bridge, CompilerSwitchesAreTheFrameworksOptionsOnItsFusedPathOnly) {
   register_framework_devices();
   std::set<std::string> inductor;
@@ -512,9 +600,10 @@ TEST(Bridge, GraphModuleIsARunnableReproNamingEveryNode) {
   EXPECT_THAT(emit_python_module(g, xla_spec(), {}, true), HasSubstr("jax.nn.softmax("));
 }
 
-// The fusion switch `split` on torch: a graph break after the op, and fullgraph off; the other
-// per-op switches, and any on xla or on eager, are n/a with the op and switch named.
-TEST(Bridge, SplitSwitchIsAGraphBreakOnTorchOnly) {
+// The fusion switch `split` on torch: a graph break after the op, and fullgraph off; on xla, graph_fn
+// cut into stages there. Per-op rounding: xla only (lax.reduce_precision). The other per-op
+// switches, and any on an eager path, are n/a with the op and switch named.
+TEST(Bridge, SplitSwitchIsAGraphBreakOnTorchAndStagesOnXla) {
   engine::Graph g;
   const auto x = g.input("x", {2, 3}, DType::f16);
   const auto scaled = g.mul_scalar(x, 0.7);
@@ -532,12 +621,26 @@ TEST(Bridge, SplitSwitchIsAGraphBreakOnTorchOnly) {
   EXPECT_EQ(engine::make_device("torch")->unsupported_knobs(split, true), "");
   EXPECT_THAT(engine::make_device("torch")->unsupported_knobs(split, false),
               HasSubstr("no per-op switch"));
-  EXPECT_THAT(engine::make_device("xla")->unsupported_knobs(split, true),
+  EXPECT_EQ(engine::make_device("xla")->unsupported_knobs(split, true), "");
+  EXPECT_THAT(engine::make_device("xla")->unsupported_knobs(split, false),
               HasSubstr("xla realises no per-op switch"));
   engine::EngineOptions rounding;
   rounding.per_op[op].emulate_per_op_rounding = true;
   EXPECT_THAT(engine::make_device("torch")->unsupported_knobs(rounding, true),
               HasSubstr(fmt::format("rounding=on at {}: torch realises only a split", op)));
+  EXPECT_EQ(engine::make_device("xla")->unsupported_knobs(rounding, true), "");
+  engine::EngineOptions contraction;
+  contraction.per_op[op].fma_contraction = false;
+  EXPECT_THAT(engine::make_device("xla")->unsupported_knobs(contraction, true),
+              HasSubstr("xla realises only per-op rounding and a split per op"));
+  // xla: a split cuts graph_fn into stages, rounding wraps the op's expression
+  const std::string xla_module = emit_python_module(g, xla_spec(), split, true);
+  EXPECT_THAT(xla_module, HasSubstr("graph_fn.stages = [_stage_0, _stage_1]"));
+  EXPECT_THAT(xla_module, Not(HasSubstr("graph_break")));
+  EXPECT_THAT(emit_python_module(g, xla_spec(), rounding, true),
+              HasSubstr(fmt::format("_rounded(lambda x: x * 0.7, x)  # node {}", op)));
+  EXPECT_THAT(emit_python_module(g, xla_spec(), rounding, false),
+              Not(HasSubstr("_rounded(lambda")));
 }
 
 }  // namespace
