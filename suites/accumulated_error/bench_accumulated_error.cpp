@@ -24,7 +24,9 @@
 #include "fusebench/rng.hpp"
 #include "support/case_attribution.hpp"
 #include "support/cases.hpp"
+#include "support/counterexample_rule.hpp"
 #include "support/engine_support.hpp"
+#include "support/localise.hpp"
 #include "thread_pool.hpp"
 
 namespace fusebench::suite {
@@ -111,16 +113,6 @@ engine::Inputs inputs_for(const Graph& g, bool heavy, std::uint64_t seed, std::u
   return in;
 }
 
-// Every compute node as an output: the probe whose stored intermediates localise errors.
-Graph with_all_outputs(const Graph& g) {
-  Graph probe = g;
-  for (const auto& n : g.nodes()) {
-    if (n.kind != engine::OpKind::Input && !engine::is_data_movement(n.kind))
-      probe.mark_output(n.id);
-  }
-  return probe;
-}
-
 Tensor concat_flat(const std::vector<Tensor>& parts) {
   std::int64_t total = 0;
   for (const auto& p : parts) total += p.numel();
@@ -135,11 +127,6 @@ Tensor concat_flat(const std::vector<Tensor>& parts) {
 
 double percentile_of(std::vector<double> v, double p) { return percentile(v, p); }
 
-// A counter-example's element is ill-conditioned when its error bound exceeds this many times the
-// output's own rounding, u |ref|: the computation then amplifies its roundings by more than 100
-// (about 6.6 of the output's bits), and no path can be accurate there.
-constexpr double kIllConditioned = 100;
-
 // Percentiles of the finite values of v (NaN marks a pair that was not compared).
 double finite_percentile(const std::vector<double>& v, double p) {
   std::vector<double> finite;
@@ -148,13 +135,6 @@ double finite_percentile(const std::vector<double>& v, double p) {
     if (!std::isnan(x)) finite.push_back(x);
   }
   return percentile(finite, p);
-}
-double finite_max(const std::vector<double>& v) {
-  double m = 0;
-  for (double x : v) {
-    if (!std::isnan(x)) m = std::max(m, x);
-  }
-  return m;
 }
 
 // One path's figures on one input set, against the fp64 reference: the ULP and conditioned error
@@ -409,6 +389,14 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
   std::vector<SetFigures> eager_sets, fused_sets;
   std::vector<bool> sets_allclose;
   int cond_counterexamples = 0, well_conditioned = 0, ill_conditioned = 0;
+  // ULP counter-examples (fused's set max ULP error above eager's), and those that are no
+  // counter-example on the deciding measure: at cancellation, or within the margin
+  int ulp_counterexamples = 0, at_cancellation = 0, ulp_within_margin = 0, localised = 0;
+  std::vector<SetVerdict> set_verdicts;
+  constexpr std::size_t kExamples = 5;  // examples kept of each kind that is not attributed
+  nlohmann::json cancellation_examples = nlohmann::json::array(),
+                 within_margin_examples = nlohmann::json::array();
+  std::vector<std::pair<double, int>> shared_sets;  // (eager's set max cond error, set)
   double emulated_gap = 0, fused_seconds = 0;
   nlohmann::json counterexamples = nlohmann::json::array();
   {  // compile every kernel before anything is timed
@@ -481,37 +469,81 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
         fused_conditioned.insert(fused_conditioned.end(), w.fused_conditioned.begin(),
                                  w.fused_conditioned.end());
         cond_counterexamples += w.fused_figures.cond_max > w.eager_figures.cond_max;
+        const std::int64_t at = fs.ulp_error.max_index;  // fused's worst ULP element
+        const double bound_at = w.bound.value_at(at),
+                     condition = engine::condition_of(bound_at, w.ref.value_at(at), dtype);
+        const SetVerdict verdict = classify_set({w.eager_figures.cond_max, w.fused_figures.cond_max,
+                                                 es.ulp_error.max, fs.ulp_error.max, condition});
+        set_verdicts.push_back(verdict);
         if (fs.ulp_error.max > es.ulp_error.max) {
-          // Localise: per op, the max ULP error of each path's intermediates against fp64; the first
-          // op (in graph order) where fused is worse.
-          const Graph probe = with_all_outputs(g);
-          const auto ref_all = engine::ReferenceExecutor().run(probe, w.in).values;
-          const auto eager_all = eager->run(probe, w.in).values;
-          const auto fused_all = fused->run(probe, w.in).values;
-          nlohmann::json ops = nlohmann::json::array();
-          std::string first;
-          for (const auto& n : g.nodes()) {
-            if (n.kind == engine::OpKind::Input || engine::is_data_movement(n.kind)) continue;
-            const double ue = error_stats(eager_all.at(n.id), ref_all.at(n.id)).ulp_error.max;
-            const double uf = error_stats(fused_all.at(n.id), ref_all.at(n.id)).ulp_error.max;
-            ops.push_back({{"op", n.name}, {"eager_ulp_max", ue}, {"fused_ulp_max", uf}});
-            if (first.empty() && uf > ue) first = n.name;
-          }
-          const std::int64_t at = fs.ulp_error.max_index;
-          const double bound = w.bound.value_at(at),
-                       condition = engine::condition_of(bound, w.ref.value_at(at), dtype);
-          const bool ill = !(condition <= kIllConditioned);
-          const double eager_max = es.ulp_error.max;
+          ++ulp_counterexamples;
+          (!(condition <= kIllConditioned) ? ill_conditioned : well_conditioned) += 1;
+        }
+        if (shared_error(w.eager_figures.cond_max, w.fused_figures.cond_max))
+          shared_sets.push_back({w.eager_figures.cond_max, s});
+        // the element's figures: fused's worst ULP element, and each path's worst conditioned one
+        const std::int64_t cond_at =
+            std::int64_t(std::max_element(w.fused_conditioned.begin(), w.fused_conditioned.end(),
+                                          [](double a, double b) {
+                                            return std::isnan(a) || (!std::isnan(b) && a < b);
+                                          }) -
+                         w.fused_conditioned.begin());
+        nlohmann::json figures = {
+            {"set", s},
+            {"seed", seed},
+            {"stream_base", std::uint64_t(s) * 64},
+            {"fused_cond_max", w.fused_figures.cond_max},
+            {"eager_cond_max", w.eager_figures.cond_max},
+            {"fused_cond_p99", w.fused_figures.cond_p99},
+            {"eager_cond_p99", w.eager_figures.cond_p99},
+            {"fused_ulp_max", fs.ulp_error.max},
+            {"eager_ulp_max", es.ulp_error.max},
+            {"element", at},
+            {"error_bound", bound_at},
+            {"condition",
+             std::isfinite(condition) ? nlohmann::json(condition) : nlohmann::json("inf")},
+            {"conditioning", !(condition <= kIllConditioned) ? "ill" : "well"},
+            {"fused_cond_error", w.fused_conditioned[std::size_t(at)]},
+            {"eager_cond_error", w.eager_conditioned[std::size_t(at)]},
+            {"fused_value", w.fused.value_at(at)},
+            {"eager_value", w.eager.value_at(at)},
+            {"reference_value", w.ref.value_at(at)},
+            {"cond_element", cond_at},
+            {"cond_element_reference_value", w.ref.value_at(cond_at)},
+            {"cond_element_bound", w.bound.value_at(cond_at)},
+            {"cond_element_fused_value", w.fused.value_at(cond_at)},
+            {"cond_element_eager_value", w.eager.value_at(cond_at)}};
+        if (verdict == SetVerdict::AtCancellation || verdict == SetVerdict::UlpWithinMargin) {
+          auto& examples = verdict == SetVerdict::AtCancellation ? cancellation_examples
+                                                                 : within_margin_examples;
+          (verdict == SetVerdict::AtCancellation ? at_cancellation : ulp_within_margin) += 1;
+          if (examples.size() < kExamples) examples.push_back(figures);
+        }
+        if (verdict == SetVerdict::Counterexample) {
+          // Localise on the deciding measure: per op, each path's conditioned (and ULP) error
+          // against that op's fp64 value and bound; the first op where fused is worse beyond the
+          // margin.
+          const OpValues values =
+              op_values(g, w.in, *eager, *fused, attribution_search.framework());
+          const std::vector<OpErrors> errors = op_errors(g, values);
+          const NodeId first_id = first_divergent(values, errors);
+          const std::string first = first_id < 0 ? "" : g.node(first_id).name;
+          const double eager_max = w.eager_figures.cond_max;
+          const double allowed = kCounterexampleMargin.allowed(eager_max);
           CaseAttribution::Outcome a = attribution_search.attribute(
               [&](engine::Executor& with) {
-                return error_stats(with.run(g, w.in).outputs[0], w.ref).ulp_error.max <= eager_max;
+                return finite_max(engine::conditioned_error(with.run(g, w.in).outputs[0], w.ref,
+                                                            w.bound)) <= allowed;
               },
-              "fused set max ULP error <= eager's");
+              fmt::format("fused set max conditioned error <= max(eager's + {}, {} x eager's)",
+                          kCounterexampleMargin.units_of_bound,
+                          1 + kCounterexampleMargin.relative));
           nlohmann::json& attribution = a.json;
           if (a.status == "not attempted") {
             ++not_attempted;
           } else if (a.status == "explained") {
             ++explained;
+            if (a.attribution.localised) ++localised;
             const Tensor y =
                 attribution_search.fused_with(a.attribution.switches).run(g, w.in).outputs[0];
             attribution["bit_equal_to_eager"] = bit_equal(y, w.eager).equal;
@@ -523,27 +555,21 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
           } else if (a.status == "unexplained") {
             ++unexplained;
           }
-          (ill ? ill_conditioned : well_conditioned) += 1;
-          counterexamples.push_back(
-              {{"set", s},
-               {"seed", seed},
-               {"stream_base", std::uint64_t(s) * 64},
-               {"error_bound", bound},
-               {"condition",
-                std::isfinite(condition) ? nlohmann::json(condition) : nlohmann::json("inf")},
-               {"conditioning", ill ? "ill" : "well"},
-               {"fused_cond_error", w.fused_conditioned[std::size_t(at)]},
-               {"eager_cond_error", w.eager_conditioned[std::size_t(at)]},
-               {"fused_cond_max", w.fused_figures.cond_max},
-               {"eager_cond_max", w.eager_figures.cond_max},
-               {"element", fs.ulp_error.max_index},
-               {"fused_ulp_max", fs.ulp_error.max},
-               {"eager_ulp_max", es.ulp_error.max},
-               {"fused_value", w.fused.value_at(fs.ulp_error.max_index)},
-               {"reference_value", w.ref.value_at(fs.ulp_error.max_index)},
-               {"first_divergent_op", first.empty() ? "(final rounding)" : first},
-               {"attribution", attribution},
-               {"ops", ops}});
+          if (a.status != "explained" || !a.attribution.localised) {
+            // no switch removed it (or none could be tried), or only a graph-wide one did: its
+            // candidate mechanism at its first divergent op, with evidence
+            attribution["candidate_mechanism"] =
+                first_id < 0 ? nlohmann::json{{"op", nullptr},
+                                              {"evidence",
+                                               "no op's value is worse beyond the margin on its "
+                                               "own: the difference appears only in combination"}}
+                             : candidate_mechanism(g, w.in, values, first_id, w.ref, w.bound,
+                                                   eager_max, *fused);
+          }
+          figures["first_divergent_op"] = first.empty() ? "(none alone)" : first;
+          figures["attribution"] = attribution;
+          figures["ops"] = op_errors_json(g, errors);
+          counterexamples.push_back(figures);
         }
         refs.push_back(w.ref);
         eager_out.push_back(w.eager);
@@ -552,6 +578,25 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
       progress.tick(batch_end);
     }
     state.SetIterationTime(fused_seconds / sets);
+  }
+  // Shared errors: the worst sets (by eager's set max conditioned error) localised, the op where
+  // eager's error first exceeds the threshold named, and the bound checked there.
+  nlohmann::json shared_examples = nlohmann::json::array();
+  std::sort(shared_sets.begin(), shared_sets.end(), std::greater<>());
+  for (std::size_t k = 0; k < std::min<std::size_t>(3, shared_sets.size()); ++k) {
+    const int s = shared_sets[k].second;
+    const engine::Inputs in = inputs_for(g, heavy, seed, std::uint64_t(s));
+    const OpValues values = op_values(g, in, *eager, *fused, attribution_search.framework());
+    const std::vector<OpErrors> errors = op_errors(g, values);
+    nlohmann::json example = shared_error_at(g, in, values, errors);
+    const NodeId out = g.outputs()[0];
+    example.update({{"set", s},
+                    {"eager_cond_max", errors.back().eager_cond_max},
+                    {"fused_cond_max", errors.back().fused_cond_max},
+                    {"eager_ulp_max", errors.back().eager_ulp_max},
+                    {"fused_ulp_max", errors.back().fused_ulp_max}});
+    (void)out;
+    shared_examples.push_back(example);
   }
   // Each switch's cost, and the applied list's, timed in this run beside plain fused and eager.
   const engine::Inputs timing_inputs = inputs_for(g, heavy, seed, 0);
@@ -618,7 +663,13 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
   state.counters["fused_setmax_p99"] = percentile_of(fused_set_max, 0.99);
   state.counters["fused_le_eager_p99"] = fs.ulp_error.p99 <= es.ulp_error.p99 ? 1 : 0;
   state.counters["fused_le_eager_max"] = fs.ulp_error.max <= es.ulp_error.max ? 1 : 0;
+  // counter-examples on the deciding measure (docs/fusion-switches.md); the ULP ones apart
   state.counters["counterexamples"] = double(counterexamples.size());
+  state.counters["ulp_counterexamples"] = ulp_counterexamples;
+  state.counters["at_cancellation"] = at_cancellation;
+  state.counters["ulp_within_margin"] = ulp_within_margin;
+  state.counters["shared_error_sets"] = double(shared_sets.size());
+  state.counters["counterexamples_localised"] = localised;
   state.counters["emulated_vs_eager_max_ulp"] = fused_emulated ? emulated_gap : -1;
   const double eager_cond_p99 = finite_percentile(eager_conditioned, 0.99),
                fused_cond_p99 = finite_percentile(fused_conditioned, 0.99);
@@ -645,12 +696,37 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
        {"eager_set_max_ulp", eager_set_max},
        {"fused_set_max_ulp", fused_set_max},
        {"counterexamples", counterexamples},
+       {"counterexample_margin", kCounterexampleMargin.to_json()},
        {"ill_conditioned_above", kIllConditioned},
+       {"ulp_counterexamples", ulp_counterexamples},
+       {"at_cancellation",
+        {{"about",
+          "sets where only the ULP error is worse fused, at an ill-conditioned element "
+          "(condition above ill_conditioned_above): neither path accurate; never "
+          "attributed, never counted as counter-examples"},
+         {"count", at_cancellation},
+         {"examples", cancellation_examples}}},
+       {"ulp_within_margin",
+        {{"about",
+          "sets where only the ULP error is worse fused, at a well-conditioned element, "
+          "and the conditioned error within the margin: not attributed"},
+         {"count", ulp_within_margin},
+         {"examples", within_margin_examples}}},
+       {"shared_errors",
+        {{"about",
+          "sets where both paths' set max conditioned error exceeds threshold: a finding "
+          "about the kernels (both paths miss fp64 by far more than the bound), not "
+          "about fusion; the worst sets localised, the bound checked where it arises"},
+         {"threshold", kSharedErrorAbove},
+         {"count", shared_sets.size()},
+         {"examples", shared_examples}}},
        {"switches", switch_costs},
        {"applied_switches", applied},
        {"attribution_summary",
         {{"counterexamples", counterexamples.size()},
          {"explained", explained},
+         {"localised", localised},
+         {"not_localised", explained - localised},
          {"unexplained", unexplained},
          {"not_attempted", not_attempted},
          {"not_applicable", int(counterexamples.size()) - explained - unexplained - not_attempted},
@@ -663,7 +739,20 @@ void run_case(benchmark::State& state, const std::string& name, const Chain& cha
          {"sets", sets},
          {"eager", set_columns(eager_sets)},
          {"fused", set_columns(fused_sets)},
-         {"fused_allclose_eager_1e-4", sets_allclose}}}});
+         {"fused_allclose_eager_1e-4", sets_allclose},
+         {"counterexample_margin", kCounterexampleMargin.to_json()},
+         {"verdict",
+          [&] {
+            nlohmann::json v = nlohmann::json::array();
+            for (SetVerdict x : set_verdicts) v.push_back(verdict_name(x));
+            return v;
+          }()},
+         {"shared_error", [&] {
+            nlohmann::json v = nlohmann::json::array();
+            for (std::size_t i = 0; i < eager_sets.size(); ++i)
+              v.push_back(shared_error(eager_sets[i].cond_max, fused_sets[i].cond_max));
+            return v;
+          }()}}}});
 }
 }  // namespace
 

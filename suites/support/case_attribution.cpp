@@ -9,27 +9,39 @@ CaseAttribution::CaseAttribution(const SuiteConfig& config, const engine::Graph&
                                  engine::EngineOptions eager, engine::EngineOptions fused,
                                  engine::SwitchScope scope)
     : config_(config), fused_options_(std::move(fused)) {
-  // the cpu engine's per-op knobs; a framework's graph breaks and graph-wide compile options
+  framework_ = !engine_device(config);
+  int compute_ops = 0;
+  for (const engine::Node& n : graph.nodes()) {
+    if (n.kind != engine::OpKind::Input && !engine::is_data_movement(n.kind)) {
+      ++compute_ops;
+      only_op_ = n.name;
+    }
+  }
+  if (compute_ops != 1) only_op_.clear();
+  // the cpu engine's per-op knobs where its fusion plan keeps values in registers; on a framework,
+  // its per-op switches at every op (XLA: rounding and a split; torch: a graph break), then its
+  // graph-wide ones and compile options
   std::vector<std::string> refused;
   candidates_ = engine::realisable_switches(
       graph, eager, fused_options_,
       [&](const engine::EngineOptions& o) { return suite::not_applicable(config, true, o); },
-      refused, device(config).compiler_switches(), scope);
+      refused, device(config).compiler_switches(), scope,
+      framework_ ? engine::CandidateOps::EveryOp : engine::CandidateOps::FusionPlan);
   // With no candidate at all, a difference is unexplained (attribute says why); with every
   // candidate refused by the device, it cannot be attributed here.
   if (candidates_.empty() && !refused.empty())
     not_applicable_ = fmt::format("{}", fmt::join(refused, "; "));
   // A framework device compiles every switch set anew (seconds per graph): the sets it compiles
   // are capped per case, and a search that would need one more stops there.
-  framework_ = !engine_device(config);
-  budget_note_ = fmt::format("budget: {} compiled switch sets per case on {}, spent",
-                             kFrameworkCompileBudget, config.device);
+  budget_ = config.device.rfind("xla", 0) == 0 ? kXlaCompileBudget : kFrameworkCompileBudget;
+  budget_note_ =
+      fmt::format("budget: {} compiled switch sets per case on {}, spent", budget_, config.device);
 }
 
 void CaseAttribution::spend(const engine::EngineOptions& options) {
   const std::string set = options.describe();
   if (!framework_ || spent_.count(set)) return;
-  if (int(spent_.size()) >= kFrameworkCompileBudget) throw engine::SearchBudgetSpent{};
+  if (int(spent_.size()) >= budget_) throw engine::SearchBudgetSpent{};
   spent_.insert(set);
 }
 
@@ -82,6 +94,10 @@ CaseAttribution::Outcome CaseAttribution::search(const engine::RemovesDifference
     } else {
       out.status = out.attribution.status == engine::Attribution::Status::Explained ? "explained"
                                                                                     : "unexplained";
+      // a graph of one op: its graph-wide switch acts inside that op (its primitives, as the
+      // framework fuses them), though no per-op switch reaches there
+      if (out.status == "explained" && !out.attribution.localised && !only_op_.empty())
+        out.json["graph_of_one_op"] = only_op_;
     }
   }
   out.json["criterion"] = criterion;

@@ -22,6 +22,9 @@ namespace fusebench::suite {
 // case, so that every case gets its search: a case's sets recur across its counter-examples, and
 // its 4-7 candidates, each tried alone where all together fail, need at most about 12.
 constexpr int kFrameworkCompileBudget = 12;
+// XLA:CPU compiles task B's graphs in a few tenths of a second, and XLA has a per-op switch of
+// each kind (rounding and a split) at every op: its cases get more sets.
+constexpr int kXlaCompileBudget = 40;
 
 class CaseAttribution {
  public:
@@ -35,6 +38,7 @@ class CaseAttribution {
   const std::string& not_applicable() const { return not_applicable_; }
   const std::string& budget_note() const { return budget_note_; }
   int reruns() const { return reruns_; }
+  bool framework() const { return framework_; }
 
   // The fused executor with `switches` applied, made once per distinct set. A counted new set on a
   // framework device spends the budget and throws SearchBudgetSpent once it is spent; a cost
@@ -65,7 +69,9 @@ class CaseAttribution {
   engine::EngineOptions fused_options_;
   std::vector<engine::Switch> candidates_;
   std::string not_applicable_, budget_note_;
+  std::string only_op_;  // the graph's one compute op, where it has one
   bool framework_ = false;
+  int budget_ = kFrameworkCompileBudget;
   int reruns_ = 0;
   std::map<std::string, std::unique_ptr<engine::Executor>> switched_;  // by knobs described
   std::set<std::string> spent_;                                        // sets compiled, described

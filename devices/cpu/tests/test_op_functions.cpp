@@ -317,9 +317,10 @@ TEST(ErrorBound, GeluTailCarriesItsOperandsBoundBeyondFirstOrder) {
     secant_worst = std::max(secant_worst, error / bounded.bounds[0].value_at(i));
     ASSERT_GE(bounded.bounds[0].value_at(i), first_order * (1 - 1e-12)) << "element " << i;
   }
-  fmt::print("  gelu tail, bf16: eager's worst error {:.3f} units of the first-order bound, {:.3f} "
-             "of the bound\n",
-             first_order_worst, secant_worst);
+  fmt::print(
+      "  gelu tail, bf16: eager's worst error {:.3f} units of the first-order bound, {:.3f} "
+      "of the bound\n",
+      first_order_worst, secant_worst);
   EXPECT_GT(first_order_worst, 1.0) << "the tail should defeat first order";
   EXPECT_LE(secant_worst, 1.0);
 }
