@@ -181,7 +181,8 @@ TEST(BSuite, DifferencesAtCancellationAreRecordedApartAndNeverAttributed) {
 
 // layernorm, f32, fused given a bit-trick rsqrt without Newton steps through a switch list: fused
 // is worse in every set, so every set is a counter-example, localised at the layernorm and
-// attributed to its rsqrt approximation there, with f32's per-set figures in the dump.
+// attributed to its rsqrt approximation there, with f32's per-set figures in the dump. The switch
+// the evidence names, listed after the planted one, removes them all on a rerun.
 TEST(BSuite, AnF32CaseWorseInEverySetIsACounterexampleInEverySet) {
   const fs::path list = fs::temp_directory_path() / fmt::format("b-test-list-{}.json", ::getpid());
   std::ofstream(list) << R"({"schema": "fusebench.fusion_switches/1", "device": "cpu",
@@ -190,7 +191,6 @@ TEST(BSuite, AnF32CaseWorseInEverySetIsACounterexampleInEverySet) {
   const SuiteRun r = run_b("^B/chain:layernorm/dtype:f32/dist:uniform/",
                            "B_chain-layernorm_dtype-f32_dist-uniform_device-cpu",
                            "--fusion-switches=" + list.string());
-  fs::remove(list);
   ASSERT_EQ(r.status, 0);
   EXPECT_EQ(r.result["counterexamples"], 100);
   EXPECT_EQ(r.result["counterexamples_localised"], 100);
@@ -209,6 +209,28 @@ TEST(BSuite, AnF32CaseWorseInEverySetIsACounterexampleInEverySet) {
   for (const auto& v : e["per_set"]["verdict"]) EXPECT_EQ(v, "counterexample");
   EXPECT_EQ(e["per_set"]["eager"]["cond_max"].size(), 100u);
   EXPECT_EQ(e["per_set"]["fused"]["cond_max"].size(), 100u);
+  // the switch found, listed after the planted one at its op, removes every counter-example, and
+  // the run says what it costs
+  ASSERT_EQ(e["switches"].size(), 1u);
+  const nlohmann::json& found = e["switches"][0];
+  EXPECT_EQ(found["removes_sets"].size(), 100u);
+  const nlohmann::json planted = {{"chain", "layernorm"},
+                                  {"dtype", "f32"},
+                                  {"op", "layernorm3"},
+                                  {"switch", "rsqrt=newton-bittrick rsqrt_iters=0"}};
+  const nlohmann::json listed = {
+      {"chain", "layernorm"}, {"dtype", "f32"}, {"op", found["op"]}, {"switch", found["switch"]}};
+  std::ofstream(list) << nlohmann::json{{"schema", "fusebench.fusion_switches/1"},
+                                        {"device", "cpu"},
+                                        {"entries", nlohmann::json::array({planted, listed})}};
+  const SuiteRun fixed = run_b("^B/chain:layernorm/dtype:f32/dist:uniform/",
+                               "B_chain-layernorm_dtype-f32_dist-uniform_device-cpu",
+                               "--fusion-switches=" + list.string());
+  fs::remove(list);
+  ASSERT_EQ(fixed.status, 0);
+  EXPECT_EQ(fixed.result["counterexamples"], 0);
+  EXPECT_GT(fixed.result["switches_slowdown"].get<double>(), 0);
+  EXPECT_EQ(fixed.evidence["applied_switches"].size(), 2u);
 }
 
 // ---- xla: a planted per-op rounding
