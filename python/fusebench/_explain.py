@@ -214,6 +214,8 @@ def _as_switches(switches) -> list[Switch]:
     for s in switches:
         if isinstance(s, Switch):
             out.append(s)
+        elif isinstance(s, SwitchEntry):
+            out += [Switch.parse(t) for t in s.switch.split()]
         elif isinstance(s, dict):
             out += [Switch.parse(t) for t in str(s["switch"]).split()]
         else:
@@ -318,7 +320,13 @@ class Explanation:
             if self.also_removed_by:
                 out.append("  also removed by (alone): " + ", ".join(self.also_removed_by))
         else:
-            out.append(f"  {self.status}: tried " + "; ".join(" + ".join(t.switches) or "(none)" for t in self.tried))
+            out.append(
+                f"  {self.status}: tried "
+                + "; ".join(
+                    (" + ".join(t.switches) or "(none)") + (f" (failed: {t.error})" if t.error else "")
+                    for t in self.tried
+                )
+            )
         for e in self.switch_list:
             cost = ""
             if e.cost:
@@ -557,7 +565,7 @@ def explain(
         notes.append("no node of the captured graphs meets the criterion when its prefix is compiled alone")
 
     # candidates
-    candidates = _candidates(recorder, localisation, options, torch)
+    candidates, candidate_nodes = _candidates(recorder, localisation, options, torch)
     tried: list[Trial] = []
     results: dict[frozenset, bool] = {}
 
@@ -580,32 +588,42 @@ def explain(
 
     status, minimal, also = "unexplained", [], []
     try:
-        if candidates and removes(candidates):
-            singles = []
-            for c in candidates:
-                if removes([c]):
-                    singles.append(c)
+        # each alone first (most differences have one mechanism); then all together, and ddmin
+        # when only a combination removes it (switches can interact, so both are needed)
+        first = None
+        for c in candidates:
+            if removes([c]):
+                first = c
+                break
+        if first is not None:
+            minimal, status = [first], "explained"
+            for c in candidates[candidates.index(first) + 1 :]:
+                if len(tried) >= budget:
                     break
-            if singles:
-                minimal = singles[:1]
-            else:
-                minimal = _ddmin(candidates, removes)
-            status = "explained"
-            for c in candidates:
-                if c not in minimal and len(tried) < budget and removes([c]):
+                if removes([c]):
                     also.append(c.token)
+        elif len(candidates) > 1 and removes(candidates):
+            minimal, status = _ddmin(candidates, removes), "explained"
         elif not candidates:
             notes.append("no switch applies to this graph")
     except _Budget:
         status = "explained" if minimal else "not attempted"
         notes.append(f"the budget of {budget} compiled switch sets ended the search")
-    mechanism = " + ".join(dict.fromkeys(s.mechanism for s in minimal))
     node = localisation.node if localisation else "(whole graph)"
     op = localisation.target if localisation else ""
     entries = []
     for s in minimal:
-        where = s.value if s.kind == "split" else node
-        entries.append(SwitchEntry(s.token, s.mechanism, str(where), op, list(baseline)))
+        where, what, mech = node, op, s.mechanism
+        if s.token in candidate_nodes:
+            where, what, scalar = candidate_nodes[s.token]
+            if s.kind == "lowering" and scalar:
+                mech = "scalar lowering"
+        elif s.kind == "split":
+            where = s.value
+        entries.append(SwitchEntry(s.token, mech, str(where), what, list(baseline)))
+    mechanism = " + ".join(dict.fromkeys(e.mechanism for e in entries))
+    if localisation is not None and entries and entries[0].node != localisation.node:
+        notes.append(f"the switch acts at {entries[0].node}, which feeds {localisation.node}")
     if entries and cost_rounds > 0:
         _costs(fn, explain_sets[0], minimal, entries, options, cost_rounds, torch)
     reset()
@@ -719,15 +737,7 @@ def _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, Bo
     values = cache[hi][1]
     c, e, ref, bound = max(values, key=lambda v: _ulp_max(v[0], v[2]))
     cc, ce = _cond_max(c, ref, bound, torch), _cond_max(e, ref, bound, torch)
-    trace = (node.meta.get("stack_trace") or "").strip().splitlines()
-    source = ""
-    for line in reversed(trace):
-        if line.strip().startswith("File "):
-            source = line.strip()
-            break
-    code = trace[-1].strip() if trace else ""
-    if code and code != source:
-        source = f"{source}: {code}" if source else code
+    source = _source_line(node)
     return (
         Localisation(
             g,
@@ -748,6 +758,20 @@ def _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, Bo
     )
 
 
+def _source_line(node) -> str:
+    """'file:line: code' of the model's line that made the node (its stack trace's last frame)."""
+    trace = (node.meta.get("stack_trace") or "").rstrip().splitlines()
+    for k in range(len(trace) - 1, -1, -1):
+        line = trace[k].strip()
+        if line.startswith("File "):
+            parts = line.split('"')
+            where = parts[1] if len(parts) > 2 else line
+            number = line.split("line ")[-1].split(",")[0] if "line " in line else "?"
+            code = next((c.strip() for c in trace[k + 1 :] if c.strip() and set(c.strip()) - set("~^ ")), "")
+            return f"{where}:{number}: {code}" if code else f"{where}:{number}"
+    return ""
+
+
 def _target_name(node) -> str:
     t = node.target
     if isinstance(t, str):
@@ -761,50 +785,56 @@ def _target_name(node) -> str:
     return str(t)
 
 
-def _node_aten_ops(gm, node, args_values, torch) -> list:
-    """The ATen ops that a Dynamo graph node turns into (traced alone with make_fx)."""
+def _own_aten_ops(gm, node, values: dict, torch) -> list:
+    """The ATen ops that one node of Dynamo's graph turns into: the node alone in a graph of its
+    own, its inputs as placeholders (their eager values), traced with make_fx."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    prefix = _prefix(gm, node.name, torch)
+    graph = torch.fx.Graph()
+    env = {}
+    inputs = []
+    for p in node.all_input_nodes:
+        env[p.name] = graph.placeholder(p.name)
+        inputs.append(values[p.name])
+    graph.output(graph.node_copy(node, lambda m: env[m.name]))
     try:
-        traced = make_fx(prefix, pre_dispatch=False)(*args_values)
+        traced = make_fx(torch.fx.GraphModule(gm, graph))(*inputs)
     except Exception:
         return []
-    # the ops of the traced prefix whose origin is the last node (its name survives in the meta)
-    ops = []
-    for n in traced.graph.nodes:
-        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
-            ops.append(n.target)
-    # keep the ops of the node itself: those of the prefix minus those of the prefix before it
-    return ops
+    return [
+        n.target
+        for n in traced.graph.nodes
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+    ]
 
 
-def _candidates(recorder, localisation, options, torch) -> list[Switch]:
+def _candidates(recorder, localisation, options, torch) -> tuple[list[Switch], dict]:
     import torch._inductor.config as c
     from torch._inductor.decomposition import select_decomp_table
     from torch._inductor.lowering import lowerings
 
     out: list[Switch] = []
+    where: dict[str, tuple[str, str, bool]] = {}  # token -> (node, its target, has a scalar operand)
     if localisation is not None:
         gm = recorder.graphs[localisation.graph]
         node = next(n for n in gm.graph.nodes if n.name == localisation.node)
+        values = _interpret(gm, recorder.calls[localisation.graph][0], torch)
+        table = select_decomp_table()
+        producers = [p for p in node.all_input_nodes if p.op in ("call_function", "call_method", "call_module")]
+        for n in [node, *producers]:
+            ops = _own_aten_ops(gm, n, values, torch)
+            scalar = any(isinstance(a, (float, int)) and not isinstance(a, bool) for a in n.args)
+            for op in dict.fromkeys(ops):
+                for kind, present in (("lowering", op in lowerings), ("decomposition", op in table)):
+                    if present:
+                        switch = Switch(kind, "off", _op_token(op))
+                        if switch not in out:
+                            out.append(switch)
+                            where[switch.token] = (n.name, _target_name(n), scalar)
         out.append(Switch("split", "before", node.name))
         users = [u for u in node.users if u.op != "output"]
         if users:
             out.append(Switch("split", "after", node.name))
-        args = recorder.calls[localisation.graph][0]
-        before = _node_aten_ops(gm, node.prev, args, torch) if node.prev.op != "placeholder" else []
-        mine = _node_aten_ops(gm, node, args, torch)
-        own = list(mine)
-        for op in before:
-            if op in own:
-                own.remove(op)
-        table = select_decomp_table()
-        for op in dict.fromkeys(own):
-            if op in table:
-                out.append(Switch("decomposition", "off", str(op).replace("aten::", "aten.")))
-            if op in lowerings:
-                out.append(Switch("lowering", "off", _op_token(op)))
     has_norm = any(
         "layer_norm" in str(n.target) or "var" in str(n.target) or "batch_norm" in str(n.target)
         for gm in recorder.graphs
@@ -825,20 +855,28 @@ def _candidates(recorder, localisation, options, torch) -> list[Switch]:
         if current != value:
             out.append(Switch("compiler", name, value))
 
+    # order: switches that name one mechanism first, then the node's own ops, then kernel splits,
+    # then the generic ones (pattern rewrites, fusion extent); the first that removes the
+    # difference alone is the explanation, the others that also do are listed beside it
+    node_level = out[:]
+    out.clear()
     option("emulate_precision_casts", True)
     option("cpp.enable_floating_point_contract_flag", "off")
-    if not cuda:
-        option("cpp.simdlen", 1)
-    if has_norm:
-        option("cpp.use_two_step_variance_threshold", 0)
-    option("pattern_matcher", False)
-    option("max_fusion_size", 1)
     if cuda:
         option("eager_numerics.division_rounding", True)
         option("eager_numerics.disable_ftz", True)
         option("triton.persistent_reductions", False)
+    if has_norm:
+        option("cpp.use_two_step_variance_threshold", 0)
+    if not cuda:
+        option("cpp.simdlen", 1)
+    out += [s for s in node_level if s.kind != "split"]
+    out += [s for s in node_level if s.kind == "split"]
+    option("pattern_matcher", False)
+    option("max_fusion_size", 1)
+    if cuda:
         option("numerics", "strict")
-    return out
+    return out, where
 
 
 def _op_token(op) -> str:
