@@ -206,7 +206,7 @@ def diff(
 
 
 def judge(fn, sample, *, sets=32, compile="inductor", options=None, seed=0, dtype=None, perturbation=0.5,
-          speed_rounds=15, name=None, compiled=None) -> Judgment:  # fmt: skip
+          speed_rounds=15, name=None, compiled=None, tolerance=None) -> Judgment:  # fmt: skip
     """Is fn compiled less accurate than fn eager? A verdict over many input sets.
 
     fn: an nn.Module (judged in the mode it is in: call .eval() first) or a callable.
@@ -220,6 +220,8 @@ def judge(fn, sample, *, sets=32, compile="inductor", options=None, seed=0, dtyp
       returning the compiled callable; options: Inductor's config options ({"cpp.simdlen": 1});
       compiled: an already compiled callable (then compile only names it).
     dtype: bf16 / f16 / f32 to judge a copy of the model and the sample cast to it.
+    tolerance: the relative change of a statistic's mean over sets that still counts as "not
+      worse" (task B's 0.05 by default); the share of sets worse keeps its 0.1.
 
     For every set: eager, compiled, and float64 with a running error bound per ATen op
     (docs/conditioned-error.md); each floating output's conditioned error and ULP error per set; a
@@ -233,7 +235,7 @@ def judge(fn, sample, *, sets=32, compile="inductor", options=None, seed=0, dtyp
     from ._judge import judge as _judge
 
     return _judge(fn, sample, sets=sets, compile=compile, options=options, seed=seed, dtype=dtype,
-                  perturbation=perturbation, speed_rounds=speed_rounds, name=name, compiled=compiled)  # fmt: skip
+                  perturbation=perturbation, speed_rounds=speed_rounds, name=name, compiled=compiled, tolerance=tolerance)  # fmt: skip
 
 
 def explain(fn, sample, *, judgment=None, criterion="auto", outputs=None, sets=4, seed=0, dtype=None, options=None,

@@ -205,7 +205,10 @@ class BoundMode(TorchDispatchMode):
             self.decomposed[str(func)] += 1
             with self:
                 return decomposition(*args, **kwargs)
-        out = func(*args, **kwargs)
+        return self._unknown(func, func(*args, **kwargs), explicit_vdtype, args, kwargs)
+
+    def _unknown(self, func, out, explicit_vdtype, args, kwargs):
+        """An op without a rule: named, and its floating outputs carry a NaN bound."""
         if any(_floating(t) for t in _tensors(out)):
             self.unknown[str(func)] += 1
             vd = explicit_vdtype or self._result_vdtype(args, kwargs)
@@ -712,7 +715,29 @@ def _rule_logsumexp(mode: BoundMode, func, args, kwargs, explicit_vdtype):
     return out
 
 
+def _rule_sorted(mode: BoundMode, func, args, kwargs, explicit_vdtype):
+    """sort / topk / kthvalue / median.dim / mode.dim: values picked from x (exact), the bound of the
+    element picked (its index is returned beside)."""
+    out = func(*args, **kwargs)
+    x = args[0]
+    if not (isinstance(out, tuple) and len(out) == 2 and _floating(x)):
+        return mode._unknown(func, out, explicit_vdtype, args, kwargs)
+    values, indices = out
+    names = [a.name for a in func._schema.arguments]
+    given = dict(zip(names, args)) | kwargs
+    dim = given.get("dim", -1)
+    ex = mode.info.get(x, (None, None))[0]
+    if ex is None:
+        mode._set(values, None, mode.vdtype(x))
+        return out
+    idx = indices if indices.dim() == x.dim() else indices.unsqueeze(dim)
+    b = torch.gather(ex, dim, idx)
+    mode._set(values, b.reshape(values.shape), mode.vdtype(x))
+    return out
+
+
 _RULES = {
+    **{p: _rule_sorted for p in _packets("sort", "topk", "kthvalue", "mode")},
     **{p: _rule_bilinear for p in BILINEAR},
     **{p: _rule_addmm for p in _packets("addmm", "baddbmm", "addmv", "addbmm")},
     **{p: _rule_sum for p in _packets("sum", "mean")},

@@ -241,7 +241,7 @@ def statistic_outcome(interval: Interval, tolerance: float) -> Outcome:
     return Outcome.INCONCLUSIVE
 
 
-def judge_statistic(output: str, name: str, compiled, eager) -> list[Part]:
+def judge_statistic(output: str, name: str, compiled, eager, tolerance: float | None = None) -> list[Part]:
     """The parts of one statistic (reports/claims.py b_cell_verdicts): the relative change of its
     mean over sets, and for set maxima the share of sets worse. Non-finite pairs are left out."""
     spec = STATISTICS[name]
@@ -254,7 +254,7 @@ def judge_statistic(output: str, name: str, compiled, eager) -> list[Part]:
     identical = bool(np.array_equal(c, e))
     parts = []
     if spec.get("relative_tolerance") is not None and (identical or e.sum() > 0):
-        tol = spec["relative_tolerance"]
+        tol = spec["relative_tolerance"] if tolerance is None else tolerance
         if identical:
             interval, draws = Interval("relative", 0.0, 0.0, 0.0, c.size, RESAMPLES), np.zeros(1)
         else:

@@ -802,9 +802,7 @@ def _own_aten_ops(gm, node, values: dict, torch) -> list:
     except Exception:
         return []
     return [
-        n.target
-        for n in traced.graph.nodes
-        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+        n.target for n in traced.graph.nodes if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
     ]
 
 

@@ -279,6 +279,8 @@ class Worst:
 
 
 def _json_number(x):
+    if isinstance(x, np.generic):
+        x = x.item()
     if isinstance(x, float) and not math.isfinite(x):
         return str(x)
     return x
@@ -428,6 +430,7 @@ class Judgment:
     seconds: dict[str, float] = field(default_factory=dict)
     explanation: Any = None  # set by explain
     environment: dict[str, str] = field(default_factory=dict)
+    tolerance: float = D.STATISTICS["cond_p99"]["relative_tolerance"]
 
     def __bool__(self) -> bool:
         return self.outcome is Outcome.SUPPORTED
@@ -467,7 +470,8 @@ class Judgment:
         return (
             f"the {D.CONFIDENCE * 100:.0f} % paired-bootstrap interval over input sets ({D.RESAMPLES:,} resamples, seed "
             f"{D.SEED}) of compiled − eager, per output and statistic: SUPPORTED when its upper end ≤ the tolerance "
-            "(+5 % on the mean of the per-set figure; +0.1 on the share of sets worse), CONTRADICTED when its lower end "
+            f"({D.effect_text('relative', self.tolerance)} on the mean of the per-set figure; +0.1 on the share of sets "
+            "worse), CONTRADICTED when its lower end "
             "exceeds it (Holm's rule across all parts), else INCONCLUSIVE; the conditioned error decides "
             "(ULP error where an output has no bound), as task B's verdict"
         )
@@ -496,6 +500,10 @@ class Judgment:
                 rows.append(_part_row(o, p, o.measure))
         out.append("")
         out += _table(header, rows)
+        for o in self.outputs:
+            for p in o.parts:
+                if p.final is Outcome.INCONCLUSIVE:
+                    out.append(f"  undecided, {o.name}: {p.sentence()}")
         out.append("")
         out.append("beside the verdict (not deciding):")
         for o in self.outputs:
@@ -763,6 +771,7 @@ def judge(
     speed_rounds: int = 15,
     name: str | None = None,
     compiled: Callable | None = None,
+    tolerance: float | None = None,
 ) -> Judgment:
     """Judges fn compiled against fn eager, both against an fp64 run with a running error bound,
     over `sets` input sets. See fusebench.judge's docstring (the package's __init__)."""
@@ -773,6 +782,8 @@ def judge(
     t_start = time.perf_counter()
     if not isinstance(sets, int) or isinstance(sets, bool) or sets < 2:
         raise JudgeError(f"judge: sets={sets!r}; a paired bootstrap needs at least 2 input sets (32 by default)")
+    if tolerance is not None and not (isinstance(tolerance, (int, float)) and 0 <= tolerance < 10):
+        raise JudgeError(f"judge: tolerance={tolerance!r}; a relative change such as 0.05 (+5 %)")
     if not callable(fn):
         raise JudgeError(f"judge: fn is a {type(fn).__name__}, not a callable or an nn.Module")
     sampler = sample if callable(sample) and not isinstance(sample, torch.Tensor) else None
@@ -905,7 +916,7 @@ def judge(
             pooled[1].append(_pooled_sample(e_ulp, index))
             k = int(np.nanargmax(np.nan_to_num(c_ulp, nan=-1.0))) if c_ulp.size else 0
             u = {"f16": 2.0**-11, "bf16": 2.0**-8, "f32": 2.0**-24, "f64": 2.0**-53}.get(o.dtype, 0.0)
-            kappa = (b_np[k] / (u * abs(ref_np[k])) if ref_np[k] != 0 else math.inf) if has_bound else None
+            kappa = (float(b_np[k] / (u * abs(ref_np[k]))) if ref_np[k] != 0 else math.inf) if has_bound else None
             worst_cands.setdefault(oname, []).append(
                 Worst(
                     index,
@@ -932,9 +943,9 @@ def judge(
         stats = [s for s, spec in D.STATISTICS.items() if spec["measure"] == o.measure]
         others = [s for s, spec in D.STATISTICS.items() if spec["measure"] != o.measure]
         for s in stats:
-            o.parts += D.judge_statistic(o.name, s, o.compiled[s], o.eager[s])
+            o.parts += D.judge_statistic(o.name, s, o.compiled[s], o.eager[s], tolerance)
         for s in others:
-            o.other_parts += D.judge_statistic(o.name, s, o.compiled[s], o.eager[s])
+            o.other_parts += D.judge_statistic(o.name, s, o.compiled[s], o.eager[s], tolerance)
         all_parts += o.parts
     if not all_parts:
         raise JudgeError(f"judge: {title}: no output statistic could be judged (every figure non-finite?)")
@@ -998,6 +1009,7 @@ def judge(
         pooled_figures,
         seconds,
         environment=environment,
+        tolerance=D.STATISTICS["cond_p99"]["relative_tolerance"] if tolerance is None else float(tolerance),
     )
 
 
