@@ -239,7 +239,7 @@ def judge(fn, sample, *, sets=32, compile="inductor", options=None, seed=0, dtyp
 
 
 def explain(fn, sample, *, judgment=None, criterion="auto", outputs=None, sets=4, seed=0, dtype=None, options=None,
-            perturbation=0.5, budget=12, cost_rounds=7):  # fmt: skip
+            perturbation=0.5, budget=12, cost_rounds=7, switches=None):  # fmt: skip
     """Where and why Inductor's compiled fn differs from eager, and the switches that undo it.
 
     criterion: "worse" (compiled's conditioned error max exceeds eager's on a set; ULP error
@@ -251,11 +251,15 @@ def explain(fn, sample, *, judgment=None, criterion="auto", outputs=None, sets=4
     fusebench._explain) for the smallest set that removes it, at most `budget` compiled sets, and
     times each switch found against plain compiled. The Explanation prints the node, the
     mechanism and the switch list with costs; apply_switches(fn, explanation) compiles with it.
+    The search runs on the localised node's prefix of the graph; whether the switches also remove
+    the difference at the outputs is checked and said (removes_at_outputs). switches: a previous
+    Explanation (or switch list) applied first, to search on from it for the next mechanism.
     Calls torch._dynamo.reset() between compiles."""
     from ._explain import explain as _explain
 
     result = _explain(fn, sample, judgment=judgment, criterion=criterion, outputs=outputs, sets=sets, seed=seed,
-                      dtype=dtype, options=options, perturbation=perturbation, budget=budget, cost_rounds=cost_rounds)  # fmt: skip
+                      dtype=dtype, options=options, perturbation=perturbation, budget=budget, cost_rounds=cost_rounds,
+                      switches=switches)  # fmt: skip
     if judgment is not None:
         judgment.explanation = result
     return result

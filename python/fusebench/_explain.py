@@ -309,6 +309,7 @@ class Explanation:
     switch_list: list[SwitchEntry] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    removes_at_outputs: bool | None = None  # the minimal switches, on the whole function
 
     def lines(self) -> list[str]:
         out = [f"explanation ({self.criterion}; outputs {', '.join(self.outputs)}; sets {self.sets}):"]
@@ -316,7 +317,11 @@ class Explanation:
             out.append("  first node: " + self.localisation.text())
         if self.status == "explained":
             where = self.localisation.node if self.localisation else "?"
-            out.append(f"  explained: {self.mechanism} at {where}: {' + '.join(self.minimal)} removes it")
+            at = {True: " (and at the outputs)", False: " at the node (not at the outputs)", None: ""}
+            out.append(
+                f"  explained: {self.mechanism} at {where}: {' + '.join(self.minimal)} removes it"
+                + at[self.removes_at_outputs]
+            )
             if self.also_removed_by:
                 out.append("  also removed by (alone): " + ", ".join(self.also_removed_by))
         else:
@@ -360,6 +365,7 @@ class Explanation:
             "switch_list": [e.to_dict() for e in self.switch_list],
             "notes": self.notes,
             "seconds": self.seconds,
+            "removes_at_outputs": self.removes_at_outputs,
         }
 
 
@@ -463,8 +469,10 @@ def explain(
     perturbation: float = 0.5,
     budget: int = 12,
     cost_rounds: int = 7,
+    switches: Any = None,
 ) -> Explanation:
-    """See fusebench.explain's docstring (the package's __init__)."""
+    """See fusebench.explain's docstring (the package's __init__). switches: applied first (a
+    previous Explanation or a switch list), so that the search goes on from them."""
     import torch
     from torch._dynamo import reset
 
@@ -526,9 +534,11 @@ def explain(
                     break
         return hit
 
-    def compile_with(switches: list[Switch]):
+    base = _as_switches(switches)
+
+    def compile_with(subset: list[Switch]):
         reset()
-        return torch.compile(fn, backend=SwitchedInductor(switches, options), dynamic=False)
+        return torch.compile(fn, backend=SwitchedInductor(base + subset, options), dynamic=False)
 
     baseline = criterion_sets(compile_with([]))
     if not baseline:
@@ -541,7 +551,7 @@ def explain(
     # capture Dynamo's graph(s) and their inputs on the baseline sets
     reset()
     recorder = _Recorder()
-    captured = torch.compile(fn, backend=recorder, dynamic=False)
+    captured = torch.compile(fn, backend=recorder, dynamic=False)  # whole: base splits apply to prefixes
     with torch.no_grad():
         for inputs in explain_sets:
             inputs.call(captured)
@@ -550,16 +560,16 @@ def explain(
             f"Dynamo captured {len(recorder.graphs)} graphs (graph breaks); localised in the first that meets it"
         )
 
-    localisation = None
+    localisation, node_check = None, None
     compiles = 0
     for g, gm in enumerate(recorder.graphs):
         calls = recorder.calls[g]
         if len(calls) < len(explain_sets):
             continue
-        loc, used = _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, BoundMode)
+        loc, used, checker = _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, BoundMode, base)
         compiles += used
         if loc is not None:
-            localisation = loc
+            localisation, node_check = loc, checker
             break
     if localisation is None:
         notes.append("no node of the captured graphs meets the criterion when its prefix is compiled alone")
@@ -578,8 +588,11 @@ def explain(
         t = time.perf_counter()
         error = ""
         try:
-            left = criterion_sets(compile_with(subset))
-            ok = not any(s in left for s in baseline)
+            if node_check is not None:  # at the localised node: its graph's prefix, compiled alone
+                ok = not node_check(subset)
+            else:
+                left = criterion_sets(compile_with(subset))
+                ok = not any(s in left for s in baseline)
         except Exception as exc:  # a switch set Inductor cannot compile does not remove it
             ok, error = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
         tried.append(Trial([s.token for s in subset], ok, time.perf_counter() - t, error))
@@ -624,8 +637,20 @@ def explain(
     mechanism = " + ".join(dict.fromkeys(e.mechanism for e in entries))
     if localisation is not None and entries and entries[0].node != localisation.node:
         notes.append(f"the switch acts at {entries[0].node}, which feeds {localisation.node}")
+    whole = None
+    if minimal and node_check is not None:
+        try:
+            left = criterion_sets(compile_with(minimal))
+            whole = not any(s in left for s in baseline)
+        except Exception as exc:
+            notes.append(f"the switch list does not compile on the whole function: {type(exc).__name__}: {exc}")
+        if whole is False:
+            notes.append(
+                f"the switch list removes the difference at {localisation.node}, not at the outputs: another "
+                "mechanism acts further on (explain(..., switches=explanation) searches on from this one)"
+            )
     if entries and cost_rounds > 0:
-        _costs(fn, explain_sets[0], minimal, entries, options, cost_rounds, torch)
+        _costs(fn, explain_sets[0], minimal, entries, options, cost_rounds, torch, base)
     reset()
     return Explanation(
         criterion,
@@ -641,6 +666,7 @@ def explain(
         entries,
         notes,
         time.perf_counter() - t_start,
+        whole,
     )
 
 
@@ -673,7 +699,7 @@ def _ddmin(candidates: list, test: Callable[[list], bool]) -> list:
     return current
 
 
-def _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, BoundMode):
+def _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, BoundMode, base=()):
     """Bisection over gm's nodes for the first whose compiled prefix meets the criterion."""
     nodes = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
     sets = [calls[s] for s in baseline]
@@ -698,10 +724,24 @@ def _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, Bo
         ref_vals.append({k: (v, mode.bound(v)) for k, v in vals.items() if _floating_tensor(v, torch)})
     nodes = [n for n in nodes if _floating_tensor(eager_vals[0].get(n.name), torch) and n.name in ref_vals[0]]
     if not nodes:
-        return None, 0
-    switched = SwitchedInductor([], options)
+        return None, 0, None
+    switched = SwitchedInductor(list(base), options)
     compiles = 0
     cache: dict[int, tuple[bool, list]] = {}
+
+    def node_meets(name: str, switches: list[Switch]) -> bool:
+        """Does the prefix up to node `name`, compiled with the switches, meet the criterion at
+        that node on any of the sets?"""
+        prefix = _prefix(gm, name, torch)
+        compiled = SwitchedInductor(list(base) + switches, options)(prefix, list(sets[0]))
+        for s, args in enumerate(sets):
+            with torch.no_grad():
+                out = compiled(*args)
+            c = out[0] if isinstance(out, (list, tuple)) else out
+            ref, bound = ref_vals[s][name]
+            if _meets(criterion, c, eager_vals[s][name], ref, bound, torch):
+                return True
+        return False
 
     def probe(k: int):
         nonlocal compiles
@@ -709,7 +749,7 @@ def _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, Bo
             return cache[k]
         name = nodes[k].name
         prefix = _prefix(gm, name, torch)
-        compiled = switched.compile_graph(prefix, list(sets[0]))
+        compiled = switched(prefix, list(sets[0]))
         compiles += 1
         hit, values = False, []
         for s, args in enumerate(sets):
@@ -725,7 +765,7 @@ def _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, Bo
 
     last = len(nodes) - 1
     if not probe(last)[0]:
-        return None, compiles
+        return None, compiles, None
     lo, hi = -1, last  # probe(hi) holds; probe(lo) does not (lo = -1: before the first node)
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -755,6 +795,7 @@ def _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, Bo
             compiles,
         ),
         compiles,
+        lambda switches: node_meets(node.name, switches),
     )
 
 
@@ -881,17 +922,17 @@ def _op_token(op) -> str:
     return f"{op.namespace}.{op._schema.name.split('::')[1]}.{op._overloadname}"
 
 
-def _costs(fn, inputs, minimal, entries, options, rounds, torch) -> None:
+def _costs(fn, inputs, minimal, entries, options, rounds, torch, base=()) -> None:
     """Each switch's cost: plain compiled vs compiled with the switch, interleaved rounds; the
     slowdown is the geometric mean of per-round ratios with a 95 % t interval."""
     from ._judge import measure_speed
 
     torch._dynamo.reset()
-    plain = torch.compile(fn, backend=SwitchedInductor([], options), dynamic=False)
+    plain = torch.compile(fn, backend=SwitchedInductor(list(base), options), dynamic=False)
     with torch.no_grad():
         inputs.call(plain)
     for switch, entry in zip(minimal, entries):
-        switched = torch.compile(fn, backend=SwitchedInductor([switch], options), dynamic=False)
+        switched = torch.compile(fn, backend=SwitchedInductor([*base, switch], options), dynamic=False)
         with torch.no_grad():
             inputs.call(switched)
         s = measure_speed(lambda f=switched: inputs.call(f), lambda: inputs.call(plain), 0.0, rounds, torch)

@@ -593,12 +593,23 @@ class Judgment:
         }
 
     def report(self, directory: str | os.PathLike) -> str:
-        """Writes judgment.md, judgment.html and judgment.json into directory; returns the HTML path."""
+        """Writes judgment.md, judgment.html and judgment.json into directory (and fusion_switches.json,
+    the switch list, when explain found one); returns the HTML path."""
         os.makedirs(directory, exist_ok=True)
         text = "\n".join(self.lines())
         md = [f"# fusebench judgment: {self.name}", "", f"**{self.headline()}**", "", "```", text, "```", ""]
         _write(os.path.join(directory, "judgment.md"), "\n".join(md))
         _write(os.path.join(directory, "judgment.json"), json.dumps(self.to_dict(), indent=1, allow_nan=False))
+        if self.explanation is not None and self.explanation.switch_list:
+            switches = {
+                "schema": "fusebench.model_switches/1",
+                "model": self.name,
+                "dtype": self.dtype,
+                "backend": self.backend,
+                "apply": "fusebench.apply_switches(model, [entry['switch'] for entry in entries])",
+                "entries": [e.to_dict() for e in self.explanation.switch_list],
+            }
+            _write(os.path.join(directory, "fusion_switches.json"), json.dumps(switches, indent=1, allow_nan=False))
         page = _html(self, text)
         path = os.path.join(directory, "judgment.html")
         _write(path, page)
