@@ -601,7 +601,7 @@ class Judgment:
 
     def report(self, directory: str | os.PathLike) -> str:
         """Writes judgment.md, judgment.html and judgment.json into directory (and fusion_switches.json,
-    the switch list, when explain found one); returns the HTML path."""
+        the switch list, when explain found one); returns the HTML path."""
         os.makedirs(directory, exist_ok=True)
         text = "\n".join(self.lines())
         md = [f"# fusebench judgment: {self.name}", "", f"**{self.headline()}**", "", "```", text, "```", ""]
