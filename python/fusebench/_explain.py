@@ -431,13 +431,13 @@ def _cond_max(y, ref, bound, torch) -> float | None:
     if bound is None or bool(torch.isnan(bound).any()):
         return None
     floor = bound.clamp_min(UNDERFLOW.get(y.dtype, 2.0**-1075))
-    return float(((y.double() - ref).abs() / floor).max())
+    return float(((y.double() - ref.to(y.device)).abs() / floor.to(y.device)).max())
 
 
 def _ulp_max(y, ref) -> float:
     from . import ulp_error
 
-    return float(np.nanmax(np.asarray(ulp_error(y.contiguous(), ref.contiguous()))))
+    return float(np.nanmax(np.asarray(ulp_error(y.detach().cpu().contiguous(), ref.detach().cpu().contiguous()))))
 
 
 def _meets(criterion: str, c, e, ref, bound, torch) -> bool:

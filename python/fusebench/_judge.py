@@ -13,6 +13,7 @@ interleaved runs.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import html
 import json
@@ -176,7 +177,12 @@ class Reference:
         previous = torch.get_default_dtype()
         torch.set_default_dtype(torch.float64)
         try:
-            with torch.no_grad(), torch.autocast("cpu", enabled=False), mode:
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(torch.no_grad())
+                stack.enter_context(torch.autocast("cpu", enabled=False))
+                if torch.cuda.is_available():
+                    stack.enter_context(torch.autocast("cuda", enabled=False))
+                stack.enter_context(mode)
                 out = up.call(self.target)
         finally:
             torch.set_default_dtype(previous)
@@ -365,10 +371,14 @@ def measure_speed(eager: Callable, compiled: Callable, compile_s: float, rounds:
     if rounds <= 0:
         return Speed(compile_s, math.nan, math.nan, math.nan, math.nan, math.nan, 0)
 
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+
     def timed(f, repeat):
+        sync()
         start = time.perf_counter()
         for _ in range(repeat):
             f()
+        sync()  # a GPU's work is asynchronous: the time is the work's, not the launches'
         return (time.perf_counter() - start) / repeat
 
     with torch.no_grad():
@@ -886,9 +896,10 @@ def judge(
         for (oname, e), (_, c), (_, r) in zip(e_out, c_out, r_out):
             if not e.is_floating_point():
                 continue
-            e, c = e.detach(), c.detach()
-            bound = mode.bound(r)
-            r = r.detach()
+            # the statistics run on the CPU (the toolkit reads host memory): a CUDA model's outputs move
+            e, c = e.detach().cpu(), c.detach().cpu()
+            bound = mode.bound(r).detach().cpu()
+            r = r.detach().cpu()
             o = outputs.get(oname)
             if o is None:
                 o = outputs[oname] = OutputJudgment(
