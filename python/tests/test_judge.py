@@ -13,6 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from fusebench import _bounds  # noqa: E402
+from fusebench._explain import SwitchedInductor  # noqa: E402
 from fusebench._judge import perturb, set_generator  # noqa: E402
 
 
@@ -216,6 +217,12 @@ PLANTED = [
 def test_explain_names_the_planted_mechanism_and_the_switch_removes_it(case):
     cls, make, options, node, mechanism, switch = PLANTED[case]
     model, inputs = cls().eval(), make()
+    view = torch.int16 if inputs[0].dtype == torch.bfloat16 else torch.int32
+    eager = model(*inputs).view(view)
+    torch._dynamo.reset()
+    plain = torch.compile(model, backend=SwitchedInductor([], options), dynamic=False)
+    if torch.equal(plain(*inputs).view(view), eager):  # e.g. a CPU without FMA: nothing planted
+        pytest.skip(f"Inductor on this machine computes {cls.__name__} bit-equal to eager")
     e = fb.explain(model, inputs, criterion="differs", options=options, sets=3, cost_rounds=3)
     assert e.status == "explained", str(e)
     assert e.localisation is not None and e.localisation.node == node, str(e)
@@ -223,12 +230,9 @@ def test_explain_names_the_planted_mechanism_and_the_switch_removes_it(case):
     assert e.switch_list[0].cost is not None and e.switch_list[0].cost["rounds"] == 3
     assert len(e.tried) <= e.budget and "budget" in str(e)
     json.dumps(e.to_dict(), allow_nan=False)
+    assert e.removes_at_outputs is True
     torch._dynamo.reset()
-    plain = torch.compile(model, backend=fb._explain.SwitchedInductor([], options), dynamic=False)
     switched = fb.apply_switches(model, e, options=options)
-    view = torch.int16 if inputs[0].dtype == torch.bfloat16 else torch.int32
-    eager = model(*inputs).view(view)
-    assert not torch.equal(plain(*inputs).view(view), eager)
     assert torch.equal(switched(*inputs).view(view), eager)  # the switch list removes the difference
 
 
