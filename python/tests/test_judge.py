@@ -309,6 +309,13 @@ def test_cli_exit_status_and_report(tmp_path):
                  "--speed-rounds", "0")  # fmt: skip
     assert worse.returncode == 1, worse.stdout + worse.stderr
     assert "CONTRADICTED" in worse.stdout
+
+
+def test_cli_bad_input_exit_status_2(tmp_path, monkeypatch, capsys):
+    from fusebench.__main__ import main
+
+    (tmp_path / "factories.py").write_text(FACTORIES)
+    monkeypatch.chdir(tmp_path)
     for args, reason in (
         (["factories.py:broken"], "expected (model, sample)"),
         (["factories.py:nothing"], "no callable 'nothing'"),
@@ -316,9 +323,12 @@ def test_cli_exit_status_and_report(tmp_path):
         (["factories.py:chain", "--dtype", "f8"], "dtype='f8'"),
         (["factories.py:chain", "--sets", "1"], "at least 2 input sets"),
         (["factories.py:chain", "--backend", "aot_eager", "--explain"], "--explain attributes Inductor"),
+        (["factories.py:chain", "--backend", "no-such-backend"], "unknown torch.compile backend"),
+        (["factories.py:chain", "--sets", "many"], "invalid int value"),
     ):
-        bad = _cli(tmp_path, *args)
-        assert bad.returncode == 2 and reason in bad.stderr, (args, bad.stderr)
+        status = main(["judge", *args])
+        err = capsys.readouterr().err
+        assert status == 2 and reason in err, (args, err)
 
 
 def test_cli_inconclusive_exit_status(tmp_path):
