@@ -337,7 +337,7 @@ class Explanation:
             if e.cost:
                 cost = (
                     f"; cost: {e.cost['slowdown']:.2f}x the compiled time [{e.cost['low']:.2f}, {e.cost['high']:.2f}] "
-                    f"over {e.cost['rounds']} interleaved rounds"
+                    f"over {e.cost['rounds']} interleaved rounds ({e.cost.get('resolved', '')})"
                 )
             out.append(f"  switch {e.switch} ({e.mechanism} at {e.node}, {e.op}){cost}")
         out.append(
@@ -944,4 +944,6 @@ def _costs(fn, inputs, minimal, entries, options, rounds, torch, base=()) -> Non
             "rounds": s.rounds,
             "compiled_ms": s.compiled_ms,
             "switched_ms": s.eager_ms,
+            # the interval must exclude 1 for the timing to tell a cost from noise
+            "resolved": "slower" if s.low > 1 else ("faster" if s.high < 1 else "not resolved"),
         }
