@@ -236,6 +236,29 @@ def test_explain_names_the_planted_mechanism_and_the_switch_removes_it(case):
     assert torch.equal(switched(*inputs).view(view), eager)  # the switch list removes the difference
 
 
+class Two(torch.nn.Module):
+    """Two mechanisms in a row: the fp32-kept boundary at exp, then (under per-op rounding) the
+    scalar 0.7 cast to bf16 at the second mul."""
+
+    def forward(self, a, b, c):
+        return torch.exp(a * b) * 0.7 + c
+
+
+def test_explain_searches_on_from_a_first_explanation():
+    model, inputs = Two().eval(), _inputs(3)
+    first = fb.explain(model, inputs, criterion="differs", sets=2, cost_rounds=0)
+    if first.status == "nothing to explain":
+        pytest.skip("Inductor on this machine computes Two bit-equal to eager")
+    assert first.localisation.node == "exp" and first.minimal == ["compiler:emulate_precision_casts=True"]
+    assert first.removes_at_outputs is False and "searches on" in str(first)
+    second = fb.explain(model, inputs, criterion="differs", sets=2, cost_rounds=0, switches=first)
+    assert second.localisation.node == "mul_1" and second.mechanism == "scalar lowering", str(second)
+    assert second.minimal == ["lowering:off=aten.mul.Tensor"] and second.removes_at_outputs is True
+    torch._dynamo.reset()
+    both = fb.apply_switches(model, [*first.minimal, *second.minimal])
+    assert torch.equal(both(*inputs).view(torch.int16), model(*inputs).view(torch.int16))
+
+
 def test_apply_switches_parses_tokens():
     with pytest.raises(fb.JudgeError, match="not a switch"):
         fb.apply_switches(Chain(), ["bogus"])
