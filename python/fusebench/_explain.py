@@ -13,6 +13,8 @@ Attribute: switches, each setting one of Inductor's mechanisms to eager's behavi
                                            torch's compiler_bisector does
   lowering:off=OP                          Inductor's lowering of one ATen op left out: ATen's own
                                            kernel runs (compiler_bisector's "lowerings")
+  triton:enable_fp_fusion=False            on CUDA, Triton's FMA contraction off alone (its
+                                           CUDA backend's parse_options patched while compiling)
   compiler:NAME=VALUE                      one of Inductor's options, introspected (hasattr) since
                                            versions differ: emulate_precision_casts (per-op
                                            rounding; on CUDA also Triton's enable_fp_fusion, which
@@ -72,11 +74,15 @@ class Switch:
             return f"split:{self.name}={self.value}"
         if self.kind in ("decomposition", "lowering"):
             return f"{self.kind}:off={self.value}"
+        if self.kind == "triton":
+            return f"triton:{self.name}={self.value}"
         return f"compiler:{self.name}={self.value!r}"
 
     @property
     def mechanism(self) -> str:
         key = self.name if self.kind == "compiler" else self.kind
+        if self.kind == "triton":
+            return "FMA contraction (Triton)"
         return MECHANISMS.get(key, self.name)
 
     @staticmethod
@@ -87,6 +93,8 @@ class Switch:
             return Switch("split", name, value)
         if kind in ("decomposition", "lowering") and name == "off" and value:
             return Switch(kind, "off", value)
+        if kind == "triton" and name == "enable_fp_fusion" and value in ("False", "false", "0"):
+            return Switch("triton", "enable_fp_fusion", False)
         if kind == "compiler" and name and value:
             try:
                 parsed = ast.literal_eval(value)
@@ -95,7 +103,7 @@ class Switch:
             return Switch("compiler", name, parsed)
         raise JudgeError(
             f"apply_switches: {token!r} is not a switch (split:before=NODE, split:after=NODE, decomposition:off=OP, "
-            "lowering:off=OP, compiler:NAME=VALUE)"
+            "lowering:off=OP, compiler:NAME=VALUE, triton:enable_fp_fusion=False)"
         )
 
     def __str__(self) -> str:
@@ -124,6 +132,9 @@ class SwitchedInductor:
         self.cuts = [(s.name, s.value) for s in self.switches if s.kind == "split"]
         self.decompositions_off = [s.value for s in self.switches if s.kind == "decomposition"]
         self.lowerings_off = [s.value for s in self.switches if s.kind == "lowering"]
+        self.no_fp_fusion = any(s.kind == "triton" for s in self.switches)
+        if self.no_fp_fusion:
+            self.config["compile_threads"] = 1  # Triton compiles in this process, under the patch
         self.graphs = 0
 
     def __repr__(self) -> str:
@@ -143,13 +154,28 @@ class SwitchedInductor:
         def fallback(n, *args, **kwargs):
             return n.target in off or original(n, *args, **kwargs)
 
-        with inductor_config.patch(patch):
+        with inductor_config.patch(patch), _no_triton_fp_fusion(self.no_fp_fusion):
             if off:
                 inductor_graph.fallback_node_due_to_unsupported_type = fallback
             try:
                 yield
             finally:
                 inductor_graph.fallback_node_due_to_unsupported_type = original
+
+    def _first_call_patched(self, compiled):
+        """Triton may compile a kernel at its first launch: that call runs under the patches too."""
+        if not self.no_fp_fusion:
+            return compiled
+        state = {"first": True}
+
+        def run(*args):
+            if state["first"]:
+                state["first"] = False
+                with self._patched():
+                    return compiled(*args)
+            return compiled(*args)
+
+        return run
 
     def compile_graph(self, gm, example_inputs):
         from torch._inductor.compile_fx import compile_fx
@@ -163,7 +189,7 @@ class SwitchedInductor:
                 table.pop(_op_by_name(n), None)
             kwargs["decompositions"] = table
         with self._patched():
-            return compile_fx(gm, example_inputs, **kwargs)
+            return self._first_call_patched(compile_fx(gm, example_inputs, **kwargs))
 
     def __call__(self, gm, example_inputs):
         self.graphs += 1
@@ -172,6 +198,38 @@ class SwitchedInductor:
         if not cuts:
             return self.compile_graph(gm, example_inputs)
         return split_and_compile(gm, cuts, self.compile_graph)
+
+
+@contextlib.contextmanager
+def _no_triton_fp_fusion(active: bool):
+    """Triton's CUDA backend compiles with enable_fp_fusion=False (Inductor passes its own value,
+    not emulate_precision_casts, which the TRITON_DEFAULT_FP_FUSION variable does not override):
+    the patch of tools/gpu/inductor_mechanisms.py."""
+    if not active:
+        yield
+        return
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    original = CUDABackend.parse_options
+
+    def parse_options(self, opts, *args, **kwargs):
+        opts = dict(opts)
+        opts["enable_fp_fusion"] = False
+        return original(self, opts, *args, **kwargs)
+
+    CUDABackend.parse_options = parse_options
+    try:
+        yield
+    finally:
+        CUDABackend.parse_options = original
+
+
+def _triton_fp_fusion_switchable() -> bool:
+    try:
+        from triton.backends.nvidia.compiler import CUDABackend
+    except Exception:
+        return False
+    return hasattr(CUDABackend, "parse_options")
 
 
 def split_and_compile(gm, cuts, compile_graph):
@@ -901,6 +959,8 @@ def _candidates(recorder, localisation, options, torch) -> tuple[list[Switch], d
     out.clear()
     option("emulate_precision_casts", True)
     option("cpp.enable_floating_point_contract_flag", "off")
+    if cuda and _triton_fp_fusion_switchable():
+        out.append(Switch("triton", "enable_fp_fusion", False))
     if cuda:
         option("eager_numerics.division_rounding", True)
         option("eager_numerics.disable_ftz", True)

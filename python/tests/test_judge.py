@@ -265,6 +265,10 @@ def test_apply_switches_parses_tokens():
     compiled = fb.apply_switches(Chain(), ["compiler:emulate_precision_casts=True", "split:after=mul"])
     a, b = _inputs(2)
     torch.testing.assert_close(compiled(a, b), Chain()(a, b), rtol=0, atol=0)
+    pytest.importorskip("triton")
+    torch._dynamo.reset()  # Triton's switch (CUDA's FMA contraction): on CPU the patch is inert
+    compiled = fb.apply_switches(Chain(), ["triton:enable_fp_fusion=False", "compiler:emulate_precision_casts=True"])
+    torch.testing.assert_close(compiled(a, b), Chain()(a, b), rtol=0, atol=0)
 
 
 # ---- the command line
