@@ -32,7 +32,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from reports.bootstrap import Interval, paired_interval
-from tools.runs import InputError, Results, dump_dir, plain
+from reports.numbers import num as _num
+from reports.numbers import pct as _pct
+from reports.numbers import signed_pct as _signed_pct
+from reports.results import InputError, Results, axes, b_distribution, benchmarks, dump_dir, plain
 
 THRESHOLDS = pathlib.Path(__file__).resolve().parents[1] / "tools" / "thresholds.json"
 
@@ -154,25 +157,6 @@ def combine(verdicts: list[Verdict]) -> Outcome:
     if all(o is Outcome.SUPPORTED for o in votes):
         return Outcome.SUPPORTED
     return Outcome.INCONCLUSIVE
-
-
-# ---- number formats used in conditions (the report's own: three significant figures)
-def _num(x, sig: int = 3) -> str:
-    from reports.sections.common import num
-
-    return num(x, sig)
-
-
-def _pct(x, sig: int = 3) -> str:
-    from reports.sections.common import pct
-
-    return pct(x, sig)
-
-
-def _signed_pct(x: float) -> str:
-    if math.isinf(x):
-        return "+∞" if x > 0 else "−∞"
-    return ("+" if x >= 0 else "−") + _pct(abs(x))
 
 
 # ---- thresholds and the gate's checks
@@ -454,16 +438,9 @@ class BCell:
     allclose: np.ndarray | None = None
 
 
-def b_distribution(name: str) -> str:
-    """'uniform' or 'heavy', from a benchmark's dist field or an evidence file's distribution."""
-    return "uniform" if name.startswith("U") or name == "uniform" else "heavy"
-
-
 def b_cells(result) -> dict[str, list[BCell]]:
     """chain -> its cells, from the suite's rows and its evidence files (the report and the gate read
     task B through this one function)."""
-    from reports.sections.common import axes, benchmarks
-
     evidence = {}
     for path in sorted(dump_dir(result).glob("B_*.json")):
         e = json.loads(path.read_text())

@@ -22,11 +22,10 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-from reports import claims
+from reports import claims, fusion_switches
+from reports.numbers import num
+from reports.results import InputError, Results, load_results
 from reports.sections import attribution, engine, plan_tasks, toolkit, training
-from reports.sections.common import num
-from tools import fusion_switches
-from tools.runs import InputError, Results, load_results
 
 # (task id, title, suite, render function(section, result, results_dir)); the plan's order.
 TASKS = [

@@ -25,7 +25,7 @@ import re
 import statistics
 import sys
 
-from tools.runs import InputError, load_results, plain, seconds
+from reports.results import InputError, load_results, plain, seconds
 
 GBENCH_DIR = pathlib.Path("/usr/share/benchmark")
 THRESHOLDS = pathlib.Path(__file__).resolve().parent / "thresholds.json"

@@ -11,7 +11,7 @@ import pathlib
 import sys
 
 from reports.claims import THRESHOLDS, checks, evaluate_check, threshold_text
-from tools.runs import InputError, load_results
+from reports.results import InputError, load_results
 
 
 def main(argv=None) -> int:

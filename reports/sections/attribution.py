@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import html
 
-from reports.claims import b_distribution
-from tools.fusion_switches import MECHANISMS
-
-from .common import num
+from reports.fusion_switches import MECHANISMS
+from reports.numbers import num
+from reports.results import b_distribution
 
 TITLE = "Attribution of counter-examples (task B)"
 WHOLE_GRAPH = "(whole graph)"  # the op of a graph-wide switch (a framework's compile option)

@@ -4,8 +4,9 @@ ceiling and the fp32 peak, all measured in the same run."""
 from __future__ import annotations
 
 from reports import claims
+from reports.numbers import gbps, num, pct
+from reports.results import axes, benchmarks, copy_bandwidth, seconds
 
-from .common import axes, benchmarks, copy_bandwidth, gbps, num, pct, seconds
 from .plots import EAGER, FUSED, close, figure
 
 PATHS = ["eager", "fused", "fused_fma"]

@@ -8,10 +8,10 @@ import json
 import pathlib
 
 from reports import claims
-from tools.runs import dump_dir
+from reports.numbers import num, pct, yesno
+from reports.results import axes, b_distribution, benchmarks, dump_dir
 
 from .attribution import mechanism_text
-from .common import axes, benchmarks, num, pct, yesno
 from .plots import EAGER, FUSED, close, figure
 
 DTYPES = ("f16", "bf16", "f32")
@@ -753,7 +753,7 @@ def render_d(s, run, result):
 
 
 # ---- B
-_dist = claims.b_distribution
+_dist = b_distribution
 
 
 def render_b(s, run, result):

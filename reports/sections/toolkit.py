@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from reports import claims
+from reports.numbers import gbps, num, pct
+from reports.results import axes, benchmarks, wall_rate
 
-from .common import axes, benchmarks, gbps, num, pct, wall_rate
 from .plots import close, figure
 
 # Family -> target share of the copy bandwidth (the targets; shown, and the verdict's condition).

@@ -10,10 +10,11 @@ import json
 import pathlib
 
 from reports import claims
-from tools.runs import dump_dir as result_dump_dir
+from reports.numbers import num
+from reports.results import axes, benchmarks
+from reports.results import dump_dir as result_dump_dir
 
 from .attribution import mechanism_text
-from .common import axes, benchmarks, num
 from .plots import EAGER, FUSED, close, figure
 
 SUITE = "training_alignment"

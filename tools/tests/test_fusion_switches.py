@@ -13,11 +13,10 @@ import shutil
 
 import pytest
 
-from reports import report
-from reports.claims import b_distribution
+from reports import fusion_switches, report
+from reports.results import b_distribution, load_results
 from reports.sections import attribution
-from tools import fusion_switches
-from tools.runs import load_results
+from tools import fusion_switches as fusion_switches_tool
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPORT_RUN = HERE / "fixtures" / "report_run"  # a trimmed quick run with B's per-set dumps
@@ -139,7 +138,7 @@ def synthetic_run(tmp_path) -> pathlib.Path:
 
 # ---- the switch file
 def test_switch_file_merges_both_distributions_with_their_costs(synthetic_run):
-    assert fusion_switches.main([str(synthetic_run)]) == 0
+    assert fusion_switches_tool.main([str(synthetic_run)]) == 0
     assert sorted(p.name for p in synthetic_run.glob("fusion_switches.*.json")) == ["fusion_switches.cpu.json"]
     assert not list(synthetic_run.glob(".fusion_switches*")), "a temporary file was left behind"
     doc = json.loads((synthetic_run / "fusion_switches.cpu.json").read_text())
@@ -173,7 +172,7 @@ def test_switch_file_merges_both_distributions_with_their_costs(synthetic_run):
 
 def test_out_writes_elsewhere_and_no_switches_writes_nothing(synthetic_run, tmp_path):
     out = tmp_path / "elsewhere"
-    assert fusion_switches.main([str(synthetic_run), "--out", str(out)]) == 0
+    assert fusion_switches_tool.main([str(synthetic_run), "--out", str(out)]) == 0
     assert [p.name for p in out.iterdir()] == ["fusion_switches.cpu.json"]
     assert not list(synthetic_run.glob("fusion_switches.*"))
     for e in synthetic_run.glob("dumps/cpu/*/B_*.json"):  # older evidence: no switches key at all

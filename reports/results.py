@@ -1,18 +1,23 @@
-"""Reading results for the tools (report, compare, gate): a results directory or single Google
-Benchmark JSON files, keyed by (suite, device) from each file's context (`fusebench_suite`,
-`fusebench_device`), never by file name. Both layouts load: `<run>/<suite>@<device>.json` (tools/run
-since devices) and the older `<run>/bench_<suite>.json`. `<run>/run.json` is tools/run's manifest
-(profile, devices, filter, suites run or skipped, per-suite times); it is optional. Errors name the
-file and the problem (exit status 2 in the tools)."""
+"""The results data model, read by the report, the claims and the tools (compare, gate, merge): a
+results directory or single Google Benchmark JSON files, keyed by (suite, device) from each file's
+context (`fusebench_suite`, `fusebench_device`), never by file name. Both layouts load:
+`<run>/<suite>@<device>.json` (tools/run since devices) and the older `<run>/bench_<suite>.json`.
+`<run>/run.json` is tools/run's manifest (profile, devices, filter, suites run or skipped, per-suite
+times); it is optional. Errors name the file and the problem (exit status 2 in the tools).
+
+Within one suite's JSON: its benchmark rows (`benchmarks`, medians standing for repetitions), each
+row's axes (`axes`, from the record the suites write), and the evidence files in its dump directory
+(`dump_dir`, `evidence`)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import pathlib
 from dataclasses import dataclass, field
 
 MANIFEST = "run.json"
-# What the report writes beside the suites' files (tools/fusion_switches.py): not results, and a
+# What the report writes beside the suites' files (reports/fusion_switches.py): not results, and a
 # report or merge run again over the directory must not read them as such.
 DERIVED_PREFIXES = ("fusion_switches.",)
 # Every suite tools/run knows about, in the plan's order (the report lists the ones not run).
@@ -159,3 +164,102 @@ def plain(benchmarks: list[dict]) -> list[dict]:
 
 def seconds(b: dict, field_name: str = "real_time") -> float:
     return b[field_name] * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
+
+
+# ---- one suite's rows
+def benchmarks(run: dict, prefix: str = "") -> list[dict]:
+    """Benchmarks of one suite run whose name starts with prefix; aggregates (mean/median/stddev of
+    repetitions) are skipped, except the median, which stands for the run when repetitions exist."""
+    out = []
+    for b in run.get("benchmarks", []):
+        if not b["name"].startswith(prefix):
+            continue
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        out.append(b)
+    has_median = any(b.get("aggregate_name") == "median" for b in out)
+    return [b for b in out if (b.get("aggregate_name") == "median") == has_median]
+
+
+@functools.lru_cache(maxsize=64)
+def _registered_axes(text: str) -> dict[str, dict[str, str]]:
+    return json.loads(text)
+
+
+def axes(run: dict, b: dict) -> dict[str, str]:
+    """A benchmark's axes, {'family': 'C1', 'dtype': 'f16', 'scalar': '0.7', ...}, from the structured
+    record the suites write (context entry "fusebench_axes": registered name -> axes, see
+    suites/support/cases.hpp). Google Benchmark appends its own segments to a run's name
+    (/iterations:1/manual_time, /real_time, /threads:2), so the registered name is the longest prefix
+    the record knows. 'family' is the name's first segment ('E' for E/Alignment), 'case_family' the
+    registered family. Results written before the record existed, and benchmarks registered without
+    the helper, fall back to the name's fields."""
+    text = run.get("context", {}).get("fusebench_axes")
+    if text:
+        registered = _registered_axes(text)
+        name = b.get("run_name", b["name"])
+        while name:
+            record = registered.get(name)
+            if record is not None:
+                family = record.get("family", name)
+                return {
+                    "family": family.split("/")[0],
+                    "case_family": family,
+                    **{k: v for k, v in record.items() if k != "family"},
+                }
+            if "/" not in name:
+                break
+            name = name.rsplit("/", 1)[0]
+    return name_fields(b["name"])
+
+
+def name_fields(name: str) -> dict[str, str]:
+    """'UlpDiff/dtype:f16/n:1024' -> {'family': 'UlpDiff', 'dtype': 'f16', 'n': '1024'}."""
+    parts = name.split("/")
+    fields = {"family": parts[0]}
+    for p in parts[1:]:
+        if ":" in p:
+            key, value = p.split(":", 1)
+            fields[key] = value
+    return fields
+
+
+def rows(run: dict, prefix: str) -> list[tuple[dict, dict]]:
+    """(axes, benchmark) of every row under prefix that ran (skipped rows left out)."""
+    return [(axes(run, b), b) for b in benchmarks(run, prefix) if not b.get("error_occurred")]
+
+
+def wall_rate(b: dict, field: str = "bytes_per_second") -> float | None:
+    """A rate per wall-clock second. Google Benchmark divides by CPU time unless the benchmark uses
+    real (or manual) time; on a loaded machine the process's CPU time is well below the wall time, so
+    such a rate overstates what the operation delivers. Converted here: rate x cpu_time / real_time."""
+    if field not in b:
+        return None
+    name = b.get("run_name", b["name"])
+    if name.endswith(("/real_time", "/manual_time")) or not b.get("real_time") or not b.get("cpu_time"):
+        return b[field]
+    return b[field] * b["cpu_time"] / b["real_time"]
+
+
+def copy_bandwidth(run: dict) -> float | None:
+    """bytes_per_second of the run's MemoryCopy yardstick, if it has one."""
+    copies = [b for b in benchmarks(run, "MemoryCopy/") if "bytes_per_second" in b]
+    return copies[0]["bytes_per_second"] if copies else None
+
+
+# ---- evidence files in a suite's dump directory
+def evidence(result: SuiteResult, pattern: str) -> list[tuple[pathlib.Path, dict]]:
+    """(path, document) of the suite's evidence files matching pattern, in file-name order."""
+    return [(p, json.loads(p.read_text())) for p in sorted(dump_dir(result).glob(pattern))]
+
+
+def evidence_of(result: SuiteResult, name: str) -> dict | None:
+    """A benchmark's evidence file, named as the suites name it ('/' -> '_', ':' -> '-')."""
+    path = dump_dir(result) / (name.replace("/", "_").replace(":", "-") + ".json")
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def b_distribution(name: str) -> str:
+    """Task B's input distribution, 'uniform' or 'heavy', from a benchmark's dist field or an evidence
+    file's distribution."""
+    return "uniform" if name.startswith("U") or name == "uniform" else "heavy"
