@@ -1,6 +1,7 @@
-"""The fixture runs the report's tests render: each checked-in fixture directory as it is, and
+"""The fixture runs the report's tests render: each checked-in fixture directory as it is;
 "three_devices", the cpu fixture run with the framework fixture's torch and xla beside it (the main
-job's matrix)."""
+job's matrix); and "report_run_attributed", the cpu fixture run whose B evidence carries
+switch_evidence's attribution (the attribution section, the switch file and its table)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import pathlib
 import shutil
 
-FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "tools" / "tests" / "fixtures"
+FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 # name -> (the fixture copied, the fixture whose devices join it, or None)
 RUNS = {
     "quick_a": ("quick_a", None),
@@ -17,6 +18,7 @@ RUNS = {
     "report_run": ("report_run", None),
     "run_ok": ("run_ok", None),
     "three_devices": ("report_run", "report_frameworks"),
+    "report_run_attributed": ("report_run", None),
 }
 
 
@@ -39,4 +41,8 @@ def make_run(name: str, into: pathlib.Path) -> pathlib.Path:
     shutil.copytree(FIXTURES / base, run_dir)
     if more:
         add_devices(run_dir, FIXTURES / more)
+    if name == "report_run_attributed":
+        from reports.tests.switch_evidence import add_attribution
+
+        add_attribution(run_dir)
     return run_dir

@@ -10,20 +10,9 @@ from __future__ import annotations
 
 import json
 import pathlib
-import sys
-import tempfile
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-from reports import claims  # noqa: E402
-from reports.claims import Outcome  # noqa: E402
-
-failures: list[str] = []
-
-
-def check(condition: bool, what: str):
-    if not condition:
-        failures.append(what)
+from reports import claims, report
+from reports.claims import Outcome
 
 
 def c1_rows(device: str, eager_share: float, fused_share: float) -> list[dict]:
@@ -94,34 +83,33 @@ def test_c1_halves():
     inexact = [k for k in fused if k[3] == "immediate" and k[1] != "0.5"]
     v = claims.decide_c1_framework(eager, fused, inexact, None)
     verdict, figure, sentence = v.outcome, v.key_figure, v.sentence()
-    check(verdict is Outcome.ABSENT, f"C1: eager differs, compiled identical: {verdict}, expected absent")
-    check("eager 4/4" in figure and "compiled 0/4" in figure, f"C1: the key figure names both halves: {figure!r}")
-    check(
-        "eager: the two lowerings differ in 4/4" in sentence and "compiled: they differ in 0/4" in sentence,
-        f"C1: the sentence names both halves: {sentence!r}",
+    assert verdict is Outcome.ABSENT, f"C1: eager differs, compiled identical: {verdict}, expected absent"
+    assert "eager 4/4" in figure and "compiled 0/4" in figure, f"C1: the key figure names both halves: {figure!r}"
+    assert "eager: the two lowerings differ in 4/4" in sentence and "compiled: they differ in 0/4" in sentence, (
+        f"C1: the sentence names both halves: {sentence!r}"
     )
-    check("folded" in sentence, f"C1: the folded constant is named: {sentence!r}")
+    assert "folded" in sentence, f"C1: the folded constant is named: {sentence!r}"
     v = claims.decide_c1_framework(eager, {k: {**b, "frac_ulp0": 0.6} for k, b in fused.items()}, inexact, None)
     verdict, figure = v.outcome, v.key_figure
-    check(verdict is Outcome.SUPPORTED, f"C1: compiled lowerings that differ everywhere: {verdict}, expected supported")
+    assert verdict is Outcome.SUPPORTED, f"C1: compiled lowerings that differ everywhere: {verdict}, expected supported"
     # aot_eager: no fusion, so the compiled figures are eager's
-    check(figure.startswith("fused = eager"), f"C1: a compiled path identical to eager says so: {figure!r}")
+    assert figure.startswith("fused = eager"), f"C1: a compiled path identical to eager says so: {figure!r}"
     verdict = claims.decide_c1_framework(eager, fused, [], None).outcome
-    check(verdict is Outcome.NA, f"C1: zero cases gives {verdict}, expected n/a")
+    assert verdict is Outcome.NA, f"C1: zero cases gives {verdict}, expected n/a"
 
 
 def test_na_with_reason():
     reason = "reduce_tile: XLA:CPU chooses its reduction loops itself; no tile option"
     refused = claims.na_reasons([na_row("C2/out:f16/acc:f32/shape:1x16384/tile:256/device:xla", "xla", reason)])
-    check(refused == [reason], f"na_reasons: {refused}")
+    assert refused == [reason], f"na_reasons: {refused}"
     v = claims.decide_c2_threads([], refused)
     verdict, sentence = v.outcome, v.sentence()
-    check(verdict is Outcome.NA and reason in sentence, f"C2 with no knob: {verdict} / {sentence!r}")
+    assert verdict is Outcome.NA and reason in sentence, f"C2 with no knob: {verdict} / {sentence!r}"
     v = claims.decide_c3_ieee([], {}, ["rsqrt: XLA has no Newton-Raphson rsqrt option"])
     verdict, sentence = v.outcome, v.sentence()
-    check(verdict is Outcome.NA and "Newton" in sentence, f"C3 with no row: {verdict} / {sentence!r}")
+    assert verdict is Outcome.NA and "Newton" in sentence, f"C3 with no row: {verdict} / {sentence!r}"
     verdict = claims.decide_a([], ["threads=1: XLA:CPU has no thread-count option"]).outcome
-    check(verdict is Outcome.NA, f"A with no configuration: {verdict}")
+    assert verdict is Outcome.NA, f"A with no configuration: {verdict}"
 
 
 def test_a_debug_paths():
@@ -138,19 +126,18 @@ def test_a_debug_paths():
     }
     v = claims.decide_a([({"dtype": "f16", "threads": "1"}, row)], [])
     verdict, sentence = v.outcome, v.sentence()
-    check(verdict is Outcome.SUPPORTED, f"A: .so differing only in debug paths: {verdict}, expected supported")
-    check("3 times" in sentence and ".text identical" in sentence, f"A: debug paths reported: {sentence!r}")
+    assert verdict is Outcome.SUPPORTED, f"A: .so differing only in debug paths: {verdict}, expected supported"
+    assert "3 times" in sentence and ".text identical" in sentence, f"A: debug paths reported: {sentence!r}"
     verdict = claims.decide_a([({"dtype": "f16", "threads": "1"}, {**row, "kernel_text_stable": 0})], []).outcome
-    check(verdict is Outcome.CONTRADICTED, f"A: machine code that changed: {verdict}, expected contradicted")
+    assert verdict is Outcome.CONTRADICTED, f"A: machine code that changed: {verdict}, expected contradicted"
     verdict = claims.decide_a([({"dtype": "f16", "threads": "1"}, {**row, "negative_control_detected": 0})], []).outcome
-    check(verdict is Outcome.INCONCLUSIVE, f"A: a control that changed nothing: {verdict}, expected inconclusive")
+    assert verdict is Outcome.INCONCLUSIVE, f"A: a control that changed nothing: {verdict}, expected inconclusive"
     v = claims.decide_a(
         [({"dtype": "f16", "threads": "2"}, {**row, "negative_control_knob": -1, "negative_control_detected": -1})], []
     )
     figure, sentence = v.key_figure, v.sentence()
-    check(
-        "no negative control" in sentence and "no control" in figure,
-        f"A without a control says so: {figure!r} {sentence!r}",
+    assert "no negative control" in sentence and "no control" in figure, (
+        f"A without a control says so: {figure!r} {sentence!r}"
     )
 
 
@@ -167,70 +154,61 @@ def test_a_names_the_configurations_its_profile_left_out():
     }
     v = claims.decide_a([({"dtype": "f16", "threads": "2"}, row)], [], ["f16, 1 thread", "bf16, 1 thread"])
     sentence = v.sentence()
-    check(v.outcome is Outcome.SUPPORTED, f"A over the configuration that ran: {v.outcome}")
-    check(
-        "not run in this profile: f16, 1 thread, bf16, 1 thread" in sentence,
-        f"A's condition names what the profile left out: {sentence!r}",
+    assert v.outcome is Outcome.SUPPORTED, f"A over the configuration that ran: {v.outcome}"
+    assert "not run in this profile: f16, 1 thread, bf16, 1 thread" in sentence, (
+        f"A's condition names what the profile left out: {sentence!r}"
     )
 
 
-def test_report_cells():
+def test_report_cells(tmp_path):
     """The whole report on a torch results directory: C1's cell ABSENT with both halves, C2 and C3
     N/A with their reasons."""
-    from reports import report
-
-    with tempfile.TemporaryDirectory() as tmp:
-        out = pathlib.Path(tmp)
-        suite_json(out / "scalar_lowering@torch.json", "scalar_lowering", "torch", c1_rows("torch", 0.6, 1.0))
-        suite_json(
-            out / "reduction_order@torch.json",
-            "reduction_order",
-            "torch",
-            [
-                na_row(
-                    "C2/out:f16/acc:f32/shape:1x16384/tile:256/device:torch",
-                    "torch",
-                    "reduce_tile: Inductor has no reduction tile on CPU",
-                ),
-                na_row("C2/knob:threads/out:f16/shape:1x1048576/device:torch", "torch", "threads: not settable (test)"),
-            ],
-        )
-        suite_json(
-            out / "approximations@torch.json",
-            "approximations",
-            "torch",
-            [
-                na_row(
-                    "C3/op:rsqrt/dtype:f16/mode:newton-hw/iters:1/shape:256x1024/device:torch",
-                    "torch",
-                    "rsqrt: PyTorch and Inductor have no Newton-Raphson rsqrt (Inductor emits 1/sqrt)",
-                )
-            ],
-        )
-        md, _ = report.render(out)
-        text = md.read_text()
-        c1 = next((line for line in text.splitlines() if line.startswith("| [C1]")), "")
-        check("**ABSENT** eager 4/4, compiled 0/4 differ" in c1, f"report: C1 cell: {c1!r}")
-        c2 = next((line for line in text.splitlines() if line.startswith("| [C2]")), "")
-        check("**N/A**" in c2 and "SUPPORTED" not in c2, f"report: C2 cell: {c2!r}")
-        c3 = next((line for line in text.splitlines() if line.startswith("| [C3]")), "")
-        check("**N/A**" in c3 and "SUPPORTED" not in c3, f"report: C3 cell: {c3!r}")
-        check(
-            "Reason: reduce_tile: Inductor has no reduction tile on CPU" in text, "report: C2's reason in its section"
-        )
+    out = tmp_path
+    suite_json(out / "scalar_lowering@torch.json", "scalar_lowering", "torch", c1_rows("torch", 0.6, 1.0))
+    suite_json(
+        out / "reduction_order@torch.json",
+        "reduction_order",
+        "torch",
+        [
+            na_row(
+                "C2/out:f16/acc:f32/shape:1x16384/tile:256/device:torch",
+                "torch",
+                "reduce_tile: Inductor has no reduction tile on CPU",
+            ),
+            na_row("C2/knob:threads/out:f16/shape:1x1048576/device:torch", "torch", "threads: not settable (test)"),
+        ],
+    )
+    suite_json(
+        out / "approximations@torch.json",
+        "approximations",
+        "torch",
+        [
+            na_row(
+                "C3/op:rsqrt/dtype:f16/mode:newton-hw/iters:1/shape:256x1024/device:torch",
+                "torch",
+                "rsqrt: PyTorch and Inductor have no Newton-Raphson rsqrt (Inductor emits 1/sqrt)",
+            )
+        ],
+    )
+    md, _ = report.render(out)
+    text = md.read_text()
+    c1 = next((line for line in text.splitlines() if line.startswith("| [C1]")), "")
+    assert "**ABSENT** eager 4/4, compiled 0/4 differ" in c1, f"report: C1 cell: {c1!r}"
+    c2 = next((line for line in text.splitlines() if line.startswith("| [C2]")), "")
+    assert "**N/A**" in c2 and "SUPPORTED" not in c2, f"report: C2 cell: {c2!r}"
+    c3 = next((line for line in text.splitlines() if line.startswith("| [C3]")), "")
+    assert "**N/A**" in c3 and "SUPPORTED" not in c3, f"report: C3 cell: {c3!r}"
+    assert "Reason: reduce_tile: Inductor has no reduction tile on CPU" in text, "report: C2's reason in its section"
 
 
-def test_c1_eager_rows_only():
+def test_c1_eager_rows_only(tmp_path):
     """A shard of a sharded run may hold C1's eager rows alone: the report is written, C1 reads N/A."""
-    from reports import report
-
-    with tempfile.TemporaryDirectory() as tmp:
-        out = pathlib.Path(tmp)
-        eager = [r for r in c1_rows("cpu", 0.6, 0.6) if "exec:eager" in r["name"]]
-        suite_json(out / "scalar_lowering@cpu.json", "scalar_lowering", "cpu", eager)
-        md, _ = report.render(out)
-        c1 = next((line for line in md.read_text().splitlines() if line.startswith("| [C1]")), "")
-        check("**N/A**" in c1, f"report of eager-only C1 rows: C1 cell: {c1!r}")
+    out = tmp_path
+    eager = [r for r in c1_rows("cpu", 0.6, 0.6) if "exec:eager" in r["name"]]
+    suite_json(out / "scalar_lowering@cpu.json", "scalar_lowering", "cpu", eager)
+    md, _ = report.render(out)
+    c1 = next((line for line in md.read_text().splitlines() if line.startswith("| [C1]")), "")
+    assert "**N/A**" in c1, f"report of eager-only C1 rows: C1 cell: {c1!r}"
 
 
 def d_row(subgraph: str, dtype: str, mismatches: int) -> dict:
@@ -249,11 +227,9 @@ def d_row(subgraph: str, dtype: str, mismatches: int) -> dict:
     }
 
 
-def test_d_mismatch_mechanism():
+def test_d_mismatch_mechanism(tmp_path):
     """A D mismatch whose evidence carries its attribution: the verdict's facts, the counter-example
     table and the first screen name the mechanism; one without attribution is named too, as such."""
-    from reports import report
-
     simd = {"op": "(whole graph)", "kind": "graph", "dtype": "f16", "switch": "compiler:cpp.simdlen=1"}
     attributed = {
         "subgraph": "transpose_concat",
@@ -267,42 +243,20 @@ def test_d_mismatch_mechanism():
             "also_removed_by": [],
         },
     }
-    with tempfile.TemporaryDirectory() as tmp:
-        out = pathlib.Path(tmp)
-        rows = [d_row("transpose_concat", "f16", 1000), d_row("transpose", "f16", 0)]
-        suite_json(out / "data_movement@torch.json", "data_movement", "torch", rows)
-        dumps = out / "dumps" / "torch" / "bench_data_movement"
-        dumps.mkdir(parents=True)
-        (dumps / "D_subgraph-transpose_concat_dtype-f16_shape-4x256x512_device-torch.json").write_text(
-            json.dumps(attributed)
-        )
-        md, _ = report.render(out)
-        text = md.read_text()
-        mechanism = "vectorised code over the whole graph (compiler:cpp.simdlen=1)"
-        check(f"(mechanism: {mechanism})" in text, "report: D verdict's facts name the mismatch's mechanism")
-        check(f"| {mechanism} |" in text, "report: D's counter-example table has the mechanism")
-        check(
-            "torch, task D: 1 counter-example: 1 explained by vectorised code over the whole graph of transpose_concat"
-            in text,
-            "report: first screen's D line",
-        )
-
-
-def main() -> int:
-    for test in (
-        test_c1_halves,
-        test_na_with_reason,
-        test_a_debug_paths,
-        test_report_cells,
-        test_c1_eager_rows_only,
-        test_d_mismatch_mechanism,
-    ):
-        test()
-    for f in failures:
-        print(f"FAIL: {f}")
-    print(f"device claims: {len(failures)} failures")
-    return 1 if failures else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    out = tmp_path
+    rows = [d_row("transpose_concat", "f16", 1000), d_row("transpose", "f16", 0)]
+    suite_json(out / "data_movement@torch.json", "data_movement", "torch", rows)
+    dumps = out / "dumps" / "torch" / "bench_data_movement"
+    dumps.mkdir(parents=True)
+    (dumps / "D_subgraph-transpose_concat_dtype-f16_shape-4x256x512_device-torch.json").write_text(
+        json.dumps(attributed)
+    )
+    md, _ = report.render(out)
+    text = md.read_text()
+    mechanism = "vectorised code over the whole graph (compiler:cpp.simdlen=1)"
+    assert f"(mechanism: {mechanism})" in text, "report: D verdict's facts name the mismatch's mechanism"
+    assert f"| {mechanism} |" in text, "report: D's counter-example table has the mechanism"
+    assert (
+        "torch, task D: 1 counter-example: 1 explained by vectorised code over the whole graph of transpose_concat"
+        in text
+    ), "report: first screen's D line"
