@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import pathlib
+import re
 from dataclasses import dataclass, field
 
 MANIFEST = "run.json"
@@ -263,3 +264,20 @@ def b_distribution(name: str) -> str:
     """Task B's input distribution, 'uniform' or 'heavy', from a benchmark's dist field or an evidence
     file's distribution."""
     return "uniform" if name.startswith("U") or name == "uniform" else "heavy"
+
+
+# ---- what a device is, and what it refused
+def is_framework(device: str) -> bool:
+    """A device that runs a framework's own compiler (PyTorch's torch.compile, JAX's XLA)."""
+    return device.split(":")[0].split("/")[0] in ("torch", "xla")
+
+
+def na_reasons(benchmarks_of_a_task: list[dict]) -> list[str]:
+    """The distinct reasons of rows the device skipped as not applicable ("n/a on DEVICE: why")."""
+    reasons = []
+    for b in benchmarks_of_a_task:
+        message = b.get("error_message", "") if b.get("error_occurred") else ""
+        m = re.match(r"n/a on \S+: (.*)", message)  # device names hold no spaces (torch:cuda/aot_eager)
+        if m and m.group(1) not in reasons:
+            reasons.append(m.group(1))
+    return reasons

@@ -1,4 +1,4 @@
-"""Tests of the device-dependent verdicts (reports/claims.py) and of the report's
+"""Tests of the device-dependent verdicts (reports/claims/) and of the report's
 cells for a framework device, on synthetic suite JSONs shaped as the suites write them:
 - torch eager's two C1 lowerings differ while the compiled ones do not (Inductor folds the
   broadcast): the cell reads ABSENT and says both halves;
@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import pathlib
 
-from reports import claims, report
-from reports.claims import Outcome
+from reports import report
+from reports.claims import a, c1, c2, c3, words
+from reports.claims.verdict import Outcome
+from reports.results import na_reasons
 
 
 def c1_rows(device: str, eager_share: float, fused_share: float) -> list[dict]:
@@ -80,8 +82,7 @@ def test_c1_halves():
     for b in rows:
         f = dict(p.split(":", 1) for p in b["run_name"].split("/")[1:])
         (fused if f["exec"] == "fused" else eager)[(f["dtype"], f["scalar"], f["shape"], f["lowering"])] = b
-    inexact = [k for k in fused if k[3] == "immediate" and k[1] != "0.5"]
-    v = claims.decide_c1_framework(eager, fused, inexact, None)
+    v = words(c1.decide(c1.Facts(True, fused, eager)))
     verdict, figure, sentence = v.outcome, v.key_figure, v.sentence()
     assert verdict is Outcome.ABSENT, f"C1: eager differs, compiled identical: {verdict}, expected absent"
     assert "eager 4/4" in figure and "compiled 0/4" in figure, f"C1: the key figure names both halves: {figure!r}"
@@ -89,26 +90,27 @@ def test_c1_halves():
         f"C1: the sentence names both halves: {sentence!r}"
     )
     assert "folded" in sentence, f"C1: the folded constant is named: {sentence!r}"
-    v = claims.decide_c1_framework(eager, {k: {**b, "frac_ulp0": 0.6} for k, b in fused.items()}, inexact, None)
+    v = words(c1.decide(c1.Facts(True, {k: {**b, "frac_ulp0": 0.6} for k, b in fused.items()}, eager)))
     verdict, figure = v.outcome, v.key_figure
     assert verdict is Outcome.SUPPORTED, f"C1: compiled lowerings that differ everywhere: {verdict}, expected supported"
     # aot_eager: no fusion, so the compiled figures are eager's
     assert figure.startswith("fused = eager"), f"C1: a compiled path identical to eager says so: {figure!r}"
-    verdict = claims.decide_c1_framework(eager, fused, [], None).outcome
+    exact_only = {k: b for k, b in fused.items() if k[1] == "0.5"}
+    verdict = c1.decide(c1.Facts(True, exact_only, eager)).outcome
     assert verdict is Outcome.NA, f"C1: zero cases gives {verdict}, expected n/a"
 
 
 def test_na_with_reason():
     reason = "reduce_tile: XLA:CPU chooses its reduction loops itself; no tile option"
-    refused = claims.na_reasons([na_row("C2/out:f16/acc:f32/shape:1x16384/tile:256/device:xla", "xla", reason)])
+    refused = na_reasons([na_row("C2/out:f16/acc:f32/shape:1x16384/tile:256/device:xla", "xla", reason)])
     assert refused == [reason], f"na_reasons: {refused}"
-    v = claims.decide_c2_threads([], refused)
+    v = words(c2.decide(c2.Facts(True, (), (), tuple(refused), {}, (), (), {})))
     verdict, sentence = v.outcome, v.sentence()
     assert verdict is Outcome.NA and reason in sentence, f"C2 with no knob: {verdict} / {sentence!r}"
-    v = claims.decide_c3_ieee([], {}, ["rsqrt: XLA has no Newton-Raphson rsqrt option"])
+    v = words(c3.decide(c3.Facts(True, False, (), (), (), {}, ("rsqrt: XLA has no Newton-Raphson rsqrt option",))))
     verdict, sentence = v.outcome, v.sentence()
     assert verdict is Outcome.NA and "Newton" in sentence, f"C3 with no row: {verdict} / {sentence!r}"
-    verdict = claims.decide_a([], ["threads=1: XLA:CPU has no thread-count option"]).outcome
+    verdict = a.decide(a.Facts((), ("threads=1: XLA:CPU has no thread-count option",))).outcome
     assert verdict is Outcome.NA, f"A with no configuration: {verdict}"
 
 
@@ -124,16 +126,20 @@ def test_a_debug_paths():
         "negative_control_knob": 1,
         "negative_control_detected": 1,
     }
-    v = claims.decide_a([({"dtype": "f16", "threads": "1"}, row)], [])
+    v = words(a.decide(a.Facts((("f16, 1 thread", row),))))
     verdict, sentence = v.outcome, v.sentence()
     assert verdict is Outcome.SUPPORTED, f"A: .so differing only in debug paths: {verdict}, expected supported"
     assert "3 times" in sentence and ".text identical" in sentence, f"A: debug paths reported: {sentence!r}"
-    verdict = claims.decide_a([({"dtype": "f16", "threads": "1"}, {**row, "kernel_text_stable": 0})], []).outcome
+    verdict = a.decide(a.Facts((("f16, 1 thread", {**row, "kernel_text_stable": 0}),))).outcome
     assert verdict is Outcome.CONTRADICTED, f"A: machine code that changed: {verdict}, expected contradicted"
-    verdict = claims.decide_a([({"dtype": "f16", "threads": "1"}, {**row, "negative_control_detected": 0})], []).outcome
+    verdict = a.decide(a.Facts((("f16, 1 thread", {**row, "negative_control_detected": 0}),))).outcome
     assert verdict is Outcome.INCONCLUSIVE, f"A: a control that changed nothing: {verdict}, expected inconclusive"
-    v = claims.decide_a(
-        [({"dtype": "f16", "threads": "2"}, {**row, "negative_control_knob": -1, "negative_control_detected": -1})], []
+    v = words(
+        a.decide(
+            a.Facts(
+                (("f16, 2 threads", {**row, "negative_control_knob": -1, "negative_control_detected": -1}),),
+            )
+        )
     )
     figure, sentence = v.key_figure, v.sentence()
     assert "no negative control" in sentence and "no control" in figure, (
@@ -152,7 +158,7 @@ def test_a_names_the_configurations_its_profile_left_out():
         "negative_control_knob": 1,
         "negative_control_detected": 1,
     }
-    v = claims.decide_a([({"dtype": "f16", "threads": "2"}, row)], [], ["f16, 1 thread", "bf16, 1 thread"])
+    v = words(a.decide(a.Facts((("f16, 2 threads", row),), (), ("f16, 1 thread", "bf16, 1 thread"))))
     sentence = v.sentence()
     assert v.outcome is Outcome.SUPPORTED, f"A over the configuration that ran: {v.outcome}"
     assert "not run in this profile: f16, 1 thread, bf16, 1 thread" in sentence, (

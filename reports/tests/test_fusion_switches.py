@@ -91,22 +91,22 @@ def test_first_screen_line_counts_each_outcome(synthetic_run):
 
 
 def test_mechanism_cell_of_each_status():
-    assert attribution.mechanism_text({"attribution": explained(ROUNDING_LN)}) == "per-op rounding at layernorm7"
+    assert fusion_switches.mechanism_text({"attribution": explained(ROUNDING_LN)}) == "per-op rounding at layernorm7"
     pair = {"attribution": explained(ROUNDING_MATMUL, ROUNDING_ADD)}
-    assert attribution.mechanism_text(pair) == "per-op rounding at matmul5 + add6"
+    assert fusion_switches.mechanism_text(pair) == "per-op rounding at matmul5 + add6"
     mixed = {"attribution": explained(ROUNDING_MATMUL, FMA_ADD)}
-    assert attribution.mechanism_text(mixed) == "per-op rounding at matmul5 and FMA contraction at add6"
-    assert attribution.mechanism_text({"attribution": UNEXPLAINED}) == "unexplained"
-    assert attribution.mechanism_text({"attribution": TORCH_NA}).startswith("n/a (on torch: per-op switches")
-    assert attribution.mechanism_text({"first_divergent_op": "add2"}) == "—"
+    assert fusion_switches.mechanism_text(mixed) == "per-op rounding at matmul5 and FMA contraction at add6"
+    assert fusion_switches.mechanism_text({"attribution": UNEXPLAINED}) == "unexplained"
+    assert fusion_switches.mechanism_text({"attribution": TORCH_NA}).startswith("n/a (on torch: per-op switches")
+    assert fusion_switches.mechanism_text({"first_divergent_op": "add2"}) == "—"
     split = switch("matmul5", "split", "kernel split")
     pattern = switch("(whole graph)", "compiler:pattern_matcher=false", "pattern rewrite", kind="graph")
     either = {"attribution": {**explained(split), "also_removed_by": [pattern]}}
-    assert attribution.mechanism_text(either) == (
+    assert fusion_switches.mechanism_text(either) == (
         "kernel split at matmul5; also removed alone by pattern rewrite over the whole graph (compiler:pattern_matcher=false)"
     )
     simd = switch("(whole graph)", "compiler:cpp.simdlen=1", "vectorised code", kind="graph")
-    assert attribution.mechanism_text({"attribution": explained(simd)}) == (
+    assert fusion_switches.mechanism_text({"attribution": explained(simd)}) == (
         "vectorised code over the whole graph (compiler:cpp.simdlen=1)"
     )
 
