@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from reports.claims import s as claim
+from reports.claims import shares
+from reports.claims.verdict import Outcome
 from reports.numbers import gbps, num, pct
 from reports.sections import show
 from reports.sections.plots import close, figure
@@ -53,7 +55,9 @@ def render(s, result):
             gbps(r.bw),
             claim.share_text(r),
             pct(r.target, 2) if r.target is not None else "—",
-            ("meets" if r.ratio >= r.target else "misses") if r.target is not None else "—",
+            ("meets" if shares.outcome(r.ratio, r.target) is Outcome.SUPPORTED else "misses")
+            if r.target is not None
+            else "—",
             WHAT.get(r.family, ""),
         ]
         for r in rows
