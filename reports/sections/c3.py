@@ -108,7 +108,7 @@ def _c3_sass(s, run):
     s.paragraph(
         "On a GPU (CUDA device, SASS compiled by NVRTC for each architecture and disassembled without a GPU): "
         "the hardware seed is one MUFU.RSQ / MUFU.RCP, and each Newton step adds multiplies and adds. MUFU.RCP "
-        "also counts the kernel's grid-stride index division. Not run on a GPU here."
+        "also counts the kernel's grid-stride index division."
     )
     s.table(
         ["op", "dtype", "method", "iterations", "arch", "MUFU.RSQ", "MUFU.RCP", "FFMA", "FMUL", "FADD", "instructions"],
