@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from tools import fusion_switches
+from reports import fusion_switches
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BINARY = pathlib.Path(
