@@ -19,13 +19,14 @@ Exit 1 on a regression, 2 on bad input."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import pathlib
 import re
 import statistics
 import sys
 
-from tools.runs import InputError, load_results, plain, seconds
+from reports.results import InputError, load_results, plain, seconds
 
 GBENCH_DIR = pathlib.Path("/usr/share/benchmark")
 THRESHOLDS = pathlib.Path(__file__).resolve().parent / "thresholds.json"
@@ -68,13 +69,24 @@ def iterations(run: dict) -> dict[str, list[dict]]:
 
 
 # ---- timings
+def _gbench_report():
+    """Google Benchmark's compare.py machinery (gbench/report.py, from Debian's libbenchmark-tools), loaded
+    from its file: the package is not on the path, and this leaves the path as it is."""
+    path = GBENCH_DIR / "gbench" / "report.py"
+    spec = importlib.util.spec_from_file_location("gbench_report", path)
+    if spec is None or not path.is_file():
+        raise InputError(f"Google Benchmark's tools (compare.py, gbench) not found in {GBENCH_DIR}")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as e:
+        raise InputError(f"Google Benchmark's gbench/report.py in {GBENCH_DIR} cannot be loaded: {e}") from e
+    return module
+
+
 def utest_pvalues(base: dict, contender: dict) -> dict[str, float]:
     """name -> two-sided Mann-Whitney p-value of real time, from Google Benchmark's own compare code."""
-    sys.path.insert(0, str(GBENCH_DIR))
-    try:
-        from gbench import report  # Google Benchmark's compare.py machinery
-    except ImportError as e:
-        raise InputError(f"Google Benchmark's tools (compare.py, gbench) not found in {GBENCH_DIR}: {e}") from e
+    report = _gbench_report()
     keep = lambda run: {
         **run,
         "benchmarks": [b for b in run["benchmarks"] if b.get("run_type", "iteration") == "iteration"],

@@ -2,7 +2,8 @@
 thresholds; prints one row per check and device and exits 1 when any fails, 2 on bad input.
 A check applies to the devices it lists ("devices": [...]), by default to cpu, the engine whose
 claims the thresholds encode; results are found by their context (suite, device), whatever the
-file names. The checks are the claims' own (reports/claims.py evaluates them for the report too)."""
+file names. Each check is filed under the claim it belongs to (reports/claims/); reports/claims/checks.py
+evaluates them."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import argparse
 import pathlib
 import sys
 
-from reports.claims import THRESHOLDS, checks, evaluate_check, threshold_text
-from tools.runs import InputError, load_results
+from reports.claims.checks import evaluate_check
+from reports.claims.thresholds import THRESHOLDS, checks, threshold_text
+from reports.results import InputError, load_results
 
 
 def main(argv=None) -> int:

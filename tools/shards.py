@@ -25,7 +25,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-from tools.runs import MANIFEST, InputError
+from reports.results import MANIFEST, InputError
 
 # Instances of one suite whose figures read state an earlier instance of the same process left:
 # task E's peer comparison divides by the engine's fused tokens/s that the alignment case of the

@@ -15,6 +15,9 @@
 // Each graph becomes the framework's Python code (graph_fn), written as a runnable repro script:
 // into the worker's scratch directory, and into <repro dir>/<device>/ when the process set one
 // (set_repro_dir: a suite given a dump directory sets <dump dir>/repro).
+//
+// Files: worker.cpp (the interpreter, the process or server session, staged inputs), python_module.cpp
+// (a graph as Python), framework_device.cpp (the device, its knob policy, the repro scripts).
 #pragma once
 
 #include <sys/types.h>
@@ -92,6 +95,9 @@ struct FrameworkSpec {
 // (a value that reads as JSON, such as false or 0, is sent as that JSON value, else as text).
 nlohmann::json framework_settings(const FrameworkSpec& spec, const engine::EngineOptions& options,
                                   bool fused);
+
+// A device name as it appears in file names: "torch:cuda/aot_eager" -> "torch-cuda-aot_eager".
+std::string device_file_name(std::string device);
 
 // The Python interpreter: $FUSEBENCH_PYTHON (InputError when it is not an executable file), else
 // the project's .venv.

@@ -1,6 +1,6 @@
 """The Python side of fusebench's framework bridge: one long-lived worker process per framework.
 
-The C++ device (devices/bridge/bridge.cpp) starts `python fusebench_worker.py --backend NAME
+The C++ device (devices/bridge/worker.cpp) starts `python fusebench_worker.py --backend NAME
 --target TARGET` and talks JSON lines over the worker's stdin/stdout: one request, one reply.
 With --serve SOCKET the worker is a server instead: it listens on that Unix socket and serves its
 clients one after another, each connection a session of the same protocol. A run (tools/run) has

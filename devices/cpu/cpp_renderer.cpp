@@ -7,7 +7,7 @@
 #include <functional>
 #include <optional>
 
-#include "eager_executor.hpp"
+#include "gemm.hpp"
 
 namespace fusebench::cpu {
 

@@ -1,6 +1,7 @@
 #include "eager_executor.hpp"
 #include "eager_ops.hpp"
 #include "fusebench/engine/eigen.hpp"
+#include "gemm.hpp"
 
 #include <fmt/format.h>
 
@@ -20,11 +21,6 @@ using engine::OpKind;
 namespace {
 
 constexpr std::int64_t kChunk = std::int64_t(1) << 15;  // elements per task
-// A one-row-tile GEMM's column tiles are multiples of 48, the columns Eigen's float micro-kernel
-// covers per register block with AVX-512 (24 with AVX2, 12 with SSE or NEON), so that cutting the
-// columns leaves every element's sum order as in one call. (Tiles of 64 or 128 changed bits where
-// k = 1000: measured.)
-constexpr std::int64_t kGemmColumnBlock = 48;
 
 template <class T>
 using Compute = std::conditional_t<std::is_same_v<T, double>, double, float>;
@@ -176,43 +172,6 @@ std::string scalar_lowering_note(const Node& n, const engine::EngineOptions& o) 
 
 EagerExecutor::EagerExecutor(engine::EngineOptions options)
     : options_(options), pool_((options.validate(), options.threads)) {}
-
-void gemm_f32(ThreadPool& pool, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
-              const float* b, float* c) {
-  using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using Strided = Eigen::OuterStride<>;
-  // About four column tiles: on task E's shapes four or five tiles ran as fast as two halves on
-  // two threads, while many narrow tiles ran slower (each tile packs A again); four leave work for
-  // a larger machine's threads.
-  const std::int64_t column_tile =
-      std::max(kGemmColumnBlock, n / 4 / kGemmColumnBlock * kGemmColumnBlock);
-  const std::int64_t column_tiles = n / column_tile;
-  if (m <= kGemmRowTile && m >= 2 && k + m >= 18 && column_tiles >= 2 &&
-      !ThreadPool::inside_task()) {
-    // One row tile (the weight gradients' GEMMs, m = model width) would run on one thread: its
-    // columns are cut into fixed tiles instead, the last one taking the remainder. Every element
-    // then goes through the micro-kernel, and gets the bits, that one call gives it: a tile starts
-    // at a multiple of Eigen's register block of C's columns, and no tile is narrow enough for
-    // Eigen to switch to a matrix-vector or coefficient-wise product (one column; k + rows +
-    // columns < 20). GemmService.ColumnTilesGiveTheBitsOfOneCall checks it.
-    Eigen::Map<const Matrix> ma(a, m, k);
-    pool.parallel_for(column_tiles, [&](std::int64_t task) {
-      const std::int64_t col = task * column_tile,
-                         cols = task + 1 == column_tiles ? n - col : column_tile;
-      Eigen::Map<const Matrix, 0, Strided> mb(b + col, k, cols, Strided(n));
-      Eigen::Map<Matrix, 0, Strided> mc(c + col, m, cols, Strided(n));
-      mc.noalias() = ma * mb;
-    });
-    return;
-  }
-  Eigen::Map<const Matrix> mb(b, k, n);
-  pool.parallel_for(chunks(m, kGemmRowTile), [&](std::int64_t task) {
-    const std::int64_t row = task * kGemmRowTile, rows = std::min(kGemmRowTile, m - row);
-    Eigen::Map<const Matrix> ma(a + row * k, rows, k);
-    Eigen::Map<Matrix> mc(c + row * n, rows, n);
-    mc.noalias() = ma * mb;
-  });
-}
 
 // ---- the kernels, one per op kind
 namespace eager {

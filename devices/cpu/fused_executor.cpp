@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "eager_executor.hpp"
 #include "fusebench/hash.hpp"
+#include "gemm.hpp"
 #include "kernel_abi.hpp"
 
 namespace fusebench::cpu {

@@ -12,8 +12,10 @@ The two ULP measures (never mixed):
   ulp_error  |y - ref| / spacing of y's format at ref, fractional; ref normally float64. Only
              against a reference.
 
-PyTorch helpers (torch optional): fp64_reference, compare_fused. pytest plugin: the `fusebench`
-fixture (see fusebench.pytest_plugin).
+PyTorch helpers (torch optional): judge (is a compiled model less accurate than eager? a verdict
+over many input sets), explain (where and why it differs, and the switches that undo it),
+apply_switches, fp64_reference, compare_fused (one input, the plan's literal rule). pytest plugin:
+the `fusebench` fixture (see fusebench.pytest_plugin). Command line: python -m fusebench judge.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ except ImportError as _error:  # e.g. `import fusebench` from python/ in a check
         "probably the source tree: install the package (pip install ./python from the repository root) "
         "and import it from elsewhere"
     ) from _error
+from ._judge import Inputs, JudgeError, Judgment
 from ._operands import Operand, check_same_dtype, check_same_shape, operand
 from ._results import (
     AgainstRef,
@@ -53,6 +56,12 @@ __all__ = [
     "diff",
     "fp64_reference",
     "compare_fused",
+    "judge",
+    "explain",
+    "apply_switches",
+    "Inputs",
+    "Judgment",
+    "JudgeError",
     "BitEqualResult",
     "UlpDiffResult",
     "UlpHistogram",
@@ -194,3 +203,72 @@ def diff(
         str(ref_name),
     )
     return Diff.from_json(_json.loads(text))
+
+
+def judge(fn, sample, *, sets=32, compile="inductor", options=None, seed=0, dtype=None, perturbation=0.5,
+          speed_rounds=15, name=None, compiled=None, tolerance=None) -> Judgment:  # fmt: skip
+    """Is fn compiled less accurate than fn eager? A verdict over many input sets.
+
+    fn: an nn.Module (judged in the mode it is in: call .eval() first) or a callable.
+    sample: example inputs (a tensor, a tuple of arguments, a dict of keyword arguments or
+      fusebench.Inputs(args, kwargs)); set 0 is the sample, set i > 0 perturbs it from a generator
+      seeded by (seed, i) alone: floating tensors x + perturbation * std(x) * N(0, 1), integer
+      tensors with each element redrawn from [min, max] with probability perturbation, constant
+      tensors and booleans kept. Or a sampler: a callable taking (set_index, torch.Generator) and
+      returning one set's inputs.
+    compile: a torch.compile backend name ("inductor", "aot_eager", ...) or a callable taking fn and
+      returning the compiled callable; options: Inductor's config options ({"cpp.simdlen": 1});
+      compiled: an already compiled callable (then compile only names it).
+    dtype: bf16 / f16 / f32 to judge a copy of the model and the sample cast to it.
+    tolerance: the relative change of a statistic's mean over sets that still counts as "not
+      worse" (task B's 0.05 by default); the share of sets worse keeps its 0.1.
+
+    For every set: eager, compiled, and float64 with a running error bound per ATen op
+    (docs/conditioned-error.md); each floating output's conditioned error and ULP error per set; a
+    paired bootstrap over sets decides, with task B's tolerances and Holm's rule across outputs
+    and statistics: SUPPORTED, CONTRADICTED or INCONCLUSIVE (bool(judgment) is True only for
+    SUPPORTED; judgment.exit_status is 0 / 1 / 3). Beside it: the ULP measure's verdict, the plan's
+    literal rule, torch._dynamo.utils.same's rule, msprobe's metrics, eager-vs-compiled bit equality
+    and ulp_diff, sanity checks (eager twice bit-equal, else JudgeError naming train mode / dropout /
+    nondeterminism; cancellation at the worst elements), compile time and speed from interleaved
+    runs. print(judgment), judgment.to_dict(), judgment.report(directory)."""
+    from ._judge import judge as _judge
+
+    return _judge(fn, sample, sets=sets, compile=compile, options=options, seed=seed, dtype=dtype,
+                  perturbation=perturbation, speed_rounds=speed_rounds, name=name, compiled=compiled, tolerance=tolerance)  # fmt: skip
+
+
+def explain(fn, sample, *, judgment=None, criterion="auto", outputs=None, sets=4, seed=0, dtype=None, options=None,
+            perturbation=0.5, budget=12, cost_rounds=7, switches=None):  # fmt: skip
+    """Where and why Inductor's compiled fn differs from eager, and the switches that undo it.
+
+    criterion: "worse" (compiled's conditioned error max exceeds eager's on a set; ULP error
+    where no bound) or "differs" (not bit-equal); "auto" takes "worse" when judgment is
+    CONTRADICTED (and explains its contradicted outputs), else "differs". Localises the first node
+    of Dynamo's graph whose compiled value meets the criterion (the graph's prefix up to a node
+    compiled alone, bisection over the nodes); then searches the switches (graph breaks at the
+    node, decompositions and lowerings of its ATen ops left out, Inductor's numerics options: see
+    fusebench._explain) for the smallest set that removes it, at most `budget` compiled sets, and
+    times each switch found against plain compiled. The Explanation prints the node, the
+    mechanism and the switch list with costs; apply_switches(fn, explanation) compiles with it.
+    The search runs on the localised node's prefix of the graph; whether the switches also remove
+    the difference at the outputs is checked and said (removes_at_outputs). switches: a previous
+    Explanation (or switch list) applied first, to search on from it for the next mechanism.
+    Calls torch._dynamo.reset() between compiles."""
+    from ._explain import explain as _explain
+
+    result = _explain(fn, sample, judgment=judgment, criterion=criterion, outputs=outputs, sets=sets, seed=seed,
+                      dtype=dtype, options=options, perturbation=perturbation, budget=budget, cost_rounds=cost_rounds,
+                      switches=switches)  # fmt: skip
+    if judgment is not None:
+        judgment.explanation = result
+    return result
+
+
+def apply_switches(fn, switches, *, options=None, dynamic=False):
+    """fn compiled by Inductor with the switches applied: an Explanation, its switch_list, or
+    tokens ("compiler:emulate_precision_casts=True", "split:after=NODE", "decomposition:off=OP",
+    "lowering:off=OP"). See fusebench._explain."""
+    from ._explain import apply_switches as _apply
+
+    return _apply(fn, switches, options=options, dynamic=dynamic)

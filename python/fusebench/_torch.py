@@ -100,7 +100,7 @@ class OutputComparison:
 
 @dataclass(frozen=True)
 class FusedComparison:
-    """compare_fused's result. not_worse is the plan's verdict (task B): for every output, the
+    """compare_fused's result. not_worse is the plan's literal rule (task B), not a verdict: for every output, the
     compiled function's ULP error against fp64 is at most eager's at P99 and at the maximum."""
 
     outputs: list[OutputComparison]
@@ -154,9 +154,14 @@ def worst_elements(y, eager, ref, count: int) -> list[dict[str, Any]]:
 
 def compare_fused(fn: Callable, *inputs: Any, compile: Callable | None = None, worst: int = 8) -> FusedComparison:
     """Runs fn eagerly, compiled (compile(fn), default torch.compile) and in fp64
-    (fp64_reference), and returns both results' error statistics against fp64, the plan's verdict
-    (compiled <= eager at P99 and max of ulp_error, per output) and the compiled result's worst
-    elements. Every output tensor of fn is compared (a tensor, or tuples / lists / dicts of them)."""
+    (fp64_reference) on one input, and returns both results' error statistics against fp64, the
+    plan's literal rule (compiled <= eager at P99 and max of ulp_error, per output, strictly, with
+    no tolerance, no uncertainty and no conditioning) and the compiled result's worst elements.
+    Every output tensor of fn is compared (a tensor, or tuples / lists / dicts of them).
+
+    This is one input's figures, not a verdict: the rule flips with the input (one element near
+    zero sets the max). For a verdict use fusebench.judge (many input sets, conditioned error, a
+    paired bootstrap with a tolerance)."""
     torch = _require_torch("fusebench.compare_fused")
     from . import error_stats
 

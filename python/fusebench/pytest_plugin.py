@@ -5,7 +5,8 @@ The `fusebench` fixture:
     fusebench.assert_ulp_within(a, b, max_ulp)                   # integer ulp_diff, same format
     fusebench.assert_error_within(y, ref, ulp_max=None, ulp_p99=None, rel_max=None, rel_p99=None,
                                   abs_max=None, abs_p99=None, allow_nonfinite_mismatches=False)
-    fusebench.assert_fused_not_worse(fn, *inputs, compile=None)  # PyTorch: compiled <= eager vs fp64
+    fusebench.assert_fused_not_worse(model, sample, sets=16, tolerance=None, compile="inductor",
+                                     explain=False)   # PyTorch: fusebench.judge's verdict
 A failure message names what was compared and lists the worst elements with their index, both
 values and both bit patterns.
 
@@ -175,35 +176,68 @@ class FusebenchFixture:
                 + _describe(oy, oref, worst, "y", "ref")
             )
 
-    def assert_fused_not_worse(self, fn, *inputs: Any, compile=None) -> Any:
-        comparison = _fb.compare_fused(fn, *inputs, compile=compile)
-        lines = []
-        for out in comparison.outputs:
-            for stat in ("p99", "max"):
-                figure = getattr(out.compiled.ulp_error, stat)
-                limit = getattr(out.eager.ulp_error, stat)
-                self._record(
-                    "assert_fused_not_worse",
-                    f"{out.name}.ulp_error.{stat}",
-                    figure,
-                    limit,
-                    figure is not None and limit is not None and figure <= limit,
-                )
-            if not out.not_worse:
-                rows = "".join(
-                    f"\n  [{w['index']}] compiled={w['compiled']:.9g} ({w['compiled_bits']}) eager={w['eager']:.9g} "
-                    f"({w['eager_bits']}) ref={w['ref']:.17g} ({w['ref_bits']}) ulp_error={w['compiled_ulp_error']:.4g}"
-                    for w in out.worst
-                )
-                lines.append(
-                    f"{out.name}: compiled ulp_error p99 {out.compiled.ulp_error.p99} max {out.compiled.ulp_error.max} "
-                    f"vs eager p99 {out.eager.ulp_error.p99} max {out.eager.ulp_error.max}; worst compiled elements:{rows}"
-                )
-        if not comparison.not_worse:
-            raise AssertionError(
-                "fusebench: the compiled function is less accurate than eager against fp64:\n" + "\n".join(lines)
+    def assert_fused_not_worse(
+        self,
+        fn,
+        sample: Any,
+        *,
+        sets: int = 16,
+        tolerance: float | None = None,
+        compile: Any = "inductor",
+        options: dict | None = None,
+        seed: int = 0,
+        dtype: Any = None,
+        explain: bool = False,
+        inconclusive: str = "pass",
+    ) -> Any:
+        """fusebench.judge(fn, sample, ...): fails when the verdict is CONTRADICTED (and, with
+        inconclusive="fail", INCONCLUSIVE), naming the output, the criterion and its interval, and
+        with explain=True the node, the mechanism and the switch. Returns the Judgment."""
+        __tracebackhide__ = True
+        if inconclusive not in ("pass", "fail"):
+            raise ValueError(f"assert_fused_not_worse: inconclusive={inconclusive!r}; expected 'pass' or 'fail'")
+        judgment = _fb.judge(
+            fn,
+            sample,
+            sets=sets,
+            compile=compile,
+            options=options,
+            seed=seed,
+            dtype=dtype,
+            tolerance=tolerance,
+            speed_rounds=0,
+        )
+        failing = {"contradicted"} | ({"inconclusive"} if inconclusive == "fail" else set())
+        for part in judgment.parts:
+            self._record(
+                "assert_fused_not_worse",
+                f"{part.output}.{part.statistic} (upper end of compiled − eager)",
+                part.interval.high,
+                part.tolerance,
+                part.final.value not in failing,
             )
-        return comparison
+        if judgment.outcome.value not in failing:
+            return judgment
+        explanation = ""
+        if explain and judgment.backend.startswith("inductor"):
+            e = _fb.explain(fn, sample, judgment=judgment, dtype=dtype, options=options, seed=seed)
+            explanation = "\n" + "\n".join(e.lines())
+        lines = []
+        for o in judgment.outputs:
+            for part in o.parts:
+                if part.final.value in failing:
+                    lines.append(f"  {o.name}: {part.final.label} on the {o.measure} error: {part.sentence()}")
+            w = o.worst[0] if o.worst else None
+            if w is not None and o.outcome.value in failing:
+                lines.append(
+                    f"    worst compiled element: set {w.set} [{w.index}] compiled={w.compiled:.9g} eager={w.eager:.9g} "
+                    f"fp64={w.ref:.17g} ({w.compiled_ulp:.4g} vs {w.eager_ulp:.4g} ULP)"
+                )
+        raise AssertionError(
+            f"fusebench: that {judgment.name} compiled ({judgment.backend}) is not less accurate than eager is "
+            f"{judgment.outcome.label} over {judgment.sets} input sets (seed {judgment.seed}); decided by "
+            f"{judgment.rule_text()}:\n" + "\n".join(lines) + explanation
+        )
 
 
 # ---- pytest hooks

@@ -8,71 +8,12 @@ from __future__ import annotations
 
 import html
 
-from reports.claims import b_distribution
-from tools.fusion_switches import MECHANISMS
-
-from .common import num
+from reports.fusion_switches import MECHANISMS, STATUSES, WHOLE_GRAPH, mechanisms_at, status
+from reports.numbers import num
+from reports.results import b_distribution
 
 TITLE = "Attribution of counter-examples (task B)"
-WHOLE_GRAPH = "(whole graph)"  # the op of a graph-wide switch (a framework's compile option)
-STATUSES = ("explained", "unexplained", "n/a", "not attempted")
 MAX_OPS_IN_LINE = 4  # the first-screen line stays one line; the section names every op
-
-
-def status(c: dict) -> str:
-    """One counter-example's attribution status; a counter-example the search did not reach (its
-    budget spent, or evidence older than the attribution) is 'not attempted'."""
-    a = c.get("attribution")
-    if not isinstance(a, dict) or a.get("status") not in STATUSES[:3]:
-        return "not attempted"
-    if a["status"] == "explained" and not a.get("switches"):
-        return "unexplained"  # 'explained' with no switch named explains nothing
-    return a["status"]
-
-
-def mechanisms_at(c: dict) -> dict[str, list[str]]:
-    """mechanism -> ops of the counter-example's minimal switch set, in the set's order. A switch that
-    sets several mechanisms ("per-op rounding + kernel split") counts under each."""
-    out: dict[str, list[str]] = {}
-    for sw in (c.get("attribution") or {}).get("switches") or []:
-        for m in str(sw.get("mechanism") or "?").split(" + "):
-            ops = out.setdefault(m, [])
-            if sw.get("op") not in ops:
-                ops.append(sw.get("op", "?"))
-    return out
-
-
-def _without_na_prefix(reason: str) -> str:
-    # reasons read "n/a on torch: ..."; the cell already says n/a
-    return reason.removeprefix("n/a").strip() or reason
-
-
-def mechanism_text(c: dict) -> str:
-    """The counter-example table's mechanism cell: 'per-op rounding at mul1 + add2', 'unexplained',
-    'n/a (reason)', or '—' where the evidence carries no attribution."""
-    st = status(c)
-    if st == "explained":
-        tokens = {sw.get("mechanism"): sw.get("switch", "?") for sw in c["attribution"]["switches"]}
-
-        def where(m: str, ops: list[str], token: str) -> str:
-            # a graph-wide switch is a compile option: its token says which
-            if ops == [WHOLE_GRAPH]:
-                return f"{m} over the whole graph ({token})"
-            return f"{m} at {' + '.join(ops)}"
-
-        text = " and ".join(where(m, ops, tokens.get(m, "?")) for m, ops in mechanisms_at(c).items())
-        also = [
-            where(sw.get("mechanism") or "?", [sw.get("op", "?")], sw.get("switch", "?"))
-            + ("" if sw.get("op") == WHOLE_GRAPH else f" ({sw.get('switch', '?')})")
-            for sw in c["attribution"].get("also_removed_by") or []
-        ]
-        return f"{text}; also removed alone by {', '.join(also)}" if also else text
-    if st == "unexplained":
-        return "unexplained"
-    if st == "n/a":
-        reason = _without_na_prefix(str(c["attribution"].get("reason") or ""))
-        return f"n/a ({reason})" if reason else "n/a"
-    return "—"
 
 
 def has_attribution(evidence: list[dict]) -> bool:

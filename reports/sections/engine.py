@@ -1,42 +1,17 @@
-"""The system under test: eager vs fused speed against the memory copy, each kernel's arithmetic
-ceiling and the fp32 peak, all measured in the same run."""
+"""The engine's section: eager vs fused speed against the memory copy, each kernel's arithmetic ceiling
+and the fp32 peak, all measured in the same run; on a framework device, its own run's paths."""
 
 from __future__ import annotations
 
-from reports import claims
-
-from .common import axes, benchmarks, copy_bandwidth, gbps, num, pct, seconds
-from .plots import EAGER, FUSED, close, figure
-
-# A path whose time is this many times what its bytes need at the copy bandwidth is timed by what
-# surrounds its kernels (launches, a framework's per-call work), not by them.
-OVERHEAD_BOUND = 10
+from reports.claims import engine as claim
+from reports.numbers import gbps, num, pct
+from reports.results import axes, copy_source, seconds
+from reports.sections import show
+from reports.sections.plots import EAGER, FUSED, close, figure
 
 PATHS = ["eager", "fused", "fused_fma"]
+KERNEL_THREADS = "on the kernels' threads"  # where the host's memcpy yardstick runs
 KERNELS = ["Chain", "LayerNorm", "Softmax", "Matmul"]
-TARGETS = claims.targets("engine_throughput")
-
-
-def _by_family(run: dict) -> dict[str, dict[str, dict]]:
-    """family -> path -> the engine's own benchmark. The same run also times the framework devices'
-    fused kernels (names with a device field, e.g. .../device:torch): those are _frameworks'."""
-    out: dict[str, dict[str, dict]] = {}
-    for b in benchmarks(run):
-        f = axes(run, b)
-        if b.get("error_occurred") or "device" in f:
-            continue
-        out.setdefault(f["family"], {})[f.get("path", "-")] = b
-    return out
-
-
-def _frameworks(run: dict) -> dict[str, dict[str, dict]]:
-    """family -> device -> the framework device's fused benchmark measured in this run."""
-    out: dict[str, dict[str, dict]] = {}
-    for b in benchmarks(run):
-        f = axes(run, b)
-        if not b.get("error_occurred") and "device" in f and f.get("path") == "fused":
-            out.setdefault(f["family"], {})[f["device"]] = b
-    return out
 
 
 def _shape(run: dict, b: dict) -> str:
@@ -56,68 +31,26 @@ def _kernels(b: dict) -> list[tuple[str, float]]:
     ]
 
 
-def _device_paths(run: dict) -> dict[str, dict[str, dict]]:
-    """family -> path -> benchmark, on a framework device's own run (names end in /device:NAME)."""
-    out: dict[str, dict[str, dict]] = {}
-    for b in benchmarks(run):
-        f = axes(run, b)
-        if not b.get("error_occurred") and "device" in f and "path" in f:
-            out.setdefault(f["family"], {})[f["path"]] = b
-    return out
-
-
-def _speed_verdicts(s, paths: dict[str, dict[str, dict]], copy_bw):
-    """Speed is a verdict on a fuser too: fused faster than eager, each a share of the copy."""
-    for family in TARGETS:
-        eager, fused = paths.get(family, {}).get("eager"), paths.get(family, {}).get("fused")
-        if eager is not None and fused is not None:
-            s.verdict(f"fused {family} is faster than eager", claims.decide_speedup(family, eager, fused, copy_bw))
-    _overhead_note(s, paths, copy_bw)
-
-
-def copy_source(run: dict) -> str:
-    device_copy = benchmarks(run, "DeviceMemoryCopy/")
-    if device_copy and not device_copy[0].get("error_occurred"):
-        return "the GPU's device-to-device copy of 1 GiB, timed with CUDA events"
-    if "cuda" in run.get("context", {}).get("fusebench_device", ""):
-        return "this run measured no GPU copy, and the host's memcpy is no yardstick for a GPU's kernels"
-    return "the host's memcpy on the kernels' threads"
-
-
-def _overhead_note(s, paths: dict[str, dict[str, dict]], copy_bw):
+def _overhead_note(s, facts: claim.Facts):
     """Where both paths take many times what their bytes need at the copy bandwidth, the speed
-    verdict compares what surrounds the kernels, at this size: said beside it."""
-    notes = []
-    for family in TARGETS:
-        eager, fused = paths.get(family, {}).get("eager"), paths.get(family, {}).get("fused")
-        if eager is None or fused is None or not copy_bw or "bytes_moved" not in fused:
-            continue
-        floor = fused["bytes_moved"] / copy_bw
-        fused_s, eager_s = seconds(fused), seconds(eager)
-        if fused_s > OVERHEAD_BOUND * floor and eager_s > OVERHEAD_BOUND * floor:
-            notes.append(
-                f"{family}: the fused kernel's {num(fused['bytes_moved'] / 1e6)} MB need {num(floor * 1e6)} µs at the "
-                f"copy bandwidth; fused took {num(fused_s / floor)}× that and eager {num(eager_s / floor)}×"
-            )
+    verdict compares what surrounds the kernels at this size: said beside it."""
+    notes = [
+        f"{o.family}: the fused kernel's {num(o.megabytes)} MB need {num(o.floor_s * 1e6)} µs at the copy bandwidth; "
+        f"fused took {num(o.fused_times_floor)}× that and eager {num(o.eager_times_floor)}×"
+        for o in claim.overheads(facts)
+    ]
     if notes:
         s.paragraph(
-            "At these sizes the speed verdicts compare per-call overhead (launches, the framework's own work "
-            "around its kernels), not the kernels: " + "; ".join(notes) + ". Larger shapes (the full profile) "
-            "or kernel-level timings decide what the kernels themselves gain."
+            "At these sizes both paths take many times what their bytes need at the GPU's copy bandwidth, so the "
+            "speed verdicts do not measure memory-bound kernels at their best: per-call overhead (launches, the "
+            "framework's own work around its kernels) or slow kernels decide them: " + "; ".join(notes) + ". "
+            "Larger shapes (the full profile) or kernel-level timings decide what the kernels themselves gain."
         )
 
 
-def render_framework(s, run: dict, result):
+def render_framework(s, run: dict, facts: claim.Facts):
     """A framework device's run: its compiled and eager paths against the same run's copy."""
-    paths = _device_paths(run)
-    copy_bw = copy_bandwidth(run)
-    _speed_verdicts(s, paths, copy_bw)
-    for family, target in TARGETS.items():
-        if "fused" in paths.get(family, {}):
-            s.verdict(
-                f"fused {family} reaches {pct(target, 2)} of the copy bandwidth",
-                claims.not_this_devices_target(family, target),
-            )
+    paths, copy_bw = facts.paths, facts.copy
     rows = []
     for family in KERNELS:
         eager = paths.get(family, {}).get("eager")
@@ -149,80 +82,25 @@ def render_framework(s, run: dict, result):
             "ULP max vs fp64",
         ],
         rows,
-        caption=f"The framework's own run times (measured inside it); copy {gbps(copy_bw)} GB/s ({copy_source(run)}):",
+        caption=f"The framework's own run times (measured inside it); copy {gbps(copy_bw)} GB/s"
+        + (f" ({copy_source(run)}):" if copy_source(run) else ":"),
     )
-    _compile_costs(s, _by_family(run), framework=True)
+    _compile_costs(s, claim.by_family(run), framework=True)
 
 
-def render(s, run: dict, result):
-    if claims.is_framework(s.device):
-        render_framework(s, run, result)
+def render(s, result):
+    run = result.data
+    facts = claim.facts(result)
+    show(s, claim.verdicts(facts))
+    _overhead_note(s, facts)
+    if facts.framework:
+        render_framework(s, run, facts)
         return
-    # the cpu device's benchmarks carry no device field; another engine device's (cuda) do
-    fam = _by_family(run) if s.device == "cpu" else {**_by_family(run), **_device_paths(run)}
-    frameworks = _frameworks(run) if s.device == "cpu" else {}
-    copy_bw = copy_bandwidth(run)
-    peak = fam.get("Fp32Peak", {}).get("-")
-    ceilings = {axes(run, b).get("op"): b for b in benchmarks(run, "ComputeCeiling/")}
-    # ---- verdicts: fused kernels against their targets, with the ceiling that bounds them
-    for family, target in TARGETS.items():
-        b = fam.get(family, {}).get("fused")
-        if b is not None and not copy_bw and s.device != "cpu":
-            s.verdict(
-                f"fused {family} reaches {pct(target, 2)} of the copy bandwidth",
-                claims.not_applicable(
-                    "this run measured no GPU copy (DeviceMemoryCopy), the yardstick a GPU kernel's share is "
-                    "taken of; the host's memcpy is not one",
-                    key_figure="no GPU copy measured",
-                ),
-            )
-            continue
-        if b is None or not copy_bw or "bytes_per_second" not in b:
-            continue
-        share = b["bytes_per_second"] / copy_bw
-        evidence = (
-            f"fused {family} moves {gbps(b['bytes_per_second'])} GB/s, {pct(share)} of the copy "
-            f"(target {pct(target, 2)})"
-        )
-        if "fused_fma" in fam.get(family, {}):
-            evidence += f"; with FMA contraction {pct(fam[family]['fused_fma']['bytes_per_second'] / copy_bw)}"
-        for device, fb in sorted(frameworks.get(family, {}).items()):
-            if "bytes_per_second" in fb:
-                evidence += (
-                    f"; {device}'s fused kernel {pct(fb['bytes_per_second'] / copy_bw)} of the same copy "
-                    f"({num(seconds(fb) / seconds(b))}× fusebench's time)"
-                )
-        if family in ceilings:
-            ceiling = ceilings[family]["bytes_per_second"] / copy_bw
-            evidence += f"; its arithmetic ceiling is {pct(ceiling)} of the copy" + (
-                ", below the target: reaching it needs cheaper per-element math, not better memory access"
-                if ceiling < target
-                else ""
-            )
-        above_ceiling = family in ceilings and b["bytes_per_second"] > 1.05 * ceilings[family]["bytes_per_second"]
-        if share > 1.0 or above_ceiling:
-            # A kernel that reads and writes its bytes cannot outrun a copy of them, nor its own
-            # arithmetic ceiling: the yardsticks were measured under a different load than the kernel.
-            s.verdict(
-                f"fused {family} reaches {pct(target, 2)} of the copy bandwidth",
-                claims.yardsticks_suspect(
-                    f"fused {family}",
-                    share,
-                    target,
-                    evidence,
-                    "above the copy" if share > 1.0 else "above its own arithmetic ceiling",
-                ),
-            )
-            continue
-        s.verdict(
-            f"fused {family} reaches {pct(target, 2)} of the copy bandwidth",
-            claims.decide_share_target(f"fused {family}", share, target, evidence),
-        )
-    _speed_verdicts(s, fam, copy_bw)
+    fam, frameworks, copy_bw, peak, ceilings = facts.paths, facts.frameworks, facts.copy, facts.peak, facts.ceilings
     _plot(s, fam, copy_bw, ceilings)
     s.paragraph(
-        f"Yardsticks of this run: memory copy {gbps(copy_bw)} GB/s of traffic (read + written; {copy_source(run)}); "
-        f"fp32 FMA peak {num(peak['gflops']) if peak else '—'} GFLOP/s on all threads. Bandwidth counts "
+        f"Yardsticks of this run: memory copy {gbps(copy_bw)} GB/s of traffic (read + written, "
+        f"{copy_source(run) or KERNEL_THREADS}); fp32 FMA peak {num(peak['gflops']) if peak else '—'} GFLOP/s on all threads. Bandwidth counts "
         "the bytes each path moves (fused: kernel inputs and outputs; eager: every op's operands and result). "
         "fused_fma is the fused path with the FMA-contraction knob on (off by default)."
     )
@@ -383,8 +261,14 @@ def _plot(s, fam, copy_bw, ceilings):
     for k, f in enumerate(families):
         if f in ceilings:
             ax.plot([ceilings[f]["bytes_per_second"] / 1e9] * 2, [k - 0.15, k + 0.8], color="#a00", linewidth=2.5)
-        if f in TARGETS:
-            ax.plot([TARGETS[f] * copy_bw / 1e9] * 2, [k - 0.15, k + 0.8], color="#888", linewidth=2.5, linestyle=":")
+        if f in claim.targets():
+            ax.plot(
+                [claim.targets()[f] * copy_bw / 1e9] * 2,
+                [k - 0.15, k + 0.8],
+                color="#888",
+                linewidth=2.5,
+                linestyle=":",
+            )
     ax.plot([], [], color="#a00", linewidth=2.5, label="kernel's arithmetic ceiling")
     ax.plot([], [], color="#888", linewidth=2.5, linestyle=":", label="target share of copy")
     ax.set_yticks(np.arange(len(families)) + 0.4 - height / 2, families)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import pathlib
 
-from reports.sections.common import num
+from reports import claims
+from reports.numbers import num
+from reports.sections import show
 
 # What a switch that makes compiled equal eager says about the mechanism it turned off.
 MECHANISM_OF_SWITCH = {
@@ -194,8 +196,6 @@ def alignment_band_rows(data: dict) -> dict:
 def render_alignment(s, data: dict) -> None:
     """Task E on the GPU (gpu_alignment.py): the compiled run's final held-out loss against the eager
     seeds' prediction interval, the suite's rule, and the plan's literal rule beside it."""
-    from reports import claims
-
     runs = data.get("runs", [])
     eager = {
         r["seed"]: {"eval_loss": [p["loss"] for p in r["eval"]]} for r in runs if r["mode"] == "eager" and "eval" in r
@@ -205,8 +205,7 @@ def render_alignment(s, data: dict) -> None:
         for r in runs
         if r["mode"] == "compiled" and "eval" in r
     }
-    verdict = claims.decide_e_gap(data.get("dtype", "bf16"), eager, fused, alignment_band_rows(data))
-    s.verdict("training metrics of eager and fused align", verdict)
+    show(s, [claims.e.decide_gap(data.get("dtype", "bf16"), eager, fused, alignment_band_rows(data))])
     model = data.get("model", {})
     s.paragraph(
         f"On {data.get('device', 'the GPU')} in PyTorch alone (suites/training_alignment/gpu_alignment.py, torch "

@@ -11,10 +11,7 @@
 #include <chrono>
 #include <map>
 
-#include "cpu_device.hpp"
-#if defined(FUSEBENCH_HAVE_CUDA)
-#include "cuda_device.hpp"
-#endif
+#include "all_devices.hpp"
 #include "framework_devices.hpp"
 #include "fusebench/engine/executor.hpp"
 
@@ -115,13 +112,7 @@ class InstanceTimingReporter : public benchmark::ConsoleReporter {
   std::exit(2);
 }
 
-void register_all_devices() {
-  cpu::register_cpu_device();
-  framework::register_framework_devices();
-#if defined(FUSEBENCH_HAVE_CUDA)
-  cuda::register_cuda_device();
-#endif
-}
+void register_all_devices() { devices::register_all(); }
 
 std::vector<std::pair<std::string, std::string>> device_availability(
     const std::vector<std::string>& names) {

@@ -26,8 +26,8 @@ struct SuiteConfig {
   const char* profile_name() const { return quick() ? "quick" : "full"; }
 };
 
-// Registers every device this build has (cpu, and the framework devices torch, torch:cuda, xla),
-// idempotent. A registered device may still be unavailable here (unavailable_reason()).
+// Registers every device this build has (devices/all_devices.hpp: cpu, the framework devices, cuda
+// where built), idempotent. A registered device may still be unavailable here (unavailable_reason()).
 void register_all_devices();
 // (name, why it cannot run here; empty: it can), in the order of `names`, the devices asked at once
 std::vector<std::pair<std::string, std::string>> device_availability(

@@ -9,25 +9,27 @@ those, and run.json must count the framework's compiles of each suite (and its c
 run's worker servers (one per device for all its suites) must be gone when it ends, and their log
 relayed to its stderr.
 
-Usage: test_filtered_run_devices.py --device torch --work DIR   (exit 77: the device is unavailable)
+The device is FUSEBENCH_FILTERED_DEVICE (torch by default); skipped where it is unavailable or the
+suites are not built.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import pathlib
 import shutil
 import subprocess
-import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-BIN = ROOT / "build" / "release" / "bin"
+import pytest
+
+from tools.tests.built import BIN, ROOT, needs_suites, suites, work_dir
+
 FILTER = (
     "^(D/subgraph:transpose/dtype:f16/shape:2x16x32/|C2/out:f16/acc:f32/shape:1x16384/tile:256/"
     "|UlpDiff/dtype:f16/|Chain/path:eager/dtype:f16/)"
 )
-SKIP = 77
+DEVICE = os.environ.get("FUSEBENCH_FILTERED_DEVICE", "torch")
 
 
 def listing(suite: pathlib.Path, device: str, regex: str = FILTER) -> list[str]:
@@ -42,8 +44,9 @@ def listing(suite: pathlib.Path, device: str, regex: str = FILTER) -> list[str]:
         capture_output=True,
         text=True,
     )
-    if r.returncode != 0:
-        sys.exit(f"{suite.name} --device={device} --benchmark_list_tests: exit {r.returncode}\n{r.stderr[-800:]}")
+    assert r.returncode == 0, (
+        f"{suite.name} --device={device} --benchmark_list_tests: exit {r.returncode}\n{r.stderr[-800:]}"
+    )
     return [line for line in r.stdout.splitlines() if line.strip()]
 
 
@@ -63,48 +66,43 @@ def servers_of(owner: int) -> list[str]:
     return found
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--device", default="torch")
-    parser.add_argument("--work", required=True, type=pathlib.Path)
-    args = parser.parse_args()
-    suites = sorted(p for p in BIN.glob("bench_*") if p.is_file())
-    if not suites:
-        sys.exit(f"no suite binaries in {BIN}: build first (tools/build release)")
-    devices = subprocess.run([str(suites[0]), "--list-devices"], capture_output=True, text=True)
-    if args.device not in devices.stdout.split():
+@needs_suites
+def test_filtered_run_runs_what_each_suite_lists(tmp_path):
+    device = DEVICE
+    work = work_dir(tmp_path, f"filtered-run-{device.replace(':', '-').replace('/', '-')}")
+    devices = subprocess.run([str(suites()[0]), "--list-devices"], capture_output=True, text=True)
+    if device not in devices.stdout.split():
         reason = next(
-            (line for line in devices.stderr.splitlines() if line.startswith(f"{args.device}:")),
-            f"{args.device}: not listed by --list-devices",
+            (line for line in devices.stderr.splitlines() if line.startswith(f"{device}:")),
+            f"{device}: not listed by --list-devices",
         )
-        print(f"skipped: device unavailable here ({reason})")
-        return SKIP
+        pytest.skip(f"device unavailable here ({reason})")
 
     failures = []
     # tools/run's own listing of a filter whose listing takes more than one stdio buffer
-    whole = listing(BIN / "bench_data_movement", args.device, "^D/")
+    whole = listing(BIN / "bench_data_movement", device, "^D/")
     r = subprocess.run(
-        [str(ROOT / "tools" / "run"), "--list", "--device", args.device, "--filter", "^D/"],
+        [str(ROOT / "tools" / "run"), "--list", "--device", device, "--filter", "^D/"],
         capture_output=True,
         text=True,
     )
     shown = [line.split(" ", 1)[1] for line in r.stdout.splitlines() if line.startswith("bench_data_movement@")]
     if r.returncode != 0 or shown != whole or len("\n".join(whole)) <= 4096:
         failures.append(
-            f"tools/run --list --filter '^D/' on {args.device}: exit {r.returncode}, {len(shown)} names "
+            f"tools/run --list --filter '^D/' on {device}: exit {r.returncode}, {len(shown)} names "
             f"against the suite's {len(whole)} ({len(chr(10).join(whole))} bytes)\n{r.stderr[-800:]}"
         )
 
-    expected = {p.name.removeprefix("bench_"): listing(p, args.device) for p in suites}
+    expected = {p.name.removeprefix("bench_"): listing(p, device) for p in suites()}
     matched = [name for name, names in expected.items() if names]
     if len(matched) < 4 or "data_movement" not in matched:
         failures.append(
-            f"the filter should match four suites including data_movement on {args.device}, listings matched {matched}"
+            f"the filter should match four suites including data_movement on {device}, listings matched {matched}"
         )
 
-    shutil.rmtree(args.work, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
     run = subprocess.Popen(
-        [str(ROOT / "tools" / "run"), "--device", args.device, "--filter", FILTER, "--out", str(args.work)],
+        [str(ROOT / "tools" / "run"), "--device", device, "--filter", FILTER, "--out", str(work)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -117,15 +115,14 @@ def main() -> int:
         failures.append(f"worker servers of the run still running after it: {left}")
     if "graphs compiled" not in r.stderr:
         failures.append("the worker servers' log (their compile counts) was not relayed to tools/run's stderr")
-    if r.returncode != 0:
-        print(r.stdout[-2000:], r.stderr[-2000:], sep="\n")
-        print(f"FAILED: tools/run --device {args.device} --filter: exit {r.returncode}")
-        return 1
-    run_dir = (args.work / "latest").resolve()
+    assert r.returncode == 0, (
+        f"tools/run --device {device} --filter: exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+    )
+    run_dir = (work / "latest").resolve()
     manifest = json.loads((run_dir / "run.json").read_text())
     ran = {e["suite"] for e in manifest["ran"]}
     skipped = {e["suite"]: e["reason"] for e in manifest["skipped"]}
-    file_device = args.device.replace(":", "-")
+    file_device = device.replace(":", "-")
     for name, names in expected.items():
         if names:
             out = run_dir / f"{name}@{file_device}.json"
@@ -148,21 +145,13 @@ def main() -> int:
     compiled = [s for s, c in counted.items() if c and c["compiles"] > 0]
     # Inductor and XLA look every compiled graph up in their persistent cache (other torch.compile
     # backends have none)
-    cached = args.device in ("torch", "torch/inductor", "xla")
+    cached = device in ("torch", "torch/inductor", "xla")
     if "data_movement" not in compiled or any(
         cached and c["cache_hits"] + c["cache_misses"] < c["compiles"] for c in counted.values() if c
     ):
         failures.append(f"run.json's framework_compiles per suite: {counted}")
-    for failure in failures:
-        print("FAILED:", failure)
-    if failures:
-        return 1
+    assert not failures, "\n".join(failures)
     print(
         f"passed: {len(matched)} suites ran their {sum(map(len, expected.values()))} listed benchmarks on "
-        f"{args.device}; {len(expected) - len(matched)} without matches were skipped with the reason"
+        f"{device}; {len(expected) - len(matched)} without matches were skipped with the reason"
     )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

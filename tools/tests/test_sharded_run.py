@@ -10,36 +10,35 @@ With --slurm, the same through a real single-node Slurm (tools/slurm-local: Debi
 slurmd and munge on localhost): tools/slurm submits the 2 shards as a job array and the merge with
 --dependency=afterok. Shard 2 is made to fail first (its results root is taken by a file): the merge
 must then never run, and after `tools/slurm --resubmit 2` the merge must complete and match.
-Exit 77 (skip) when Slurm cannot be started here, except under CI=true, where that is a failure.
+Skipped when Slurm cannot be started here, except under CI=true, where that is a failure.
 
-The unsharded run is made once, in --whole (the first test of the pair makes it afresh, the Slurm
-test reuses it: a ctest fixture), so that CI pays for it once.
-
-Usage: test_sharded_run.py --work DIR --whole DIR [--fresh-whole] [--slurm]
+The unsharded run is made once, in FUSEBENCH_SHARDED_WHOLE (pytest's temporary directory when unset):
+once per pytest session, and under ctest by the first test of the pair (FUSEBENCH_FRESH_WHOLE=1, a
+ctest fixture) for the Slurm test to reuse, so that CI pays for it once. Both need the suites built.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
 import re
 import shutil
 import subprocess
-import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-from tools.compare_runs import direction  # noqa: E402
+import pytest
+
+from tools.compare_runs import direction
+from tools.tests.built import ROOT, needs_suites, work_dir
+
+pytestmark = needs_suites
 
 # Cheap cases of five suites (B, C1, C2, D and the toolkit), enough instances for two shards.
 FILTER = (
     "^(D/subgraph:transpose/dtype:f16/|C2/out:f16/acc:f32/shape:1x16384/|C1/dtype:f16/scalar:0\\.7/"
     "|B/chain:mul_add_gelu_mul/dtype:f16/dist:uniform/|UlpDiff/dtype:f16/)"
 )
-SKIP = 77
 BOOKKEEPING = {
     "name",
     "run_name",
@@ -64,7 +63,7 @@ BOOKKEEPING = {
 def run(args: list[str], expect: int = 0, env: dict | None = None) -> subprocess.CompletedProcess:
     r = subprocess.run(args, capture_output=True, text=True, env={**os.environ, **(env or {})})
     if r.returncode != expect:
-        sys.exit(
+        pytest.fail(
             f"FAIL: {' '.join(args)}: exit {r.returncode}, expected {expect}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
         )
     return r
@@ -81,7 +80,7 @@ def precision_counters(run_dir: pathlib.Path) -> dict[tuple[str, str], dict[str,
         for b in json.loads(path.read_text())["benchmarks"]:
             key = (path.name, b["name"])
             if key in out:
-                sys.exit(f"FAIL: {run_dir}: {key} appears twice")
+                pytest.fail(f"{run_dir}: {key} appears twice")
             out[key] = {k: v for k, v in b.items() if k not in BOOKKEEPING and direction(k) is not None}
     return out
 
@@ -101,7 +100,7 @@ def claims_table(run_dir: pathlib.Path) -> list[str]:
 def check_same(whole: pathlib.Path, merged: pathlib.Path, label: str) -> None:
     a, b = precision_counters(whole), precision_counters(merged)
     if set(a) != set(b):
-        sys.exit(
+        pytest.fail(
             f"FAIL ({label}): instances differ: only whole {sorted(set(a) - set(b))}, only merged {sorted(set(b) - set(a))}"
         )
     for key in a:
@@ -109,12 +108,12 @@ def check_same(whole: pathlib.Path, merged: pathlib.Path, label: str) -> None:
             diff = {
                 k: (a[key].get(k), b[key].get(k)) for k in set(a[key]) | set(b[key]) if a[key].get(k) != b[key].get(k)
             }
-            sys.exit(f"FAIL ({label}): {key}: precision counters differ (whole, merged): {diff}")
+            pytest.fail(f"({label}): {key}: precision counters differ (whole, merged): {diff}")
     counted = sum(len(c) for c in a.values())
     if counted == 0:
-        sys.exit(f"FAIL ({label}): no precision counter compared")
+        pytest.fail(f"({label}): no precision counter compared")
     if claims_table(whole) != claims_table(merged):
-        sys.exit(
+        pytest.fail(
             f"FAIL ({label}): the claims tables differ:\n"
             + "\n".join(claims_table(whole))
             + "\n--\n"
@@ -130,9 +129,9 @@ def sharded(work: pathlib.Path, whole: pathlib.Path) -> None:
     for k, shard in enumerate(shards, 1):
         manifest = json.loads((shard / "run.json").read_text())
         if not manifest["shard"]["instances"]:
-            sys.exit(f"FAIL: shard {k}/2 got no instance: {manifest['shard']}")
+            pytest.fail(f"shard {k}/2 got no instance: {manifest['shard']}")
         if manifest["shard"]["costs"] != "recorded instance times":
-            sys.exit(f"FAIL: shard {k}/2 was not balanced by the recorded times: {manifest['shard']['costs']}")
+            pytest.fail(f"shard {k}/2 was not balanced by the recorded times: {manifest['shard']['costs']}")
     merge = [str(ROOT / "tools" / "merge")]
     r = run([*merge, str(shards[0]), "--out", str(work / "missing")], expect=2)
     assert "shard 2/2 missing" in r.stderr, r.stderr
@@ -162,7 +161,7 @@ def wait(job: str, limit_s: int = 900) -> str:
     start = time.time()
     while (state := job_state(job)) == "ACTIVE":
         if time.time() - start > limit_s:
-            sys.exit(f"FAIL: Slurm job {job} still active after {limit_s} s")
+            pytest.fail(f"Slurm job {job} still active after {limit_s} s")
         time.sleep(3)
     return state
 
@@ -172,9 +171,8 @@ def slurm(work: pathlib.Path, whole: pathlib.Path) -> None:
     if up.returncode != 0:
         message = f"Slurm could not be started here: {up.stderr.strip()[-1500:]}"
         if os.environ.get("CI") == "true":
-            sys.exit(f"FAIL: {message}")
-        print(f"SKIP: {message}")
-        sys.exit(SKIP)
+            pytest.fail(message)
+        pytest.skip(message)
     job_dir = work / "slurm-job"
     job_dir.mkdir()
     (job_dir / "shard-2").write_text("a file where shard 2 writes its results: it fails\n")
@@ -184,7 +182,7 @@ def slurm(work: pathlib.Path, whole: pathlib.Path) -> None:
     print(r.stdout.strip())
     state = wait(merge_job)
     if (job_dir / "merged").exists() or state == "COMPLETED":
-        sys.exit(f"FAIL: the merge ran although shard 2 failed (merge job {merge_job}: {state})")
+        pytest.fail(f"the merge ran although shard 2 failed (merge job {merge_job}: {state})")
     print(f"ok: shard 2 failed, merge job {merge_job} did not run ({state})")
     (job_dir / "shard-2").unlink()
     run([str(ROOT / "tools" / "slurm"), "--job-dir", str(job_dir), "--resubmit", "2"])
@@ -192,32 +190,33 @@ def slurm(work: pathlib.Path, whole: pathlib.Path) -> None:
     state = wait(merge_job)
     if state != "COMPLETED" or not (job_dir / "merged" / "run.json").exists():
         log = job_dir / "logs" / "merge.out"
-        sys.exit(
+        pytest.fail(
             f"FAIL: merge job {merge_job} after resubmitting shard 2: {state}\n"
             + (log.read_text()[-3000:] if log.exists() else "")
         )
     check_same(whole, job_dir / "merged", "tools/slurm job array, resubmitted shard, afterok merge")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--work", required=True, type=pathlib.Path)
-    parser.add_argument("--whole", required=True, type=pathlib.Path, help="results root of the unsharded run")
-    parser.add_argument("--fresh-whole", action="store_true", help="make the unsharded run even if it exists")
-    parser.add_argument("--slurm", action="store_true")
-    args = parser.parse_args()
-    shutil.rmtree(args.work, ignore_errors=True)
-    args.work.mkdir(parents=True)
-    if args.fresh_whole or not (args.whole / "latest" / "run.json").exists():
-        shutil.rmtree(args.whole, ignore_errors=True)
-        tools_run(args.whole)
-    whole = (args.whole / "latest").resolve()
-    if args.slurm:
-        slurm(args.work, whole)
-    else:
-        sharded(args.work, whole)
-    return 0
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory) -> pathlib.Path:
+    """The unsharded run's directory, made where FUSEBENCH_SHARDED_WHOLE says (or once per session)."""
+    root = pathlib.Path(os.environ.get("FUSEBENCH_SHARDED_WHOLE") or tmp_path_factory.mktemp("sharded-whole"))
+    if os.environ.get("FUSEBENCH_FRESH_WHOLE") == "1" or not (root / "latest" / "run.json").exists():
+        shutil.rmtree(root, ignore_errors=True)
+        tools_run(root)
+    return (root / "latest").resolve()
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def fresh(tmp_path: pathlib.Path, name: str) -> pathlib.Path:
+    work = work_dir(tmp_path, name)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    return work
+
+
+def test_sharded_run_merged_reads_like_the_whole_run(tmp_path, whole):
+    sharded(fresh(tmp_path, "sharded-run"), whole)
+
+
+def test_slurm_sharded_run_with_a_resubmitted_shard(tmp_path, whole):
+    slurm(fresh(tmp_path, "slurm-sharded-run"), whole)

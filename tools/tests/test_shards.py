@@ -8,8 +8,8 @@ import random
 
 import pytest
 
+from reports.results import InputError
 from tools import shards
-from tools.runs import InputError
 
 SUITES = ["accumulated_error@cpu", "scalar_lowering@cpu", "training_alignment@cpu", "data_movement@torch"]
 

@@ -1,8 +1,8 @@
-"""Tests of the report, gate and compare tools on small fixture runs (fixtures/run_ok: trimmed
-real suite JSONs of the old one-file-per-suite layout; fixtures/quick_a and quick_b: two real quick
-runs of the same commit, made one after the other on the same machine, trimmed). Regressions and
-broken thresholds are injected into temporary copies. With --filtered-run, tools/run itself runs
-twice with a --filter that most suites do not match."""
+"""Tests of the gate and compare tools on small fixture runs (reports/tests/fixtures: run_ok, trimmed
+real suite JSONs of the old one-file-per-suite layout; quick_a and quick_b, two real quick runs of the
+same commit, made one after the other on the same machine, trimmed; report_run, a trimmed quick run
+with B's per-set dumps). Regressions and broken thresholds are injected into temporary copies. Where
+the suites are built, tools/run itself runs twice with a --filter that most suites do not match."""
 
 from __future__ import annotations
 
@@ -12,21 +12,15 @@ import pathlib
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
-HERE = pathlib.Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
-FIXTURE = HERE / "fixtures" / "run_ok"
-QUICK_A, QUICK_B = HERE / "fixtures" / "quick_a", HERE / "fixtures" / "quick_b"
-REPORT_RUN = HERE / "fixtures" / "report_run"  # a trimmed quick run with B's per-set dumps
+from reports.tests.fixture_runs import FIXTURES
+from tools.tests.built import ROOT, needs_suites
+
+FIXTURE = FIXTURES / "run_ok"
+QUICK_A, QUICK_B = FIXTURES / "quick_a", FIXTURES / "quick_b"
+REPORT_RUN = FIXTURES / "report_run"  # a trimmed quick run with B's per-set dumps
 FILTER = "^D/subgraph:transpose/dtype:f16"
-failures: list[str] = []
-
-
-def check(condition: bool, what: str):
-    if not condition:
-        failures.append(what)
 
 
 def run(module: str, *args) -> subprocess.CompletedProcess:
@@ -75,53 +69,22 @@ def with_repetitions(source: pathlib.Path, target: pathlib.Path, seed: int, coun
     target.write_text(json.dumps(data))
 
 
-filtered_run = "--filtered-run" in sys.argv
-with tempfile.TemporaryDirectory() as tmp_name:
-    tmp = pathlib.Path(tmp_name)
-    # ---- report renders from the fixtures
-    rendered = copy_fixture(tmp, "render")
-    r = run("reports.report", rendered)
-    check(r.returncode == 0, f"report exit {r.returncode}: {r.stderr}")
-    md = (rendered / "report.md").read_text() if (rendered / "report.md").exists() else ""
-    for heading in ["## A —", "## C1 —", "## C2 —", "## C3 —", "## D —", "## S —", "## Engine —"]:
-        check(heading in md, f"report lacks section {heading}")
-    check(md.count("**Verdict") >= 6, "report has fewer than 6 verdict lines")
-    check("SUPPORTED" in md, "no supported verdict in the fixture report")
-    check(
-        "no verdict" not in md.lower(), "a cell reads 'no verdict': every cell must be a verdict or N/A with its reason"
-    )
-    html = (rendered / "report.html").read_text() if (rendered / "report.html").exists() else ""
-    check("data:image/png;base64," in html, "HTML report has no embedded plot")
-
-    # ---- a device that realises no knob of a claim: the cell reads N/A with the reason, never SUPPORTED
-    no_knob = tmp / "no_knob"  # the C2 suite alone: a quick render
-    no_knob.mkdir()
-    data = json.loads((FIXTURE / "bench_reduction_order.json").read_text())
-    for b in data["benchmarks"]:
-        b.update({"error_occurred": True, "error_message": "n/a on torch: the device exposes no reduction tile size"})
-    (no_knob / "bench_reduction_order.json").write_text(json.dumps(data))
-    r = run("reports.report", no_knob)
-    md = (no_knob / "report.md").read_text() if r.returncode == 0 else ""
-    c2_row = next((l for l in md.splitlines() if l.startswith("| [C2]")), "")
-    check(
-        "**N/A**" in c2_row and "no reduction tile size" in md and "SUPPORTED" not in c2_row,
-        f"C2 with every case skipped: {c2_row or r.stderr[-500:]}",
-    )
-
-    # ---- gate: passes on the fixtures, fails when a threshold is broken
+# ---- gate
+def test_gate_passes_the_fixtures_and_fails_a_broken_threshold(tmp_path):
     r = run("tools.gate", FIXTURE)
-    check(r.returncode == 0, f"gate on fixtures: exit {r.returncode}\n{r.stdout}")
-    broken = copy_fixture(tmp, "broken")
+    assert r.returncode == 0, f"gate on fixtures: exit {r.returncode}\n{r.stdout}"
+    broken = copy_fixture(tmp_path, "broken")
     edit(broken / "bench_data_movement.json", "D/subgraph:transpose", "bit_equal", lambda v: 0)
     edit(broken / "bench_fusion_determinism.json", "A/", "distinct_hashes", lambda v: 2)
     r = run("tools.gate", broken)
-    check(r.returncode == 1, f"gate on a broken run: exit {r.returncode}")
-    check("FAIL  D/subgraph:transpose" in r.stdout, "gate does not name the failing D check")
-    check("gate: 2 failing checks" in r.stdout, f"gate count: {r.stdout[-200:]}")
+    assert r.returncode == 1, f"gate on a broken run: exit {r.returncode}"
+    assert "FAIL  D/subgraph:transpose" in r.stdout, "gate does not name the failing D check"
+    assert "gate: 2 failing checks" in r.stdout, f"gate count: {r.stdout[-200:]}"
 
-    # ---- gate: a share of the copy is taken against the fastest copy on at most as many threads (a
-    # two-thread copy slower than the one-thread copy was held back by other work and must not flatter)
-    slow_copy = copy_fixture(tmp, "slow_copy")
+
+def test_gate_takes_a_share_against_the_fastest_copy_on_at_most_as_many_threads(tmp_path):
+    """A two-thread copy slower than the one-thread copy was held back by other work and must not flatter."""
+    slow_copy = copy_fixture(tmp_path, "slow_copy")
     toolkit_json = slow_copy / "bench_precision_toolkit.json"
     data = json.loads(toolkit_json.read_text())
     one_copy = next(b for b in data["benchmarks"] if b["name"].startswith("MemoryCopy/") and b.get("threads", 1) == 1)
@@ -139,22 +102,22 @@ with tempfile.TemporaryDirectory() as tmp_name:
             b["bytes_per_second"] = one_copy["bytes_per_second"] * 0.015
     toolkit_json.write_text(json.dumps(data))
     r = run("tools.gate", slow_copy)
-    check(
+    assert (
         r.returncode == 1
         and "FAIL  ErrorStats/dtype:f16" in r.stdout
-        and "MemoryCopy/bytes:134217728/threads:1" in r.stdout,
-        f"gate judged ErrorStats against a slowed two-thread copy:\n{r.stdout[-600:]}",
-    )
+        and "MemoryCopy/bytes:134217728/threads:1" in r.stdout
+    ), f"gate judged ErrorStats against a slowed two-thread copy:\n{r.stdout[-600:]}"
 
-    # ---- gate: task B by the paired bootstrap over the dumped per-set figures; a chain made 50 % worse
-    # fused in every set of one distribution is CONTRADICTED and fails, the others still pass
-    b_run = tmp / "b_run"
+
+def test_gate_judges_b_by_the_paired_bootstrap(tmp_path):
+    """Task B by the paired bootstrap over the dumped per-set figures; a chain made 50 % worse fused in
+    every set of one distribution is CONTRADICTED and fails, the others still pass."""
+    b_run = tmp_path / "b_run"
     shutil.copytree(REPORT_RUN, b_run)
     r = run("tools.gate", b_run)
     b_rows = [l for l in r.stdout.splitlines() if l.startswith("B: ")]
-    check(
-        len(b_rows) == 5 and all("  pass  " in l for l in b_rows),
-        "gate's B rows on the report fixture:\n" + "\n".join(b_rows),
+    assert len(b_rows) == 5 and all("  pass  " in l for l in b_rows), (
+        "gate's B rows on the report fixture:\n" + "\n".join(b_rows)
     )
     worse = next(b_run.glob("dumps/cpu/bench_accumulated_error/B_chain-layernorm_dtype-f16_dist-uniform_*.json"))
     evidence = json.loads(worse.read_text())
@@ -163,63 +126,66 @@ with tempfile.TemporaryDirectory() as tmp_name:
     worse.write_text(json.dumps(evidence))
     r = run("tools.gate", b_run)
     b_rows = [l for l in r.stdout.splitlines() if l.startswith("B: ")]
-    check(
+    assert (
         any("FAIL  B layernorm" in l and "CONTRADICTED" in l for l in b_rows)
-        and sum("  pass  " in l for l in b_rows) == 4,
-        "gate on a B chain made worse:\n" + "\n".join(b_rows),
-    )
+        and sum("  pass  " in l for l in b_rows) == 4
+    ), "gate on a B chain made worse:\n" + "\n".join(b_rows)
 
-    # ---- compare: identical runs pass; injected regressions are flagged
+
+# ---- compare
+def test_compare_passes_identical_runs_and_flags_injected_regressions(tmp_path):
     r = run("tools.compare_runs", FIXTURE, FIXTURE)
-    check(r.returncode == 0, f"compare identical: exit {r.returncode}\n{r.stdout[-500:]}\n{r.stderr[-500:]}")
-    regressed = copy_fixture(tmp, "regressed")
+    assert r.returncode == 0, f"compare identical: exit {r.returncode}\n{r.stdout[-500:]}\n{r.stderr[-500:]}"
+    regressed = copy_fixture(tmp_path, "regressed")
     edit(regressed / "bench_precision_toolkit.json", "UlpDiff/dtype:bf16", "real_time", lambda v: v * 2)
     edit(regressed / "bench_precision_toolkit.json", "UlpDiff/dtype:bf16", "cpu_time", lambda v: v * 2)
     edit(regressed / "bench_scalar_lowering.json", "C1/dtype:f16/scalar:0.5", "frac_ulp0", lambda v: 0.9)
     r = run("tools.compare_runs", FIXTURE, regressed)
-    check(r.returncode == 1, f"compare regressed: exit {r.returncode}")
-    check(
-        any("REGRESSION" in l and "UlpDiff/dtype:bf16" in l for l in r.stdout.splitlines()),
-        "timing regression not flagged",
+    assert r.returncode == 1, f"compare regressed: exit {r.returncode}"
+    assert any("REGRESSION" in l and "UlpDiff/dtype:bf16" in l for l in r.stdout.splitlines()), (
+        "timing regression not flagged"
     )
-    check("frac_ulp0" in r.stdout and "WORSE" in r.stdout, "precision regression not flagged")
+    assert "frac_ulp0" in r.stdout and "WORSE" in r.stdout, "precision regression not flagged"
 
-    # ---- compare A/A: two real quick runs of the same commit are not a regression
+
+def test_compare_two_quick_runs_of_one_commit_is_no_regression():
     r = run("tools.compare_runs", QUICK_A, QUICK_B)
-    check(
-        r.returncode == 0,
-        f"compare A/A on two quick runs: exit {r.returncode}\n"
-        + "\n".join(l for l in r.stdout.splitlines() if "REGRESSION" in l or "WORSE" in l or "compare:" in l),
+    assert r.returncode == 0, f"compare A/A on two quick runs: exit {r.returncode}\n" + "\n".join(
+        l for l in r.stdout.splitlines() if "REGRESSION" in l or "WORSE" in l or "compare:" in l
     )
-    check("0 timing regressions, 0 precision regressions" in r.stdout, f"compare A/A summary: {r.stdout[-300:]}")
-    check("U-test p=" not in r.stdout, "single-measurement runs must not claim a U-test")
-    check("as a ratio to the run's yardstick" in r.stdout, "compare does not say it uses the yardstick")
-    check("shown, not gated" in r.stdout, "compare does not say which timings are not gated")
+    assert "0 timing regressions, 0 precision regressions" in r.stdout, f"compare A/A summary: {r.stdout[-300:]}"
+    assert "U-test p=" not in r.stdout, "single-measurement runs must not claim a U-test"
+    assert "as a ratio to the run's yardstick" in r.stdout, "compare does not say it uses the yardstick"
+    assert "shown, not gated" in r.stdout, "compare does not say which timings are not gated"
 
-    # ---- a real 2x slowdown of one benchmark is still flagged (single measurements, against the yardstick)
-    slow = tmp / "slow"
+
+def test_compare_flags_a_real_2x_slowdown_against_the_yardstick(tmp_path):
+    slow = tmp_path / "slow"
     shutil.copytree(QUICK_B, slow)
     toolkit = next(slow.glob("precision_toolkit@*.json"))
     n = edit(toolkit, "UlpDiff/dtype:f16", "real_time", lambda v: v * 2)
-    check(n == 1, f"fixture edit: {n} UlpDiff f16 rows")
+    assert n == 1, f"fixture edit: {n} UlpDiff f16 rows"
     r = run("tools.compare_runs", QUICK_A, slow)
     flagged = [l for l in r.stdout.splitlines() if "REGRESSION" in l]
-    check(r.returncode == 1, f"compare with a 2x slowdown: exit {r.returncode}")
-    check(len(flagged) == 1 and "UlpDiff/dtype:f16" in flagged[0], f"2x slowdown flags: {flagged}")
+    assert r.returncode == 1, f"compare with a 2x slowdown: exit {r.returncode}"
+    assert len(flagged) == 1 and "UlpDiff/dtype:f16" in flagged[0], f"2x slowdown flags: {flagged}"
 
-    # ---- precision counters: exact; the smallest change of a ULP figure is a regression
-    drift = tmp / "drift"
+
+def test_compare_takes_precision_counters_exactly(tmp_path):
+    """The smallest change of a ULP figure is a regression."""
+    drift = tmp_path / "drift"
     shutil.copytree(QUICK_B, drift)
     c3 = next(drift.glob("approximations@*.json"))
     edit(c3, "C3/op:rsqrt/dtype:f32/mode:ieee", "ulp_max", lambda v: v * (1 + 1e-12))
     r = run("tools.compare_runs", QUICK_A, drift)
-    check(
-        r.returncode == 1 and "ulp_max" in r.stdout and "WORSE" in r.stdout,
-        f"a 1e-12 relative change of ulp_max is not flagged: exit {r.returncode}",
+    assert r.returncode == 1 and "ulp_max" in r.stdout and "WORSE" in r.stdout, (
+        f"a 1e-12 relative change of ulp_max is not flagged: exit {r.returncode}"
     )
 
-    # ---- with repetitions the U-test decides: noise is not a regression, a 2x slowdown is
-    reps_a, reps_b, reps_slow = tmp / "reps_a", tmp / "reps_b", tmp / "reps_slow"
+
+def test_compare_with_repetitions_decides_by_the_u_test(tmp_path):
+    """Noise is not a regression, a 2x slowdown is."""
+    reps_a, reps_b, reps_slow = tmp_path / "reps_a", tmp_path / "reps_b", tmp_path / "reps_slow"
     for d in (reps_a, reps_b, reps_slow):
         d.mkdir()
     source = next(QUICK_A.glob("data_movement@*.json"))
@@ -228,89 +194,73 @@ with tempfile.TemporaryDirectory() as tmp_name:
     with_repetitions(source, reps_slow / source.name, seed=3)
     edit(reps_slow / source.name, "D/subgraph:transpose/dtype:f16", "real_time", lambda v: v * 2)
     r = run("tools.compare_runs", reps_a, reps_b)
-    check(
-        r.returncode == 0 and "U-test over repetitions" in r.stdout,
-        f"U-test A/A: exit {r.returncode}\n{r.stdout[-400:]}",
+    assert r.returncode == 0 and "U-test over repetitions" in r.stdout, (
+        f"U-test A/A: exit {r.returncode}\n{r.stdout[-400:]}"
     )
     r = run("tools.compare_runs", reps_a, reps_slow)
     flagged = [l for l in r.stdout.splitlines() if "REGRESSION" in l]
-    check(
-        r.returncode == 1 and flagged and all("D/subgraph:transpose/dtype:f16" in l for l in flagged),
-        f"U-test 2x slowdown: exit {r.returncode}, flagged {flagged}",
+    assert r.returncode == 1 and flagged and all("D/subgraph:transpose/dtype:f16" in l for l in flagged), (
+        f"U-test 2x slowdown: exit {r.returncode}, flagged {flagged}"
     )
 
-    # ---- partial runs: a run with some suites missing reports and compares, naming what did not run
-    partial = tmp / "partial"
+
+def test_compare_a_partial_run_names_what_is_only_on_one_side(tmp_path):
+    partial = tmp_path / "partial"
     shutil.copytree(QUICK_A, partial)
     for f in partial.glob("*.json"):
         if not f.name.startswith(("data_movement@", "run.json")):
             f.unlink()
-    r = run("reports.report", partial)
-    check(r.returncode == 0, f"report on a partial run: exit {r.returncode} {r.stderr}")
-    md = (partial / "report.md").read_text() if (partial / "report.md").exists() else ""
-    check(
-        "Not run in this results directory" in md and "Not run:" in md, "partial report does not say what was not run"
-    )
     r = run("tools.compare_runs", partial, QUICK_B)
-    check(
-        r.returncode == 0 and "only in the contender run" in r.stdout, f"compare partial vs full: exit {r.returncode}"
+    assert r.returncode == 0 and "only in the contender run" in r.stdout, (
+        f"compare partial vs full: exit {r.returncode}"
     )
 
-    # ---- tools/run --filter: suites with no match leave no file; report and compare work on two such runs
-    if filtered_run:
-        runs_root = tmp / "filtered"
-        made = []
-        for _ in range(2):
-            r = subprocess.run(
-                [str(ROOT / "tools" / "run"), "--device", "cpu", "--filter", FILTER, "--out", str(runs_root)],
-                capture_output=True,
-                text=True,
-            )
-            check(r.returncode == 0, f"tools/run --filter: exit {r.returncode}\n{r.stdout[-800:]}\n{r.stderr[-800:]}")
-            made.append((runs_root / "latest").resolve())
-            time.sleep(1.1)  # run directories are named by the second
-        for d in made:
-            jsons = sorted(p.name for p in d.glob("*.json"))
-            check(jsons == ["data_movement@cpu.json", "run.json"], f"filtered run files: {jsons}")
-            check(all(p.stat().st_size > 0 for p in d.glob("*.json")), "a 0-byte JSON in a filtered run")
-            check(
-                (d / "report.html").exists() and "Not run" in (d / "report.md").read_text(),
-                "filtered run has no report saying what did not run",
-            )
-            manifest = json.loads((d / "run.json").read_text())
-            check(
-                len(manifest["skipped"]) >= 6
-                and all("no benchmark matches" in s["reason"] for s in manifest["skipped"]),
-                f"run.json skipped: {manifest['skipped']}",
-            )
-        r = run("tools.compare_runs", made[0], made[1])
-        check(r.returncode == 0, f"compare two filtered runs: exit {r.returncode}\n{r.stdout[-600:]}")
-        check(
-            "was not run" in r.stdout and "no benchmark matches" in r.stdout, "compare does not name the suites not run"
-        )
 
-    # ---- bad input: missing and malformed results
-    for tool in ["tools.gate", "reports.report"]:
-        r = run(tool, tmp / "nope")
-        check(
-            r.returncode == 2 and "nope" in r.stderr, f"{tool} on a missing directory: exit {r.returncode} {r.stderr}"
-        )
-    bad = tmp / "bad"
+# ---- bad input
+def test_bad_input_exits_2_naming_the_file(tmp_path):
+    r = run("tools.gate", tmp_path / "nope")
+    assert r.returncode == 2 and "nope" in r.stderr, f"gate on a missing directory: exit {r.returncode} {r.stderr}"
+    bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "x.json").write_text("{ not json")
-    for tool in ["tools.gate", "reports.report"]:
-        r = run(tool, bad)
-        check(r.returncode == 2 and "malformed JSON" in r.stderr, f"{tool} on malformed JSON: {r.stderr}")
+    r = run("tools.gate", bad)
+    assert r.returncode == 2 and "malformed JSON" in r.stderr, f"gate on malformed JSON: {r.stderr}"
     r = run("tools.compare_runs", bad / "x.json", FIXTURE)
-    check(r.returncode == 2 and "x.json" in r.stderr, f"compare on malformed JSON: {r.stderr}")
-    empty = tmp / "empty"
+    assert r.returncode == 2 and "x.json" in r.stderr, f"compare on malformed JSON: {r.stderr}"
+    empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "reduction_order@cpu.json").write_text("")
-    for tool in ["tools.gate", "reports.report", "tools.compare_runs"]:
+    for tool in ["tools.gate", "tools.compare_runs"]:
         r = run(tool, empty, *([FIXTURE] if "compare" in tool else []))
-        check(r.returncode == 2 and "empty file" in r.stderr, f"{tool} on a 0-byte JSON: {r.stderr}")
+        assert r.returncode == 2 and "empty file" in r.stderr, f"{tool} on a 0-byte JSON: {r.stderr}"
 
-for f in failures:
-    print("FAIL:", f)
-print(f"tools tests: {len(failures)} failures")
-sys.exit(1 if failures else 0)
+
+# ---- tools/run itself
+@needs_suites
+def test_filtered_run_leaves_no_file_for_unmatched_suites_and_reports_and_compares(tmp_path):
+    """tools/run --filter, twice: suites with no match leave no file; report and compare work on the two runs."""
+    runs_root = tmp_path / "filtered"
+    made = []
+    for _ in range(2):
+        r = subprocess.run(
+            [str(ROOT / "tools" / "run"), "--device", "cpu", "--filter", FILTER, "--out", str(runs_root)],
+            capture_output=True,
+            text=True,
+        )
+        assert r.returncode == 0, f"tools/run --filter: exit {r.returncode}\n{r.stdout[-800:]}\n{r.stderr[-800:]}"
+        made.append((runs_root / "latest").resolve())
+        time.sleep(1.1)  # run directories are named by the second
+    for d in made:
+        jsons = sorted(p.name for p in d.glob("*.json"))
+        assert jsons == ["data_movement@cpu.json", "run.json"], f"filtered run files: {jsons}"
+        assert all(p.stat().st_size > 0 for p in d.glob("*.json")), "a 0-byte JSON in a filtered run"
+        assert (d / "report.html").exists() and "Not run" in (d / "report.md").read_text(), (
+            "filtered run has no report saying what did not run"
+        )
+        manifest = json.loads((d / "run.json").read_text())
+        assert len(manifest["skipped"]) >= 6 and all(
+            "no benchmark matches" in s["reason"] for s in manifest["skipped"]
+        ), f"run.json skipped: {manifest['skipped']}"
+    r = run("tools.compare_runs", made[0], made[1])
+    assert r.returncode == 0, f"compare two filtered runs: exit {r.returncode}\n{r.stdout[-600:]}"
+    assert "was not run" in r.stdout and "no benchmark matches" in r.stdout, "compare does not name the suites not run"

@@ -10,6 +10,7 @@
 #include "fusebench/engine/executor.hpp"
 #include "fusebench/rng.hpp"
 #include "fused_executor.hpp"
+#include "gemm.hpp"
 
 namespace fusebench::testsupport {
 

@@ -1,53 +1,21 @@
-"""Task E: end-to-end training alignment, eager vs fused (bench_training_alignment).
-
-render(section, run, result) has the shape of the other plan sections: the suite's JSON (counters
-per dtype), its evidence files and the per-run CSVs in its dump directory."""
+"""Task E's section: the model and data, each dtype's curves of eager seeds against fused, the skipped
+steps, the gap to the seed band, the speed measured interleaved, the executor time by kernel kind,
+GPT-2 small's projected step time and the peer trainers (bench_training_alignment's JSON, its
+evidence files and the per-run CSVs in its dump directory)."""
 
 from __future__ import annotations
 
-import csv
-import json
 import pathlib
 
-from reports import claims
-from tools.runs import dump_dir as result_dump_dir
-
-from .attribution import mechanism_text
-from .common import axes, benchmarks, num
-from .plots import EAGER, FUSED, close, figure
-
-SUITE = "training_alignment"
-DUMPS = "bench_training_alignment"
-
+from reports.claims import e as claim
+from reports.fusion_switches import mechanism_text
+from reports.numbers import num
+from reports.sections import show
+from reports.sections.plots import EAGER, FUSED, close, figure
 
 # the trainer's step time by kernel kind (KernelTrace::kind); a framework device's whole compiled
 # graph is one "graph" kernel
 KERNEL_KINDS = ("matmul", "rowwise", "reduction", "pointwise", "indexed", "copy", "graph", "executor_overhead")
-
-
-def _read_csv(path: pathlib.Path) -> dict[str, list]:
-    """Columns of a run's CSV: numbers as floats, text (overflow_node) as strings."""
-    with path.open() as f:
-        rows = list(csv.DictReader(f))
-    out = {}
-    for key in rows[0].keys() if rows else []:
-        try:
-            out[key] = [float(r[key]) for r in rows]
-        except ValueError:
-            out[key] = [r[key] for r in rows]
-    return out
-
-
-def _runs_for(dump_dir: pathlib.Path, dtype: str) -> tuple[dict[int, dict], dict[int, dict]]:
-    """CSV columns of the eager and fused runs of one dtype, by seed."""
-    eager, fused = {}, {}
-    for path in sorted(dump_dir.glob(f"*_{dtype}_seed*.csv")):
-        parts = path.stem.split("_")  # <config>_<device>_<mode>_<dtype>_seed<N>
-        if len(parts) < 5 or parts[-2] != dtype:
-            continue
-        seed = int(parts[-1].removeprefix("seed"))
-        (fused if parts[-3] == "fused" else eager)[seed] = _read_csv(path)
-    return eager, fused
 
 
 def _plot(s, dtype: str, eager: dict[int, dict], fused: dict[int, dict]):
@@ -83,13 +51,11 @@ def _steps_text(steps: list[int]) -> str:
     return "steps " + ", ".join(map(str, steps[:8])) + (f" … ({len(steps)} steps)" if len(steps) > 8 else "")
 
 
-def render(s, run, result):
+def render(s, result):
     doc = s
-    dump_dir = result_dump_dir(result)
-    evidence = {}
-    for path in sorted(dump_dir.glob("E_alignment_*.json")):
-        e = json.loads(path.read_text())
-        evidence[e["dtype"]] = e
+    facts = claim.facts(result)
+    show(s, claim.verdicts(facts))
+    evidence = facts.evidence
     if evidence:
         e = next(iter(evidence.values()))
         cfg, data = e["config"], e["data"]
@@ -104,30 +70,14 @@ def render(s, run, result):
             f"(Debian's fortunes, byte-level tokens): {data['train_tokens']:,} training tokens, {data['eval_tokens']:,} "
             "evaluation tokens (the text's tail). Eager and fused of one seed see the same batches in the same order."
         )
-    rows = [(axes(run, b), b) for b in benchmarks(run, "E/") if not b.get("error_occurred")]
-    errors = [b for b in benchmarks(run, "E/") if b.get("error_occurred")]
-    for b in errors:
+    rows = facts.rows
+    for _, b in facts.skipped:
         doc.paragraph(f"{b['name']}: did not run ({b.get('error_message', '?')}).")
-        f = axes(run, b)
-        if f.get("family") == "E" and "Alignment" in b["name"]:
-            # the alignment claims of that dtype cannot be judged: N/A with the suite's reason
-            why = b.get("error_message", "the benchmark did not run")
-            # the matrix cell says what the profile left out, the section the whole reason
-            key = "not in the quick profile" if "quick profile" in why else ""
-            for claim in (
-                "fused training steps are faster than eager",
-                "the eager-vs-fused eval-loss gap stays within the eager seed-to-seed band",
-            ):
-                doc.verdict(f"{f['dtype']}: {claim}", claims.not_applicable(why, key_figure=key))
     table, speed, kinds = [], [], []
-    for f, b in rows:
-        if f["family"] != "E" or "Alignment" not in b["name"]:
-            continue
-        dtype = f["dtype"]
-        eager, fused = _runs_for(dump_dir, dtype)
+    for alignment in facts.alignments:
+        dtype, b, eager, fused, e = alignment.dtype, alignment.row, alignment.eager, alignment.fused, alignment.evidence
         if eager or fused:
             _plot(s, dtype, eager, fused)
-        e = evidence.get(dtype, {})
         for mode in ("eager", "fused"):
             # per seed and first non-finite node: the steps it held (a node that breaks every step
             # is said once)
@@ -179,12 +129,6 @@ def render(s, run, result):
             parts = {k.removeprefix(f"{mode}_ms_"): v for k, v in b.items() if k.startswith(f"{mode}_ms_")}
             total = sum(parts.values())
             kinds.append([dtype, mode] + [num(parts.get(k, 0)) for k in KERNEL_KINDS] + [num(total)])
-        if interleaved:
-            doc.verdict(f"{dtype}: fused training steps are faster than eager", claims.decide_e_speed(dtype, b))
-        doc.verdict(
-            f"{dtype}: the eager-vs-fused eval-loss gap stays within the eager seed-to-seed band",
-            claims.decide_e_gap(dtype, eager, fused, b),
-        )
         if "excursion_attribution" in e:
             found = e["excursion_attribution"]
             doc.paragraph(
@@ -260,12 +204,6 @@ def render(s, run, result):
             ],
             kinds,
         )
-    for _f, b in rows:
-        if "Control" in b["name"]:
-            doc.verdict(
-                "fp32 control: eager and fused agree to about 1e-6 relative over the first steps",
-                claims.decide_e_control(b),
-            )
     steps = [(f, b) for f, b in rows if "StepTime" in b["name"]]
     if steps:
         doc.paragraph(

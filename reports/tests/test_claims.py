@@ -1,6 +1,5 @@
-"""Known-answer tests of the claims module (reports/claims.py) and its paired bootstrap.
-
-Run: python -m pytest tools/tests/test_claims.py (with the repository root on PYTHONPATH; ctest sets it)."""
+"""Known-answer tests of the claims (reports/claims/) and their paired bootstrap: the verdict
+vocabulary, B's decision, E's seed band, the gate's checks, the speed verdicts and the matrix's rows."""
 
 from __future__ import annotations
 
@@ -9,9 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from reports import claims
 from reports.bootstrap import Interval, paired_interval
-from reports.claims import BCell, Outcome, Verdict
+from reports.claims import b, c1, c3, d, e, engine, thresholds, words
+from reports.claims.b import BCell
+from reports.claims.checks import evaluate_check
+from reports.claims.verdict import NotApplicable, Outcome, Verdict, Wording, all_pass
 
 
 def per_set(rng: np.random.Generator, sets: int, elements: int, scale: float = 1.0) -> dict[str, np.ndarray]:
@@ -23,32 +24,38 @@ def per_set(rng: np.random.Generator, sets: int, elements: int, scale: float = 1
 # ---- vocabulary
 def test_a_verdict_over_zero_cases_is_refused():
     with pytest.raises(ValueError, match="0 cases"):
-        Verdict(Outcome.SUPPORTED, "0/0 series improve", "every series improves", cases=0)
+        Verdict("C3", Outcome.SUPPORTED, cases=0)
     with pytest.raises(ValueError):
-        Verdict(Outcome.CONTRADICTED, "x", "a condition")  # cases not given
+        Verdict("C3", Outcome.CONTRADICTED)  # cases not given
+    with pytest.raises(ValueError, match="0 cases"):
+        Wording(Outcome.SUPPORTED, "0/0 series improve", "every series improves", cases=0)
 
 
 def test_zero_cases_become_na_with_the_reason():
-    v = claims.judged(0, 0, "0/0 series improve", "every series improves", na_reason="no Newton series in this run")
-    assert v.outcome is Outcome.NA and "no Newton series" in v.reason and v.label == "N/A"
-    assert claims.decide_c3([], [], "").outcome is Outcome.NA
-    assert claims.decide_d([]).outcome is Outcome.NA
+    assert all_pass(0, 0) is Outcome.NA
+    v = c3.decide(c3.Facts(False, True, (), (), (), {}, ()))
+    shown = words(v)
+    assert v.outcome is Outcome.NA and "no Newton series" in shown.reason and shown.label == "N/A"
+    v = d.decide(d.Facts((), {}))
+    assert v.outcome is Outcome.NA and words(v).key_figure == "0 cases"
 
 
 def test_absent_and_na_need_their_evidence_and_inconclusive_its_interval():
     with pytest.raises(ValueError):
-        Verdict(Outcome.ABSENT, "same kernel")
+        Wording(Outcome.ABSENT, "same kernel")
     with pytest.raises(ValueError):
-        Verdict(Outcome.NA, "no knob")
+        Wording(Outcome.NA, "no knob")
     with pytest.raises(ValueError):
-        Verdict(Outcome.INCONCLUSIVE, "x", "a condition", cases=3)
-    assert claims.absent("Inductor folds both lowerings into one kernel", "same kernel").outcome is Outcome.ABSENT
+        Wording(Outcome.INCONCLUSIVE, "x", "a condition", cases=3)
+    v = Verdict("C1", Outcome.NA, NotApplicable("Inductor folds both lowerings into one kernel", "same kernel"))
+    assert words(v).reason.startswith("Inductor folds") and words(v).key_figure == "same kernel"
 
 
 def test_c1_with_identical_instructions_is_absent():
-    b = {"frac_ulp0": 1.0, "instructions_differ": 0}
-    fused = {("f16", "0.7", "1024", "immediate"): b, ("f16", "0.5", "1024", "immediate"): b}
-    assert claims.decide_c1(fused).outcome is Outcome.ABSENT
+    row = {"frac_ulp0": 1.0, "instructions_differ": 0}
+    fused = {("f16", "0.7", "1024", "immediate"): row, ("f16", "0.5", "1024", "immediate"): row}
+    v = c1.decide(c1.Facts(False, fused, {}))
+    assert v.outcome is Outcome.ABSENT and "same instructions" in words(v).reason
 
 
 # ---- the paired bootstrap
@@ -61,9 +68,9 @@ def test_identical_distributions_are_never_contradicted_in_95_percent_of_seeds()
         eager, fused = per_set(rng, 100, 256), per_set(rng, 100, 256)
         for name in ("ulp_p99", "ulp_max"):
             i = paired_interval(fused[name], eager[name], "relative", seed=seed)
-            contradicted[name] += claims.b_statistic_verdict(name, i, 0.0).outcome is Outcome.CONTRADICTED
+            contradicted[name] += b.statistic_verdict(name, i, 0.0).outcome is Outcome.CONTRADICTED
         i = paired_interval(fused["ulp_max"], eager["ulp_max"], "share_worse", seed=seed)
-        contradicted["share"] += claims.b_statistic_verdict("share", i, 0.0).outcome is Outcome.CONTRADICTED
+        contradicted["share"] += b.statistic_verdict("share", i, 0.0).outcome is Outcome.CONTRADICTED
     for name, n in contradicted.items():
         assert n <= 10, f"{name}: CONTRADICTED in {n} of 200 seeds (more than 5 %)"
 
@@ -72,15 +79,16 @@ def test_fused_ten_percent_worse_at_p99_is_contradicted_with_1000_sets():
     rng = np.random.default_rng(7)
     eager, fused = per_set(rng, 1000, 1024), per_set(rng, 1000, 1024, scale=1.1)
     cell = BCell("f16", "uniform", {}, {"ulp_p99": (fused["ulp_p99"], eager["ulp_p99"])})
-    [(label, v, _)] = [p for p in claims.b_cell_verdicts(cell) if p[0] == "per-set P99 ULP"]
-    assert v.outcome is Outcome.CONTRADICTED, v.key_figure
+    [(label, v, _)] = [p for p in b.cell_verdicts(cell) if p[0] == "per-set P99 ULP"]
+    assert v.outcome is Outcome.CONTRADICTED, words(v).key_figure
 
 
 def test_identical_paths_are_supported_exactly():
     x = np.random.default_rng(1).random(50)
     i = paired_interval(x, x.copy())
     assert (i.estimate, i.low, i.high) == (0.0, 0.0, 0.0)
-    assert claims.b_statistic_verdict("set-max", i, 0.0).outcome is Outcome.SUPPORTED
+    v = b.statistic_verdict("set-max", i, 0.0)
+    assert v.outcome is Outcome.SUPPORTED and words(v).key_figure == "set-max: fused = eager in all 50 sets"
 
 
 def test_sets_to_decide_is_what_the_interval_width_implies():
@@ -109,9 +117,10 @@ def test_bootstrap_refuses_zero_sets():
 # ---- task B's decision
 def test_b_without_f16_rows_or_per_set_figures_is_na():
     row = {"fused_ulp_p99": 1.0, "eager_ulp_p99": 1.0, "fused_ulp_max": 2.0, "eager_ulp_max": 1.0}
-    assert claims.decide_b("chain", [BCell("f32", "uniform", row, {})]).outcome is Outcome.NA
-    v = claims.decide_b("chain", [BCell("f16", "uniform", row, {})])
-    assert v.outcome is Outcome.NA and v.beside and v.beside[0][1].outcome is Outcome.CONTRADICTED
+    assert b.decide(b.Chain("chain", (BCell("f32", "uniform", row, {}),))).outcome is Outcome.NA
+    v = b.decide(b.Chain("chain", (BCell("f16", "uniform", row, {}),)))
+    shown = words(v)
+    assert v.outcome is Outcome.NA and shown.beside and shown.beside[0][1].outcome is Outcome.CONTRADICTED
 
 
 def test_b_reads_the_per_set_block_and_the_older_flat_pairs():
@@ -121,19 +130,19 @@ def test_b_reads_the_per_set_block_and_the_older_flat_pairs():
         "fused_set_bad": [1],
         "eager_set_bad": [1, 2],
         "per_set": {
-            "schema": claims.PER_SET_SCHEMA,
+            "schema": b.PER_SET_SCHEMA,
             "sets": 2,
             "fused": {"cond_p99": [0.5, None], "rmse_vs_fp64": [1e-3, 2e-3], "ulp_p99": [1, 2, 3]},
             "eager": {"cond_p99": [0.4, 0.7], "rmse_vs_fp64": [1e-3, 1e-3], "ulp_p99": [1, 2]},
             "fused_allclose_eager_1e-4": [True, False],
         },
     }
-    stats = claims.per_set_statistics(evidence)
+    stats = b.per_set_statistics(evidence)
     assert set(stats) == {"ulp_max", "cond_p99", "rmse_vs_fp64"}  # mismatched lengths are not a pair
     assert np.isnan(stats["cond_p99"][0][1])  # null: no finite figure
-    assert claims.per_set_allclose(evidence).tolist() == [True, False]
+    assert b.per_set_allclose(evidence).tolist() == [True, False]
     with pytest.raises(ValueError, match="schema"):
-        claims.per_set_statistics({"chain": "c", "dtype": "f16", "per_set": {"schema": "fusebench.B.per_set/0"}})
+        b.per_set_statistics({"chain": "c", "dtype": "f16", "per_set": {"schema": "fusebench.B.per_set/0"}})
 
 
 def _cell(dtype="f16", **columns) -> BCell:
@@ -149,7 +158,7 @@ def test_b_is_decided_on_the_conditioned_error_with_ulp_beside():
     rng = np.random.default_rng(11)
     eager, fused = per_set(rng, 1000, 1024), per_set(rng, 1000, 1024, scale=1.1)
     cond = per_set(rng, 1000, 1024)["ulp_max"]
-    v = claims.decide_b("chain", [_cell(ulp_max=(fused["ulp_max"], eager["ulp_max"]), cond_max=(cond, cond))])
+    v = words(b.decide(b.Chain("chain", (_cell(ulp_max=(fused["ulp_max"], eager["ulp_max"]), cond_max=(cond, cond)),))))
     assert v.outcome is Outcome.SUPPORTED, v.key_figure
     assert "Conditioned error decides" in v.condition and "no conditioned error figures" not in v.condition
     ulp = dict(v.beside)["ULP error (not deciding)"]
@@ -159,15 +168,15 @@ def test_b_is_decided_on_the_conditioned_error_with_ulp_beside():
 def test_b_without_the_deciding_measure_says_which_measure_decided():
     rng = np.random.default_rng(12)
     eager, fused = per_set(rng, 1000, 1024), per_set(rng, 1000, 1024, scale=1.1)
-    v = claims.decide_b("chain", [_cell(ulp_max=(fused["ulp_max"], eager["ulp_max"]))])
+    v = b.decide(b.Chain("chain", (_cell(ulp_max=(fused["ulp_max"], eager["ulp_max"])),)))
     assert v.outcome is Outcome.CONTRADICTED
-    assert "no conditioned error figures" in v.condition
+    assert "no conditioned error figures" in words(v).condition
 
 
 def test_b_leaves_out_sets_without_a_finite_figure_and_says_so():
     f, e = np.array([1.0, np.nan, 2.0, 3.0]), np.array([1.0, 1.0, np.inf, 3.0])
-    [(_, v, _), _share] = claims.b_cell_verdicts(_cell(cond_max=(f, e)), "conditioned")
-    assert v.cases == 2 and "2 of 4 sets without a finite figure" in v.evidence
+    [(_, v, _), _share] = b.cell_verdicts(_cell(cond_max=(f, e)), "conditioned")
+    assert v.cases == 2 and "2 of 4 sets without a finite figure" in words(v).evidence
 
 
 def test_torch_same_rule_known_answers():
@@ -175,12 +184,12 @@ def test_torch_same_rule_known_answers():
     rmse = ([3.0e-3, 3.2e-3, 1.0, 2.0e-3], [1e-3, 1e-3, 1e-3, 1e-3])
     cell = _cell(rmse_vs_fp64=rmse)
     cell.allclose = np.array([False, False, True, False])
-    assert claims.torch_same_sets(cell).tolist() == [True, False, True, True]
+    assert b.torch_same_sets(cell).tolist() == [True, False, True, True]
     cell32 = _cell("f32", rmse_vs_fp64=rmse)
     cell32.allclose = np.zeros(4, bool)
-    assert claims.torch_same_sets(cell32).tolist() == [False, False, False, True]
-    v = claims.b_torch_same_rule([cell])
-    assert v.outcome is Outcome.CONTRADICTED and v.cases == 4 and "1/4 sets" in v.evidence
+    assert b.torch_same_sets(cell32).tolist() == [False, False, False, True]
+    v = b.torch_same_rule([cell])
+    assert v.outcome is Outcome.CONTRADICTED and v.cases == 4 and "1/4 sets" in words(v).evidence
 
 
 # ---- E: the seed band's own uncertainty
@@ -192,11 +201,11 @@ def test_e_gap_uses_the_prediction_interval_of_the_seeds():
     row = {"rows": 10, "excursions": 1, "max_gap_over_band": 1.5}
     eager = _runs([3.00, 3.01, 3.02])
     # just outside the range of the three seeds, well inside their 95 % prediction interval
-    inside = claims.decide_e_gap("bf16", eager, _runs([3.025]), row)
-    assert inside.outcome is Outcome.SUPPORTED and inside.beside[0][1].outcome is Outcome.CONTRADICTED
-    far = claims.decide_e_gap("bf16", eager, _runs([3.2]), row)
+    inside = e.decide_gap("bf16", eager, _runs([3.025]), row)
+    assert inside.outcome is Outcome.SUPPORTED and words(inside).beside[0][1].outcome is Outcome.CONTRADICTED
+    far = e.decide_gap("bf16", eager, _runs([3.2]), row)
     assert far.outcome is Outcome.CONTRADICTED
-    assert claims.decide_e_gap("bf16", _runs([3.0]), _runs([3.0]), row).outcome is Outcome.NA
+    assert e.decide_gap("bf16", _runs([3.0]), _runs([3.0]), row).outcome is Outcome.NA
 
 
 class _OneSuite:
@@ -220,35 +229,65 @@ def _chain_run(isa: str, eager_ms: float, fused_ms: float) -> dict:
 
 
 def test_a_floor_measured_with_one_isa_is_shown_not_gated_on_another():
-    check = next(c for c in claims.thresholds()["checks"] if c.get("measured_with_isa"))
+    check = next(c for c in thresholds.checks() if c.get("measured_with_isa"))
     slow = 1.0 / (check["value"] * 1.25)  # fused well below the floor
-    [(_, value, passed, note)] = claims.evaluate_check(
-        check, _OneSuite(_chain_run("fma f16c avx2", 1.0, 1 / slow)), "cpu"
-    )
+    [(_, value, passed, note)] = evaluate_check(check, _OneSuite(_chain_run("fma f16c avx2", 1.0, 1 / slow)), "cpu")
     assert passed and note.startswith("n/a:") and check["measured_with_isa"] in note and value == pytest.approx(slow)
     isa = f"{check['measured_with_isa']} avx2 fma f16c"
-    [(_, value, passed, note)] = claims.evaluate_check(check, _OneSuite(_chain_run(isa, 1.0, 1 / slow)), "cpu")
+    [(_, value, passed, note)] = evaluate_check(check, _OneSuite(_chain_run(isa, 1.0, 1 / slow)), "cpu")
     assert not passed and note == ""
-    [(_, _, passed, _)] = claims.evaluate_check(check, _OneSuite(_chain_run(isa, 2.0, 1.0)), "cpu")
+    [(_, _, passed, _)] = evaluate_check(check, _OneSuite(_chain_run(isa, 2.0, 1.0)), "cpu")
     assert passed
 
 
 # ---- the claims × devices matrix of a run on several devices
-def test_claims_that_differ_only_in_their_subject_share_a_row():
-    from reports.report import claim_group, grouped_verdict
+def _shown(task, claim_id, member, statement, wording, device="cpu"):
+    from reports.document import Cell
 
-    assert claim_group("attention: fused error ≤ eager error") == ("fused error ≤ eager error", "attention")
-    assert claim_group("fused Softmax is faster than eager") == ("fused is faster than eager", "Softmax")
-    assert claim_group("fp32 control: eager and fused agree") == ("fp32 control: eager and fused agree", None)
-    ok = claims.judged(1, 1, "fine", "a condition")
-    undecided = Verdict(Outcome.INCONCLUSIVE, "spans", "a condition", cases=3, interval="[-1, 1]")
+    return Cell(task, claim_id, member, statement, wording, device)
+
+
+def test_claims_judged_per_member_share_a_row_by_id():
+    from reports.document import Document
+    from reports.matrix import rows
+
+    ok = Wording(Outcome.SUPPORTED, "fine", "a condition", cases=1)
+    doc = Document(None)
+    doc.verdicts = [
+        _shown("B", "B", "attention", "attention: fused error ≤ eager error", ok),
+        _shown("B", "B", "layernorm", "layernorm: fused error ≤ eager error", ok, "torch"),
+        _shown("E", "E-control", None, "fp32 control: eager and fused agree", ok),
+        _shown("Engine", "Engine-speed", "Softmax", "fused Softmax is faster than eager", ok),
+    ]
+    several, _ = rows(doc, several_devices=True)
+    by_claim = {(r.task, r.claim): r for r in several}
+    assert by_claim[("B", "B")].statement == "fused error ≤ eager error (attention, layernorm)"
+    assert by_claim[("E", "E-control")].statement == "fp32 control: eager and fused agree"
+    # a group of one keeps its own claim, subject included
+    assert by_claim[("Engine", "Engine-speed")].statement == "fused Softmax is faster than eager"
+    # on one device every member has its row; every task without a verdict has one too
+    one, _ = rows(doc, several_devices=False)
+    assert [r.statement for r in one if r.task == "B"] == [
+        "attention: fused error ≤ eager error",
+        "layernorm: fused error ≤ eager error",
+    ]
+    assert {r.task for r in one} == {"A", "B", "C1", "C2", "C3", "D", "E", "S", "Engine"}
+
+
+def test_a_grouped_cell_combines_its_members():
+    from reports.matrix import grouped_verdict
+
+    ok = Wording(Outcome.SUPPORTED, "fine", "a condition", cases=1)
+    undecided = Wording(Outcome.INCONCLUSIVE, "spans", "a condition", cases=3, interval="[-1, 1]")
     v = grouped_verdict([("layernorm", ok), ("attention", undecided), ("softmax", ok)])
     assert v.outcome is Outcome.INCONCLUSIVE and v.key_figure == "attention; 2 SUPPORTED" and v.cases == 5
-    v = grouped_verdict([("bf16", ok), ("f16", claims.not_applicable("f16 is the full profile's"))])
+    na = Wording(Outcome.NA, "f16 is the full profile's", reason="f16 is the full profile's")
+    v = grouped_verdict([("bf16", ok), ("f16", na)])
     assert v.outcome is Outcome.SUPPORTED and v.key_figure == "1/1; N/A: f16"
-    bad = claims.judged(0, 1, "worse", "a condition")
+    bad = Wording(Outcome.CONTRADICTED, "worse", "a condition", cases=1)
     assert grouped_verdict([("a", ok), ("b", bad), ("c", undecided)]).outcome is Outcome.CONTRADICTED
-    v = grouped_verdict([("a", claims.not_applicable("no knob")), ("b", claims.absent("same kernel", "same"))])
+    absent = Wording(Outcome.ABSENT, "same", reason="same kernel")
+    v = grouped_verdict([("a", Wording(Outcome.NA, "no knob", reason="no knob")), ("b", absent)])
     assert v.outcome is Outcome.NA and v.reason
 
 
@@ -278,7 +317,7 @@ def _speed_rows(eager_ms: float, fused_ms: float, interleaved: tuple[float, floa
 def test_speedup_is_decided_on_the_interleaved_interval_not_on_runs_timed_apart(interval, outcome):
     # timed apart, fused reads 0.84x eager; interleaved rounds decide
     eager, fused = _speed_rows(2.85, 3.39, interval)
-    verdict = claims.decide_speedup("Softmax", eager, fused, None)
+    verdict = words(engine.decide_speedup("Softmax", eager, fused, None))
     assert verdict.outcome is outcome
     assert verdict.cases == 31
     assert "interleaved rounds" in verdict.condition
@@ -290,9 +329,9 @@ def test_speedup_is_decided_on_the_interleaved_interval_not_on_runs_timed_apart(
 
 def test_speedup_without_interleaved_rounds_keeps_the_single_run_rule():
     eager, fused = _speed_rows(2.85, 3.39, None)
-    assert claims.decide_speedup("Softmax", eager, fused, None).outcome is Outcome.CONTRADICTED
+    assert engine.decide_speedup("Softmax", eager, fused, None).outcome is Outcome.CONTRADICTED
     eager, fused = _speed_rows(3.0, 3.1, None)
-    assert claims.decide_speedup("Softmax", eager, fused, None).outcome is Outcome.INCONCLUSIVE
+    assert engine.decide_speedup("Softmax", eager, fused, None).outcome is Outcome.INCONCLUSIVE
 
 
 def e_speed_row(fused_ms: float, wins: float) -> dict:
@@ -309,7 +348,7 @@ def e_speed_row(fused_ms: float, wins: float) -> dict:
 
 def test_e_speed_with_every_fused_step_skipped_is_na_not_slower():
     """Every fused step skipped (a NaN loss): no step time, so N/A with the reason, never '0×' CONTRADICTED."""
-    verdict = claims.decide_e_speed("bf16", e_speed_row(float("nan"), 0.0))
+    verdict = e.decide_speed("bf16", e_speed_row(float("nan"), 0.0))
     assert verdict.outcome is Outcome.NA
-    assert "skipped for a non-finite gradient" in verdict.reason
-    assert claims.decide_e_speed("bf16", e_speed_row(60.0, 1.0)).outcome is Outcome.SUPPORTED
+    assert "skipped for a non-finite gradient" in words(verdict).reason
+    assert e.decide_speed("bf16", e_speed_row(60.0, 1.0)).outcome is Outcome.SUPPORTED

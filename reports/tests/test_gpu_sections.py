@@ -4,8 +4,8 @@ is never the host's memcpy; task E on the GPU is decided by the suite's predicti
 
 from __future__ import annotations
 
+from reports.results import copy_bandwidth
 from reports.sections import gpu_mechanisms
-from reports.sections.common import copy_bandwidth
 
 
 def variant(name, bit_equal, differ, ulp_max, ulp_p99, status="ok"):
@@ -79,8 +79,8 @@ class Recorder:
     def __init__(self):
         self.verdicts, self.tables, self.paragraphs = [], [], []
 
-    def verdict(self, claim, verdict):
-        self.verdicts.append((claim, verdict))
+    def verdict(self, claim, member, statement, wording):
+        self.verdicts.append((claim, wording))
 
     def paragraph(self, text):
         self.paragraphs.append(text)

@@ -1,0 +1,383 @@
+// The bridge's transport: the Python interpreter, the worker process (posix_spawn, JSON lines over
+// pipes) or a session with a run's worker server (a Unix socket), inputs staged as .npy files in
+// shared memory, and the worker each device shares within a process.
+#include "bridge.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <thread>
+
+#include "fusebench/engine/kernel_cache.hpp"
+#include "fusebench/error.hpp"
+#include "fusebench/hash.hpp"
+#include "fusebench/npy.hpp"
+
+extern char** environ;
+
+namespace fusebench::framework {
+
+namespace fs = std::filesystem;
+
+// A device name as it appears in file names: "torch:cuda/aot_eager" -> "torch-cuda-aot_eager".
+std::string device_file_name(std::string device) {
+  for (char& c : device) c = c == ':' || c == '/' ? '-' : c;
+  return device;
+}
+
+// ---- the interpreter
+fs::path python_executable() {
+  if (const char* chosen = std::getenv("FUSEBENCH_PYTHON"); chosen != nullptr && *chosen != '\0') {
+    std::error_code ec;
+    if (!fs::is_regular_file(chosen, ec) || ::access(chosen, X_OK) != 0) {
+      throw_input_error(
+          "FUSEBENCH_PYTHON={}: not an executable file (name a Python interpreter, e.g. "
+          "/path/to/venv/bin/python)",
+          chosen);
+    }
+    return chosen;
+  }
+  return fs::path(FUSEBENCH_SOURCE_DIR) / ".venv" / "bin" / "python";
+}
+
+// ---- the worker process
+namespace {
+std::atomic<int> worker_serial{0};
+
+std::string python_origin() {
+  const char* chosen = std::getenv("FUSEBENCH_PYTHON");
+  return chosen != nullptr && *chosen != '\0' ? fmt::format("FUSEBENCH_PYTHON={}", chosen)
+                                              : "the project's .venv";
+}
+
+// posix_spawn of args[0] with exactly these arguments and environment; 0 or the error number.
+int spawn_process(pid_t& pid, const std::vector<std::string>& args,
+                  const std::vector<std::string>& env_entries,
+                  const posix_spawn_file_actions_t* actions) {
+  std::vector<char*> argv, envp;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : env_entries) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  return posix_spawn(&pid, argv[0], actions, nullptr, argv.data(), envp.data());
+}
+}  // namespace
+
+Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env, bool serverable)
+    : device_(spec.device) {
+  const fs::path python = python_executable();
+  if (!fs::exists(python)) {
+    unavailable_ = fmt::format("no Python at {} (run tools/bootstrap, or set FUSEBENCH_PYTHON)",
+                               python.string());
+    return;
+  }
+  scratch_ = fs::path("/dev/shm").string().empty() || !fs::is_directory("/dev/shm")
+                 ? fs::temp_directory_path()
+                 : fs::path("/dev/shm");
+  scratch_ /=
+      fmt::format("fusebench-{}-{}-{}", ::getpid(), device_file_name(spec.device), worker_serial++);
+  fs::create_directories(scratch_);
+
+  const std::string worker_script =
+      (fs::path(FUSEBENCH_BRIDGE_DIR) / "fusebench_worker.py").string();
+  std::vector<std::string> args = {python.string(),  "-u",         worker_script,
+                                   "--backend",      spec.backend, "--backend-dir",
+                                   spec.backend_dir, "--target",   spec.target};
+  if (!spec.compile_backend.empty())
+    args.insert(args.end(), {"--compile-backend", spec.compile_backend});
+  std::map<std::string, std::string> environment;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const auto eq = entry.find('=');
+    if (eq != std::string::npos) environment[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  for (const auto& [k, v] : spec.worker_env_defaults) environment.try_emplace(k, v);
+  for (auto& [k, v] : env) environment[k] = v;
+  environment.erase("PYTHONHOME");  // a named interpreter finds its own standard library
+  std::vector<std::string> env_entries;
+  for (auto& [k, v] : environment) env_entries.push_back(k + "=" + v);
+
+  const char* server_dir = std::getenv("FUSEBENCH_WORKER_DIR");
+  if (serverable && server_dir != nullptr && *server_dir != '\0') {
+    // The server's identity: its command line and the variables this Worker sets; the rest of its
+    // environment is the run's, from the process that started it.
+    std::string identity = fmt::format("{}", fmt::join(args, "\n"));
+    for (const auto& [k, v] : env) identity += fmt::format("\n{}={}", k, v);
+    socket_fd_ = connect_to_server(server_dir, identity, args, env_entries);
+    session_ = true;
+    to_worker_ = ::fdopen(::dup(socket_fd_), "w");
+    from_worker_ = ::fdopen(::dup(socket_fd_), "r");
+  } else {
+    int in_pipe[2], out_pipe[2];
+    if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) {
+      throw FrameworkError(fmt::format("{}: cannot create pipes for the Python worker: {}", device_,
+                                       std::strerror(errno)));
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in_pipe[0], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
+    const int spawned = spawn_process(pid_, args, env_entries, &actions);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(in_pipe[0]);
+    ::close(out_pipe[1]);
+    if (spawned != 0) {
+      ::close(in_pipe[1]);
+      ::close(out_pipe[0]);
+      pid_ = -1;
+      throw InputError(fmt::format("{}: cannot start {} ({}): {}", device_, python.string(),
+                                   python_origin(), std::strerror(spawned)));
+    }
+    to_worker_ = ::fdopen(in_pipe[1], "w");
+    from_worker_ = ::fdopen(out_pipe[0], "r");
+  }
+
+  nlohmann::json hello;
+  try {
+    hello = read_reply();
+  } catch (const FrameworkError& e) {
+    throw InputError(fmt::format("{}: {} ({}) did not start fusebench's worker: {}", device_,
+                                 python.string(), python_origin(), e.what()));
+  }
+  if (!hello.value("ready", false) && hello.contains("target_error")) {
+    unavailable_ = fmt::format("{} imports, but cannot run device {} here: {}", spec.framework,
+                               spec.device, hello["target_error"].get<std::string>());
+  } else if (!hello.value("ready", false)) {
+    unavailable_ = fmt::format(
+        "{} cannot be imported by {} ({}: {}): install it with `{} -m pip install {}` "
+        "(tools/bootstrap "
+        "installs the pinned version into .venv)",
+        spec.framework, python.string(), python_origin(), hello.value("error", std::string("?")),
+        python.string(), spec.pip_install);
+  } else {
+    version_ = hello.value("version", std::string());
+  }
+}
+
+int Worker::connect_to_server(const fs::path& server_dir, const std::string& identity,
+                              std::vector<std::string> args, std::vector<std::string> env_entries) {
+  const std::string stem =
+      fmt::format("{}-{}", device_file_name(device_), sha256_hex(identity).substr(0, 12));
+  const fs::path socket_path = server_dir / (stem + ".sock");
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (socket_path.string().size() >= sizeof(address.sun_path)) {
+    throw_input_error("FUSEBENCH_WORKER_DIR={}: too long for a Unix socket's path ({} of {} bytes)",
+                      server_dir.string(), socket_path.string().size(),
+                      sizeof(address.sun_path) - 1);
+  }
+  std::strcpy(address.sun_path, socket_path.c_str());
+  auto try_connect = [&]() {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0)
+      return fd;
+    if (fd >= 0) ::close(fd);
+    return -1;
+  };
+  // One process starts the server; the others wait on the lock and then find it listening.
+  const fs::path lock_path = server_dir / (stem + ".lock");
+  const int lock = ::open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  if (lock < 0) {
+    throw_input_error("FUSEBENCH_WORKER_DIR={}: cannot create {}: {}", server_dir.string(),
+                      lock_path.string(), std::strerror(errno));
+  }
+  struct Unlock {
+    int fd;
+    ~Unlock() { ::close(fd); }  // closing the descriptor releases the lock
+  } unlock{lock};
+  ::flock(lock, LOCK_EX);
+  if (const int fd = try_connect(); fd >= 0) return fd;
+
+  args.insert(args.end(), {"--serve", socket_path.string()});
+  env_entries.push_back(
+      fmt::format("FUSEBENCH_WORKER_PIDFILE={}", (server_dir / (stem + ".pid")).string()));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  // Its stderr outlives the process that starts it (perhaps a listing whose stderr is parsed):
+  // a log beside the socket, which tools/run relays to its own stderr after each suite.
+  const fs::path log_path = server_dir / (stem + ".log");
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  pid_t server = -1;
+  const int spawned = spawn_process(server, args, env_entries, &actions);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) {
+    throw InputError(fmt::format("{}: cannot start the worker server {} ({}): {}", device_, args[0],
+                                 python_origin(), std::strerror(spawned)));
+  }
+  // It listens once the framework is imported: seconds (torch about ten here).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  for (;;) {
+    if (const int fd = try_connect(); fd >= 0) return fd;
+    int status = 0;
+    if (::waitpid(server, &status, WNOHANG) == server) {
+      std::ifstream log(log_path);
+      std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+      if (text.size() > 2000) text = "..." + text.substr(text.size() - 2000);
+      throw InputError(fmt::format(
+          "{}: the worker server ({} {}) exited with status {} before it listened on {}; {}: {}",
+          device_, args[0], python_origin(),
+          WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), socket_path.string(),
+          log_path.string(), text));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(server, SIGTERM);
+      throw FrameworkError(fmt::format("{}: the worker server did not listen on {} within 5 min",
+                                       device_, socket_path.string()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+Worker::~Worker() {
+  if (to_worker_ != nullptr) {
+    // The session's compile counts go to this process's $FUSEBENCH_WORKER_STATS (a server has
+    // the environment of the process that started it); the reply comes once they are written.
+    nlohmann::json quit = {{"cmd", "quit"}};
+    if (const char* stats = std::getenv("FUSEBENCH_WORKER_STATS"); stats != nullptr && *stats)
+      quit["stats"] = stats;
+    if (send_line(quit.dump() + "\n") && from_worker_ != nullptr) {
+      char* line = nullptr;
+      std::size_t capacity = 0;
+      (void)::getline(&line, &capacity, from_worker_);
+      std::free(line);
+    }
+    std::fclose(to_worker_);
+  }
+  if (from_worker_ != nullptr) std::fclose(from_worker_);
+  if (socket_fd_ >= 0) ::close(socket_fd_);
+  if (pid_ > 0) {
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  std::error_code ec;
+  if (!scratch_.empty()) fs::remove_all(scratch_, ec);
+}
+
+bool Worker::send_line(const std::string& text) {
+  if (!session_) return std::fputs(text.c_str(), to_worker_) >= 0 && std::fflush(to_worker_) == 0;
+  // a server that went away must not kill this process with SIGPIPE
+  for (std::size_t sent = 0; sent < text.size();) {
+    const ssize_t n = ::send(socket_fd_, text.data() + sent, text.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    sent += std::size_t(n);
+  }
+  return true;
+}
+
+std::string Worker::describe_exit() {
+  if (session_)
+    return fmt::format("the run's worker server closed the session (its log is in {})",
+                       std::getenv("FUSEBENCH_WORKER_DIR"));
+  int status = 0;
+  if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_) {
+    pid_ = -1;
+    if (WIFEXITED(status))
+      return fmt::format("the Python worker exited with status {} (its stderr is above)",
+                         WEXITSTATUS(status));
+    if (WIFSIGNALED(status))
+      return fmt::format("the Python worker was killed by signal {}", WTERMSIG(status));
+  }
+  return "the Python worker closed its pipe";
+}
+
+nlohmann::json Worker::read_reply() {
+  char* line = nullptr;
+  std::size_t capacity = 0;
+  const ssize_t length = ::getline(&line, &capacity, from_worker_);
+  std::string text = length > 0 ? std::string(line, std::size_t(length)) : std::string();
+  std::free(line);
+  if (length <= 0) throw FrameworkError(describe_exit());
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    throw FrameworkError(
+        fmt::format("the Python worker wrote a line that is not JSON: {}", text.substr(0, 200)));
+  }
+}
+
+nlohmann::json Worker::request(const nlohmann::json& message) {
+  if (!unavailable_.empty())
+    throw InputError(fmt::format("device {} is unavailable: {}", device_, unavailable_));
+  if (to_worker_ == nullptr || (!session_ && pid_ <= 0))
+    throw FrameworkError(fmt::format("{}: the Python worker is gone", device_));
+  if (!send_line(message.dump() + "\n")) {
+    throw FrameworkError(fmt::format("{}: {}", device_, describe_exit()));
+  }
+  try {
+    return read_reply();
+  } catch (const FrameworkError& e) {
+    throw FrameworkError(fmt::format("{}: {}", device_, e.what()));
+  }
+}
+
+fs::path Worker::stage_input(std::size_t k, const Tensor& tensor) {
+  const fs::path path = scratch_ / fmt::format("in{}.npy", k);
+  const Tensor t = tensor.contiguous();
+  if (k < staged_.size() && staged_[k].defined() && staged_[k].dtype() == t.dtype() &&
+      staged_[k].shape() == t.shape() &&
+      std::memcmp(staged_[k].raw_data(), t.raw_data(), t.nbytes()) == 0) {
+    return path;
+  }
+  write_npy(path, t);
+  if (staged_.size() <= k) staged_.resize(k + 1);
+  Tensor copy = Tensor::uninitialized(t.dtype(), t.shape());
+  std::memcpy(copy.raw_data(), t.raw_data(), t.nbytes());
+  staged_[k] = std::move(copy);
+  return path;
+}
+
+std::string default_cache_dir(const FrameworkSpec& spec) {
+  if (spec.cache_env.empty()) return {};
+  if (const char* set = std::getenv(spec.cache_env.c_str()); set != nullptr && *set != '\0')
+    return set;
+  return engine::KernelCache::default_dir().string() + "-" + spec.framework +
+         (spec.target == "cpu" ? "" : "-" + spec.target);
+}
+
+std::shared_ptr<Worker> shared_worker(const FrameworkSpec& spec) {
+  // A worker starts in seconds (its framework's import): devices asked for at once (the
+  // availability listing) start theirs side by side, so the map's lock is not held while one starts.
+  struct Slot {
+    std::mutex starting;
+    std::shared_ptr<Worker> worker;
+  };
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<Slot>> slots;
+  std::shared_ptr<Slot> slot;
+  {
+    std::lock_guard lock(mutex);
+    auto& entry = slots[spec.device];
+    if (!entry) entry = std::make_shared<Slot>();
+    slot = entry;
+  }
+  std::lock_guard lock(slot->starting);
+  if (!slot->worker) {
+    std::map<std::string, std::string> env;
+    if (const auto dir = default_cache_dir(spec); !dir.empty()) env[spec.cache_env] = dir;
+    slot->worker = std::make_shared<Worker>(spec, env, true);
+  }
+  return slot->worker;
+}
+
+}  // namespace fusebench::framework

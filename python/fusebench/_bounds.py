@@ -1,0 +1,761 @@
+"""The fp64 run with a running error bound, for any PyTorch function (docs/conditioned-error.md).
+
+`BoundMode` is a TorchDispatchMode active during the fp64 reference run. For every ATen op it
+computes the op in float64, as the reference does, and beside each floating result a bound E on
+the error that computing the function op by op, each op's result rounded to the dtype that eager
+computes it in, may carry to first order (Higham's running error analysis, as the C++ reference
+executor carries it). The dtype eager would use is tracked per tensor ("virtual dtype"): the fp64
+run maps the model's dtype to float64, so a float64 request stands for the model's dtype, and an
+explicit cast the model writes (`.float()`, `softmax(..., dtype=torch.float32)`) is kept in float64
+and counted as a rounding to its target where the target is coarser.
+
+Rules per op class (u = unit roundoff of the op's virtual dtype):
+  elementwise    |df/dx| E_x + ... + u|z|  (derivatives written out per op; exact ops such as
+                 neg, abs, relu, where, masked_fill, max/min add no rounding; other ops tagged
+                 pointwise use a central difference in float64 for their derivatives)
+  data movement  the op applied to the bounds (view, permute, slice, cat, gather, embedding, ...)
+  matmul, conv   f(|A|, E_B) + f(E_A, |B|) + u f(|A|, |B|) (bias and addmm's C added)
+  reductions     sum / mean / cumsum: sum(E) + u sum(|x|); max / min: the bound at the argmax;
+                 var / std: carried 2|x - m| E / n, own 5 u var
+  softmax, log_softmax, layer_norm: the table of docs/conditioned-error.md
+  attention      decomposed into matmul, scaling, mask, softmax, matmul and bounded by those rules
+  other ops      their decomposition (torch._decomp) is run under the mode when there is one;
+                 an op with neither a rule nor a decomposition is *unknown*: it is named, and its
+                 floating outputs carry a NaN bound, which propagates, so that every output that
+                 depends on it falls back to ULP error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.weak import WeakIdKeyDictionary
+
+aten = torch.ops.aten
+F64 = torch.float64
+
+UNIT_ROUNDOFF = {
+    torch.float16: 2.0**-11,
+    torch.bfloat16: 2.0**-8,
+    torch.float32: 2.0**-24,
+    torch.float64: 2.0**-53,
+}
+# half the smallest subnormal of each format: the floor of the conditioned error's denominator
+UNDERFLOW = {torch.float16: 2.0**-25, torch.bfloat16: 2.0**-134, torch.float32: 2.0**-150, torch.float64: 2.0**-1075}
+
+
+def unit_roundoff(dtype: torch.dtype) -> float:
+    return UNIT_ROUNDOFF.get(dtype, 0.0)
+
+
+def _coarser(a: torch.dtype, b: torch.dtype) -> bool:
+    """True when rounding a value of dtype b to dtype a loses precision."""
+    return unit_roundoff(a) > unit_roundoff(b) or (a == torch.float16 and b == torch.bfloat16)
+
+
+def _floating(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.is_floating_point()
+
+
+def _tree_map(value: Any, fn) -> Any:
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_tree_map(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _tree_map(v, fn) for k, v in value.items()}
+    return value
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    out: list[torch.Tensor] = []
+    _tree_map(value, lambda t: out.append(t) or t)
+    return out
+
+
+# ---- op classes
+def _packets(*names: str) -> set:
+    out = set()
+    for name in names:
+        packet = getattr(aten, name, None)
+        if packet is not None:
+            out.add(packet)
+    return out
+
+
+DATA_MOVEMENT = _packets(
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "expand", "permute", "transpose", "t", "unsqueeze",
+    "squeeze", "slice", "select", "split", "split_with_sizes", "unbind", "chunk", "cat", "stack", "clone",
+    "contiguous", "alias", "detach", "as_strided", "index", "index_select", "gather", "embedding", "repeat",
+    "flatten", "narrow", "roll", "flip", "lift_fresh", "lift_fresh_copy", "constant_pad_nd", "unfold",
+    "diagonal", "movedim", "expand_as", "view_as", "tril", "triu", "pixel_shuffle", "pixel_unshuffle",
+    "upsample_nearest2d", "_unsafe_index", "unflatten", "squeeze_copy", "unsqueeze_copy", "view_copy",
+    "permute_copy", "expand_copy", "t_copy", "transpose_copy", "slice_copy", "select_copy",
+    "repeat_interleave", "index_put", "scatter", "masked_scatter", "select_scatter", "slice_scatter",
+)  # fmt: skip
+# arguments replaced when the op is applied to the bounds (a pad value is an exact constant)
+_BOUND_ARGS = {"constant_pad_nd": {2: 0.0}}
+# exact elementwise ops: no rounding of their own, derivatives 0 / +-1 (or selection)
+EXACT = _packets(
+    "neg", "abs", "relu", "where", "masked_fill", "clamp", "clamp_min", "clamp_max", "maximum", "minimum",
+    "fmax", "fmin", "hardtanh", "threshold", "sign", "floor", "ceil", "trunc", "round", "copysign",
+    "positive", "fill",
+)  # fmt: skip
+BILINEAR = _packets("mm", "bmm", "matmul", "dot", "mv", "vdot", "_convolution", "convolution")
+FACTORY = _packets(
+    "zeros", "ones", "full", "empty", "arange", "linspace", "scalar_tensor", "empty_strided", "new_zeros",
+    "new_ones", "new_full", "new_empty", "new_empty_strided", "rand", "randn", "randint", "tensor", "eye",
+    "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
+)  # fmt: skip
+
+
+def _abs(x):
+    return x.abs() if isinstance(x, torch.Tensor) else abs(x)
+
+
+class BoundMode(TorchDispatchMode):
+    """Computes the bound beside every floating tensor of an fp64 run (see the module's docstring).
+
+    model_dtype: the dtype float64 stands for (the model's dtype in eager). register(t, dtype)
+    marks an input or parameter: exact (bound 0) and of that dtype in eager."""
+
+    def __init__(self, model_dtype: torch.dtype):
+        super().__init__()
+        self.model_dtype = model_dtype
+        self.info = WeakIdKeyDictionary()  # tensor -> (bound tensor or None for 0, virtual dtype)
+        self.unknown: Counter = Counter()  # ops without a rule or a decomposition
+        self.decomposed: Counter = Counter()  # ops bounded through their decomposition
+        self.ops = 0
+
+    # ---- bookkeeping
+    def register(self, t: torch.Tensor, dtype: torch.dtype) -> None:
+        if _floating(t):
+            self.info[t] = (None, dtype)
+
+    def bound(self, t: torch.Tensor) -> torch.Tensor:
+        """The bound of t (zeros where nothing is recorded: inputs, parameters and constants are exact)."""
+        b = self.info.get(t, (None, None))[0]
+        return torch.zeros_like(t, dtype=F64) if b is None else b
+
+    def vdtype(self, t: torch.Tensor) -> torch.dtype:
+        v = self.info.get(t, (None, None))[1]
+        if v is not None:
+            return v
+        return self.model_dtype if t.dtype == F64 else t.dtype
+
+    def _set(self, t: torch.Tensor, b: torch.Tensor | None, vdtype: torch.dtype) -> None:
+        if _floating(t):
+            if b is not None and b.shape != t.shape:
+                b = b.expand(t.shape) if b.dim() <= t.dim() else b.reshape(t.shape)
+            self.info[t] = (b, vdtype)
+
+    def _map_dtype(self, dtype: torch.dtype | None) -> tuple[torch.dtype | None, torch.dtype | None]:
+        """(actual dtype to compute in, virtual dtype) for a dtype the model asked for."""
+        if dtype is None or not dtype.is_floating_point:
+            return dtype, None
+        if dtype == F64:
+            return F64, self.model_dtype
+        return F64, dtype
+
+    def _result_vdtype(self, args, kwargs) -> torch.dtype:
+        tensors = [t for t in _tensors((args, kwargs)) if _floating(t)]
+        if not tensors:
+            return self.model_dtype
+        dims = [t for t in tensors if t.dim() > 0] or tensors
+        out = self.vdtype(dims[0])
+        for t in dims[1:]:
+            out = torch.promote_types(out, self.vdtype(t))
+        return out
+
+    # ---- dispatch
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        self.ops += 1
+        packet = func.overloadpacket
+        explicit_vdtype = None
+        if "dtype" in kwargs and isinstance(kwargs["dtype"], torch.dtype):
+            kwargs["dtype"], explicit_vdtype = self._map_dtype(kwargs["dtype"])
+        if packet in (aten._to_copy, aten.to) or packet is getattr(aten, "_to_copy", None):
+            return self._cast(func, args, kwargs, explicit_vdtype)
+        if packet in FACTORY:
+            out = func(*args, **kwargs)
+            for t in _tensors(out):
+                self._set(t, None, explicit_vdtype or (self.model_dtype if t.dtype == F64 else t.dtype))
+            return out
+        rule = _RULES.get(packet)
+        if rule is not None:
+            return rule(self, func, args, kwargs, explicit_vdtype)
+        if packet in DATA_MOVEMENT:
+            return self._data_movement(func, args, kwargs)
+        if func._schema.is_mutable:
+            return self._inplace(func, args, kwargs, explicit_vdtype)
+        if packet in EXACT or torch.Tag.pointwise in func.tags:
+            return self._pointwise(func, args, kwargs, explicit_vdtype)
+        if not any(_floating(t) for t in _tensors((args, kwargs))):  # nothing to bound: exact constants
+            out = func(*args, **kwargs)
+            for t in _tensors(out):
+                self._set(t, None, explicit_vdtype or (self.model_dtype if t.dtype == F64 else t.dtype))
+            return out
+        decomposition = _decomposition(func)
+        if decomposition is not None:
+            self.decomposed[str(func)] += 1
+            with self:
+                return decomposition(*args, **kwargs)
+        return self._unknown(func, func(*args, **kwargs), explicit_vdtype, args, kwargs)
+
+    def _unknown(self, func, out, explicit_vdtype, args, kwargs):
+        """An op without a rule: named, and its floating outputs carry a NaN bound."""
+        if any(_floating(t) for t in _tensors(out)):
+            self.unknown[str(func)] += 1
+            vd = explicit_vdtype or self._result_vdtype(args, kwargs)
+            for t in _tensors(out):
+                if _floating(t):
+                    self._set(t, torch.full_like(t, math.nan, dtype=F64), vd)
+        return out
+
+    # ---- generic rules
+    def _cast(self, func, args, kwargs, explicit_vdtype):
+        x = args[0]
+        if not _floating(x) or explicit_vdtype is None:
+            out = func(*args, **kwargs)
+            if _floating(out) and _floating(x):
+                self._set(out, self.info.get(x, (None, None))[0], self.vdtype(x))
+            elif _floating(out):
+                self._set(out, None, explicit_vdtype or (self.model_dtype if out.dtype == F64 else out.dtype))
+            return out
+        out = func(*args, **kwargs)  # kwargs["dtype"] is float64 now: the value is kept
+        b = self.bound(x)
+        if _coarser(explicit_vdtype, self.vdtype(x)):
+            b = b + unit_roundoff(explicit_vdtype) * out.abs()
+        self._set(out, b, explicit_vdtype)
+        return out
+
+    def _data_movement(self, func, args, kwargs):
+        out = func(*args, **kwargs)
+        floats = [t for t in _tensors((args, kwargs)) if _floating(t)]
+        if not floats:
+            return out
+        if all(self.info.get(t, (None, None))[0] is None for t in floats):
+            bounds = None
+        else:
+            bargs = _tree_map(args, lambda t: self.bound(t) if _floating(t) else t)
+            for index, value in _BOUND_ARGS.get(func.overloadpacket.__name__, {}).items():
+                if len(bargs) > index:
+                    bargs = (*bargs[:index], value, *bargs[index + 1 :])
+            bkwargs = _tree_map(kwargs, lambda t: self.bound(t) if _floating(t) else t)
+            bounds = func(*bargs, **bkwargs)
+        vd = self.vdtype(floats[0])
+        out_tensors = _tensors(out)
+        b_tensors = _tensors(bounds) if bounds is not None else [None] * len(out_tensors)
+        for t, b in zip(out_tensors, b_tensors):
+            self._set(t, b, vd)
+        return out
+
+    def _pointwise(self, func, args, kwargs, explicit_vdtype):
+        out = func(*args, **kwargs)
+        if not _floating(out):
+            return out
+        vd = explicit_vdtype or self._result_vdtype(args, kwargs)
+        carried = None
+        formula = _DERIVATIVES.get(func.overloadpacket)
+        for i, a in enumerate(args):
+            if not _floating(a) or self.info.get(a, (None, None))[0] is None:
+                continue
+            if formula is not None:
+                d = formula(i, args, kwargs, out)
+            else:
+                d = _central_difference(func, args, kwargs, i)
+            term = _abs(d) * self.bound(a)
+            carried = term if carried is None else carried + term
+        if formula is not None and func.overloadpacket not in EXACT:
+            # a Python float operand is stored at the op's precision first (mul_scalar: 2u|z|)
+            for i, a in enumerate(args):
+                if isinstance(a, float) and math.isfinite(a) and torch.tensor(a, dtype=vd).item() != a:
+                    term = _abs(formula(i, args, kwargs, out)) * (unit_roundoff(vd) * abs(a))
+                    carried = term if carried is None else carried + term
+        own = None if func.overloadpacket in EXACT else unit_roundoff(vd) * out.abs()
+        if carried is None and own is None:
+            self._set(out, None, vd)
+        else:
+            total = own if carried is None else (carried if own is None else carried + own)
+            self._set(out, torch.nan_to_num(total, nan=math.nan, posinf=math.inf), vd)
+        return out
+
+    def _inplace(self, func, args, kwargs, explicit_vdtype):
+        name = func.overloadpacket.__name__.rstrip("_")
+        target = args[0]
+        if func.overloadpacket is aten.copy_:
+            src = args[1]
+            before = self.vdtype(target)
+            out = func(*args, **kwargs)
+            b = self.bound(src) if _floating(src) else None
+            if b is not None and _coarser(before, self.vdtype(src)):
+                b = b + unit_roundoff(before) * target.abs()
+            if b is not None:
+                b = b.expand(target.shape).clone()
+            self._set(target, b, before)
+            return out
+        functional = getattr(getattr(aten, name, None), func._overloadname, None)
+        if functional is None or "out" in kwargs:
+            out = func(*args, **kwargs)
+            for t in _tensors(out):
+                if _floating(t):
+                    self.unknown[str(func)] += 1
+                    self._set(t, torch.full_like(t, math.nan, dtype=F64), self.vdtype(t))
+            return out
+        vd = self.vdtype(target)
+        result = self.__torch_dispatch__(functional, (), args, kwargs)  # bound of the functional form
+        b = self.info.get(result, (None, None))[0]
+        target.copy_(result)
+        self._set(target, None if b is None else b.clone(), vd)
+        return target
+
+
+def _decomposition(func):
+    from torch._decomp import decomposition_table
+
+    decomposition = decomposition_table.get(func)
+    if decomposition is not None:
+        return decomposition
+    if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), torch._C.DispatchKey.CompositeImplicitAutograd):
+        return func.decompose
+    return None
+
+
+def _central_difference(func, args, kwargs, i):
+    """d func / d args[i], elementwise, by a central difference in float64 (h relative to x)."""
+    x = args[i]
+    h = 1e-7 * torch.clamp(x.abs(), min=1e-3)
+    plus = list(args)
+    minus = list(args)
+    plus[i], minus[i] = x + h, x - h
+    d = (func(*plus, **kwargs) - func(*minus, **kwargs)) / (2 * h)
+    return torch.nan_to_num(d, nan=0.0)
+
+
+# ---- derivatives of common elementwise ops: formula(i, args, kwargs, out) -> df/d args[i]
+def _scalar_or(args, k, default=1.0):
+    return args[k] if len(args) > k else default
+
+
+def _d_add(i, a, kw, z):
+    if i == 0:
+        return 1.0
+    return kw.get("alpha", _scalar_or(a, 2))
+
+
+def _d_sub(i, a, kw, z):
+    if i == 0:
+        return 1.0
+    return -kw.get("alpha", _scalar_or(a, 2))
+
+
+def _d_mul(i, a, kw, z):
+    return a[1 - i]
+
+
+def _d_div(i, a, kw, z):
+    if kw.get("rounding_mode") is not None:
+        return 0.0
+    y = a[1]
+    return 1.0 / y if i == 0 else -z / y
+
+
+def _d_pow(i, a, kw, z):
+    x, p = a[0], a[1]
+    if i == 0:
+        return p * x.pow(p - 1) if isinstance(p, (int, float)) else p * x.pow(p - 1)
+    return z * torch.log(torch.abs(x) if isinstance(x, torch.Tensor) else torch.tensor(abs(x), dtype=F64))
+
+
+def _gelu_derivative(x, approximate):
+    if approximate == "tanh":
+        k = math.sqrt(2 / math.pi)
+        inner = k * (x + 0.044715 * x**3)
+        t = torch.tanh(inner)
+        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x)
+    cdf = 0.5 * (1 + torch.erf(x / math.sqrt(2)))
+    pdf = torch.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    return cdf + x * pdf
+
+
+_DERIVATIVES = {
+    aten.add: _d_add,
+    aten.sub: _d_sub,
+    aten.rsub: lambda i, a, kw, z: (-kw.get("alpha", _scalar_or(a, 2))) if i == 0 else 1.0,
+    aten.mul: _d_mul,
+    aten.div: _d_div,
+    aten.true_divide: _d_div,
+    aten.pow: _d_pow,
+    aten.exp: lambda i, a, kw, z: z,
+    aten.expm1: lambda i, a, kw, z: z + 1,
+    aten.exp2: lambda i, a, kw, z: z * math.log(2),
+    aten.log: lambda i, a, kw, z: 1.0 / a[0],
+    aten.log1p: lambda i, a, kw, z: 1.0 / (1 + a[0]),
+    aten.log2: lambda i, a, kw, z: 1.0 / (a[0] * math.log(2)),
+    aten.sqrt: lambda i, a, kw, z: 0.5 / z,
+    aten.rsqrt: lambda i, a, kw, z: -0.5 * z / a[0],
+    aten.reciprocal: lambda i, a, kw, z: -z * z,
+    aten.tanh: lambda i, a, kw, z: 1 - z * z,
+    aten.sigmoid: lambda i, a, kw, z: z * (1 - z),
+    aten.silu: lambda i, a, kw, z: torch.sigmoid(a[0]) * (1 + a[0] * (1 - torch.sigmoid(a[0]))),
+    aten.erf: lambda i, a, kw, z: 2 / math.sqrt(math.pi) * torch.exp(-a[0] * a[0]),
+    aten.sin: lambda i, a, kw, z: torch.cos(a[0]),
+    aten.cos: lambda i, a, kw, z: -torch.sin(a[0]),
+    aten.gelu: lambda i, a, kw, z: _gelu_derivative(a[0], kw.get("approximate", _scalar_or(a, 1, "none"))),
+    aten.neg: lambda i, a, kw, z: -1.0,
+    aten.abs: lambda i, a, kw, z: 1.0,
+    aten.relu: lambda i, a, kw, z: (a[0] > 0).to(F64),
+    aten.where: lambda i, a, kw, z: a[0].to(F64) if i == 1 else (~a[0]).to(F64),
+    aten.masked_fill: lambda i, a, kw, z: (~a[1]).to(F64),
+    aten.clamp: lambda i, a, kw, z: (z == a[0]).to(F64),
+    aten.clamp_min: lambda i, a, kw, z: (z == a[0]).to(F64),
+    aten.clamp_max: lambda i, a, kw, z: (z == a[0]).to(F64),
+    aten.maximum: lambda i, a, kw, z: (z == a[i]).to(F64),
+    aten.minimum: lambda i, a, kw, z: (z == a[i]).to(F64),
+    aten.lerp: lambda i, a, kw, z: (1 - a[2]) if i == 0 else (a[2] if i == 1 else a[1] - a[0]),
+    aten.addcmul: lambda i, a, kw, z: 1.0 if i == 0 else kw.get("value", 1.0) * a[3 - i],
+}
+
+
+# ---- rules of their own
+def _rule_bilinear(mode: BoundMode, func, args, kwargs, explicit_vdtype):
+    out = func(*args, **kwargs)
+    a, b = args[0], args[1]
+    vd = explicit_vdtype or mode._result_vdtype(args[:2], {})
+    rest = list(args[2:])
+    packet = func.overloadpacket
+    conv = packet in (aten.convolution, aten._convolution)
+    if conv:
+        rest[0] = None  # the bias, added below
+
+    def f(x, y):
+        return func(x, y, *rest, **kwargs)
+
+    abs_a, abs_b = a.abs(), b.abs()
+    ea, eb = mode.info.get(a, (None, None))[0], mode.info.get(b, (None, None))[0]
+    # u f(|A|, |B|) + f(E_A, |B|) = f(u |A| + E_A, |B|): one product fewer (f is bilinear)
+    left = unit_roundoff(vd) * abs_a if ea is None else torch.add(ea, abs_a, alpha=unit_roundoff(vd))
+    total = f(left, abs_b)
+    if eb is not None:
+        total = total + f(abs_a, eb)
+    if conv and args[2] is not None:
+        bias = args[2]
+        shape = [1, -1] + [1] * (out.dim() - 2)
+        total = total + mode.bound(bias).reshape(shape) + unit_roundoff(vd) * out.abs()
+    mode._set(out, total, vd)
+    return out
+
+
+def _rule_addmm(mode: BoundMode, func, args, kwargs, explicit_vdtype):
+    """addmm / baddbmm / addmv: beta C + alpha (A @ B)."""
+    out = func(*args, **kwargs)
+    c, a, b = args[0], args[1], args[2]
+    beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
+    vd = explicit_vdtype or mode._result_vdtype(args[:3], {})
+    mm = {aten.addmm: torch.mm, aten.baddbmm: torch.bmm, aten.addmv: torch.mv, aten.addbmm: None}[func.overloadpacket]
+    if mm is None:
+
+        def mm(x, y):
+            return torch.bmm(x, y).sum(0)
+
+    abs_a, abs_b = a.abs(), b.abs()
+    u = unit_roundoff(vd)
+    ea, eb = mode.info.get(a, (None, None))[0], mode.info.get(b, (None, None))[0]
+    left = u * abs_a if ea is None else torch.add(ea, abs_a, alpha=u)  # bilinear: one product fewer
+    total = mm(left, abs_b)
+    if eb is not None:
+        total += mm(abs_a, eb)
+    if alpha != 1:
+        total *= abs(alpha)
+    total.add_(out.abs(), alpha=u)
+    if beta != 0 and mode.info.get(c, (None, None))[0] is not None:
+        total += abs(beta) * mode.bound(c)
+    mode._set(out, total, vd)
+    return out
+
+
+def _rule_sum(mode: BoundMode, func, args, kwargs, explicit_vdtype):
+    out = func(*args, **kwargs)
+    x = args[0]
+    if not _floating(out) or not _floating(x):
+        if _floating(out):
+            mode._set(out, None, explicit_vdtype or mode.model_dtype)
+        return out
+    vd = explicit_vdtype or mode.vdtype(x)
+    u = unit_roundoff(vd)
+    total = u * func(x.abs(), *args[1:], **kwargs)
+    ex = mode.info.get(x, (None, None))[0]
+    if ex is not None:
+        total = total + func(ex, *args[1:], **kwargs)
+    if func.overloadpacket is aten.mean:
+        total = total + u * out.abs()
+    mode._set(out, total, vd)
+    return out
+
+
+def _rule_cumsum(mode: BoundMode, func, args, kwargs, explicit_vdtype):
+    out = func(*args, **kwargs)
+    x = args[0]
+    if not _floating(out):
+        return out
+    vd = explicit_vdtype or mode.vdtype(x)
+    total = unit_roundoff(vd) * func(x.abs(), *args[1:], **kwargs) + func(mode.bound(x), *args[1:], **kwargs)
+    mode._set(out, total, vd)
+    return out
+
+
+def _rule_extreme(mode: BoundMode, func, args, kwargs, explicit_vdtype):
+    """amax / amin / max / min (and the .dim forms with indices): the bound of the extreme element
+    (an exact op; the argmax is assumed not to move)."""
+    out = func(*args, **kwargs)
+    x = args[0]
+    if not _floating(x):
+        return out
+    vd = mode.vdtype(x)
+    ex = mode.info.get(x, (None, None))[0]
+    if isinstance(out, tuple):  # values, indices
+        values, indices = out[0], out[1]
+        if ex is None:
+            mode._set(values, None, vd)
+            return out
+        dim = args[1] if len(args) > 1 else kwargs.get("dim")
+        keepdim = (args[2] if len(args) > 2 else kwargs.get("keepdim", False)) or values.dim() == x.dim()
+        idx = indices if keepdim else indices.unsqueeze(dim)
+        b = torch.gather(ex, dim, idx)
+        mode._set(values, b if keepdim else b.squeeze(dim), vd)
+        return out
+    if ex is None:
+        mode._set(out, None, vd)
+        return out
+    if len(args) > 1 and isinstance(args[1], torch.Tensor):  # max(x, y) is elementwise: the bound of
+        vd = mode._result_vdtype(args, kwargs)  # the element taken (an exact selection)
+        mode._set(out, torch.where(x == out, mode.bound(x), mode.bound(args[1])), vd)
+        return out
+    dims = args[1] if len(args) > 1 else kwargs.get("dim", None)
+    if dims is None or dims == [] or dims == ():
+        at = (x == out).to(F64)
+        b = (ex * at).max() if ex.numel() else ex.sum()
+    else:
+        dims_list = [dims] if isinstance(dims, int) else list(dims)
+        keep = torch.amax(x, dims_list, keepdim=True)
+        b = torch.amax(torch.where(x == keep, ex, torch.zeros_like(ex)), dims_list, keepdim=True)
+        keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+        if not keepdim:
+            b = b.squeeze(dims_list) if hasattr(b, "squeeze") else b
+    mode._set(out, b.reshape(out.shape), vd)
+    return out
+
+
+def _rule_var(mode: BoundMode, func, args, kwargs, explicit_vdtype):
+    """var / std / var_mean / std_mean: carried 2|x - m| E / n (the mean's own error does not enter
+    to first order), own 5 u var (centering, squaring, the sum, the division); std = sqrt(var)."""
+    out = func(*args, **kwargs)
+    x = args[0]
+    vd = mode.vdtype(x)
+    u = unit_roundoff(vd)
+    dims = args[1] if len(args) > 1 else kwargs.get("dim", None)
+    keepdim = kwargs.get("keepdim", False)
+    correction = kwargs.get("correction", None)
+    unbiased = args[2] if len(args) > 2 and isinstance(args[2], bool) else None
+    dims_list = list(range(x.dim())) if dims is None else ([dims] if isinstance(dims, int) else list(dims))
+    n = 1
+    for d in dims_list:
+        n *= x.shape[d]
+    c = 1 if (correction is None and unbiased in (None, True)) else (correction if correction is not None else 0)
+    denom = max(n - c, 1)
+    m = x.mean(dims_list, keepdim=True)
+    var = ((x - m) ** 2).sum(dims_list, keepdim=True) / denom
+    ex = mode.info.get(x, (None, None))[0]
+    b_var = 5 * u * var
+    if ex is not None:
+        b_var = b_var + (2 * (x - m).abs() * ex).sum(dims_list, keepdim=True) / denom
+    b_mean = (u * x.abs().sum(dims_list, keepdim=True)) / n + u * m.abs()
+    if ex is not None:
+        b_mean = b_mean + ex.sum(dims_list, keepdim=True) / n
+    is_std = func.overloadpacket in (aten.std, aten.std_mean)
+    std = var.sqrt()
+    b_first = (b_var / (2 * std.clamp_min(1e-300)) + u * std) if is_std else b_var
+    if not keepdim:
+        b_first, b_mean = b_first.squeeze(dims_list), b_mean.squeeze(dims_list)
+    if isinstance(out, tuple):
+        mode._set(out[0], b_first.reshape(out[0].shape), vd)
+        mode._set(out[1], b_mean.reshape(out[1].shape), vd)
+    else:
+        mode._set(out, b_first.reshape(out.shape), vd)
+    return out
+
+
+def _softmax_bound(x, z, e, dim, u, log=False):
+    m = torch.amax(x, dim, keepdim=True)
+    finite = torch.isfinite(x)
+    shift = torch.where(finite, (x - m).abs(), torch.zeros_like(x))
+    p = torch.exp(x - m)
+    p = p / p.sum(dim, keepdim=True)
+    mass = (p * shift).sum(dim, keepdim=True)
+    if log:
+        carried = (e + (p * e).sum(dim, keepdim=True)) if e is not None else 0.0
+        own = u * (shift + mass + 2 + z.abs().nan_to_num(posinf=0.0))
+        return torch.where(finite, carried + own, torch.zeros_like(x))
+    carried = z * ((1 - z) * e + ((z * e).sum(dim, keepdim=True) - z * e)) if e is not None else 0.0
+    own = u * z * (shift + mass + 3)
+    return torch.where(z > 0, carried + own, torch.zeros_like(x))
+
+
+def _rule_softmax(mode: BoundMode, func, args, kwargs, explicit_vdtype):
+    out = func(*args, **kwargs)
+    x, dim = args[0], args[1]
+    vd = explicit_vdtype or mode.vdtype(x)
+    if len(args) > 2 and args[2] is True and vd in (torch.float16, torch.bfloat16):
+        vd = torch.float32  # half_to_float
+    log = func.overloadpacket in (aten._log_softmax, aten.log_softmax)
+    e = mode.info.get(x, (None, None))[0]
+    mode._set(out, _softmax_bound(x, out, e, dim, unit_roundoff(vd), log), vd)
+    return out
+
+
+def _rule_layer_norm(mode: BoundMode, func, args, kwargs, explicit_vdtype):
+    out = func(*args, **kwargs)
+    x, shape, w, b = args[0], args[1], args[2], args[3]
+    eps = args[4] if len(args) > 4 else kwargs.get("eps", 1e-5)
+    vd = mode.vdtype(x)
+    u = unit_roundoff(vd)
+    dims = list(range(x.dim() - len(shape), x.dim()))
+    k = 1
+    for s in shape:
+        k *= s
+    mean = x.mean(dims, keepdim=True)
+    var = ((x - mean) ** 2).mean(dims, keepdim=True)
+    r = torch.rsqrt(var + eps)
+    xhat = (x - mean) * r
+    wabs = w.abs() if w is not None else torch.ones((), dtype=F64)
+    ex = mode.info.get(x, (None, None))[0]
+    y = out[0]
+    total = torch.zeros_like(y)
+    if ex is not None:
+        s_e = ex.sum(dims, keepdim=True) / k
+        s_xe = (xhat.abs() * ex).sum(dims, keepdim=True) / k
+        total = total + wabs * r * (ex + s_e + xhat.abs() * s_xe)
+    if w is not None and mode.info.get(w, (None, None))[0] is not None:
+        total = total + xhat.abs() * mode.bound(w)
+    if b is not None and mode.info.get(b, (None, None))[0] is not None:
+        total = total + mode.bound(b)
+    wx = (wabs * xhat).abs()
+    own = wabs * r * u * x.abs().sum(dims, keepdim=True) / k + u * wx * var / (2 * (var + eps)) + 4 * u * wx
+    if b is not None:
+        own = own + u * y.abs()
+    mode._set(y, total + own, vd)
+    mode._set(out[1], (u * x.abs().sum(dims, keepdim=True) / k).reshape(out[1].shape) if out[1].numel() else None, vd)
+    mode._set(out[2], torch.full_like(out[2], math.nan), vd)  # rstd: used by backward only
+    return out
+
+
+def _rule_attention(mode: BoundMode, func, args, kwargs, explicit_vdtype):
+    """Scaled dot-product attention (the fused ATen kernels): decomposed into its ops, each bounded
+    by its rule; the result is the decomposition's fp64 value (the same function)."""
+    q, k, v = args[0], args[1], args[2]
+    names = [a.name for a in func._schema.arguments]
+    values = dict(zip(names, args))
+    values.update(kwargs)
+    dropout = values.get("dropout_p", 0.0) or 0.0
+    if dropout:
+        raise RuntimeError(f"fusebench: {func} with dropout_p={dropout}: a random op has no reference (train mode?)")
+    is_causal = bool(values.get("is_causal", False))
+    mask = values.get("attn_mask")
+    scale = values.get("scale")
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    with mode:
+        if values.get("enable_gqa") and q.shape[-3] != k.shape[-3]:
+            rep = q.shape[-3] // k.shape[-3]
+            k = k.repeat_interleave(rep, -3)
+            v = v.repeat_interleave(rep, -3)
+        scores = torch.matmul(q, k.transpose(-2, -1)) * scale
+        if is_causal:
+            L, S = q.shape[-2], k.shape[-2]
+            keep = torch.ones(L, S, dtype=torch.bool).tril()
+            scores = scores.masked_fill(~keep, -math.inf)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else scores + mask
+        p = torch.softmax(scores, -1)
+        out = torch.matmul(p, v)
+        lse = torch.logsumexp(scores, -1)
+    results = [r.type for r in func._schema.returns]
+    if len(results) == 1:
+        return out
+    extra = [lse] + [torch.empty(0, dtype=F64) for _ in results[2:]]
+    return (out, *extra)
+
+
+def _rule_logsumexp(mode: BoundMode, func, args, kwargs, explicit_vdtype):
+    out = func(*args, **kwargs)
+    x = args[0]
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    vd = mode.vdtype(x)
+    u = unit_roundoff(vd)
+    dims_list = [dims] if isinstance(dims, int) else list(dims)
+    m = torch.amax(x, dims_list, keepdim=True).nan_to_num(neginf=0.0)
+    p = torch.exp(x - m)
+    p = p / p.sum(dims_list, keepdim=True)
+    shift = torch.where(torch.isfinite(x), (x - m).abs(), torch.zeros_like(x))
+    total = u * ((p * shift).sum(dims_list, keepdim=True) + 2) + u * out.abs().reshape(
+        p.sum(dims_list, keepdim=True).shape
+    )
+    ex = mode.info.get(x, (None, None))[0]
+    if ex is not None:
+        total = total + (p * ex).sum(dims_list, keepdim=True)
+    if not keepdim:
+        total = total.squeeze(dims_list)
+    mode._set(out, torch.where(torch.isfinite(out), total.reshape(out.shape), torch.zeros_like(out)), vd)
+    return out
+
+
+def _rule_sorted(mode: BoundMode, func, args, kwargs, explicit_vdtype):
+    """sort / topk / kthvalue / median.dim / mode.dim: values picked from x (exact), the bound of the
+    element picked (its index is returned beside)."""
+    out = func(*args, **kwargs)
+    x = args[0]
+    if not (isinstance(out, tuple) and len(out) == 2 and _floating(x)):
+        return mode._unknown(func, out, explicit_vdtype, args, kwargs)
+    values, indices = out
+    names = [a.name for a in func._schema.arguments]
+    given = dict(zip(names, args)) | kwargs
+    dim = given.get("dim", -1)
+    ex = mode.info.get(x, (None, None))[0]
+    if ex is None:
+        mode._set(values, None, mode.vdtype(x))
+        return out
+    idx = indices if indices.dim() == x.dim() else indices.unsqueeze(dim)
+    b = torch.gather(ex, dim, idx)
+    mode._set(values, b.reshape(values.shape), mode.vdtype(x))
+    return out
+
+
+_RULES = {
+    **{p: _rule_sorted for p in _packets("sort", "topk", "kthvalue", "mode")},
+    **{p: _rule_bilinear for p in BILINEAR},
+    **{p: _rule_addmm for p in _packets("addmm", "baddbmm", "addmv", "addbmm")},
+    **{p: _rule_sum for p in _packets("sum", "mean")},
+    **{p: _rule_cumsum for p in _packets("cumsum")},
+    **{p: _rule_extreme for p in _packets("amax", "amin", "max", "min")},
+    **{p: _rule_var for p in _packets("var", "std", "var_mean", "std_mean")},
+    **{p: _rule_softmax for p in _packets("_softmax", "softmax", "_log_softmax", "log_softmax")},
+    **{p: _rule_layer_norm for p in _packets("native_layer_norm")},
+    **{p: _rule_logsumexp for p in _packets("logsumexp")},
+    **{
+        p: _rule_attention
+        for p in _packets(
+            "_scaled_dot_product_flash_attention_for_cpu",
+            "_scaled_dot_product_flash_attention",
+            "_scaled_dot_product_efficient_attention",
+            "_scaled_dot_product_cudnn_attention",
+            "_scaled_dot_product_attention_math",
+            "scaled_dot_product_attention",
+        )
+    },
+}

@@ -1,0 +1,1009 @@
+"""explain: where and why a compiled PyTorch function differs from eager, and the switches that
+undo it (docs/fusion-switches.md's method, for any model compiled by Inductor).
+
+Localise: the graph Dynamo captured is run in segments: the prefix of the graph that ends at one
+node is compiled alone and that node's compiled value compared with its eager value and its fp64
+value and bound (fusebench._bounds run over the same graph). Bisection over the nodes in graph
+order finds a node whose compiled value meets the criterion while the node before it does not.
+
+Attribute: switches, each setting one of Inductor's mechanisms to eager's behaviour:
+  split:before=NODE / split:after=NODE     a graph break there (kernel split: the value is stored)
+  decomposition:off=OP                     Inductor's decomposition of one ATen op left out (the
+                                           op is then lowered or runs as ATen's kernel), as
+                                           torch's compiler_bisector does
+  lowering:off=OP                          Inductor's lowering of one ATen op left out: ATen's own
+                                           kernel runs (compiler_bisector's "lowerings")
+  triton:enable_fp_fusion=False            on CUDA, Triton's FMA contraction off alone (its
+                                           CUDA backend's parse_options patched while compiling)
+  compiler:NAME=VALUE                      one of Inductor's options, introspected (hasattr) since
+                                           versions differ: emulate_precision_casts (per-op
+                                           rounding; on CUDA also Triton's enable_fp_fusion, which
+                                           Inductor sets to not emulate_precision_casts), numerics,
+                                           cpp.enable_floating_point_contract_flag (FMA
+                                           contraction), cpp.simdlen (vectorised code),
+                                           cpp.use_two_step_variance_threshold (variance algorithm),
+                                           pattern_matcher (pattern rewrites), max_fusion_size
+                                           (fusion extent); on CUDA eager_numerics.division_rounding,
+                                           eager_numerics.disable_ftz, triton.persistent_reductions
+The search is the suite's: all candidates together, then each alone; if several are needed,
+Zeller's ddmin, each distinct set compiled once, within a budget of compiles that the result
+states. A difference that no switch removes reads "unexplained", with what was tried.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ._judge import Inputs, JudgeError, _parse_dtype, as_inputs, flatten_outputs, perturb, set_generator
+
+MECHANISMS = {
+    "split": "kernel split (per-op rounding at a boundary)",
+    "decomposition": "decomposition",
+    "lowering": "lowering",
+    "emulate_precision_casts": "per-op rounding",
+    "numerics": "eager numerics (strict)",
+    "cpp.enable_floating_point_contract_flag": "FMA contraction",
+    "cpp.simdlen": "vectorised code",
+    "cpp.use_two_step_variance_threshold": "variance algorithm",
+    "pattern_matcher": "pattern rewrite",
+    "max_fusion_size": "fusion extent",
+    "eager_numerics.division_rounding": "division rounding",
+    "eager_numerics.disable_ftz": "flush to zero",
+    "triton.persistent_reductions": "reduction config",
+}
+
+
+# ---- switches
+@dataclass(frozen=True)
+class Switch:
+    kind: str  # split, decomposition, lowering, compiler
+    name: str  # before / after, off, or the option's name
+    value: Any  # node name, op name, or the option's value
+
+    @property
+    def token(self) -> str:
+        if self.kind == "split":
+            return f"split:{self.name}={self.value}"
+        if self.kind in ("decomposition", "lowering"):
+            return f"{self.kind}:off={self.value}"
+        if self.kind == "triton":
+            return f"triton:{self.name}={self.value}"
+        return f"compiler:{self.name}={self.value!r}"
+
+    @property
+    def mechanism(self) -> str:
+        key = self.name if self.kind == "compiler" else self.kind
+        if self.kind == "triton":
+            return "FMA contraction (Triton)"
+        return MECHANISMS.get(key, self.name)
+
+    @staticmethod
+    def parse(token: str) -> Switch:
+        kind, _, rest = str(token).partition(":")
+        name, _, value = rest.partition("=")
+        if kind == "split" and name in ("before", "after") and value:
+            return Switch("split", name, value)
+        if kind in ("decomposition", "lowering") and name == "off" and value:
+            return Switch(kind, "off", value)
+        if kind == "triton" and name == "enable_fp_fusion" and value in ("False", "false", "0"):
+            return Switch("triton", "enable_fp_fusion", False)
+        if kind == "compiler" and name and value:
+            try:
+                parsed = ast.literal_eval(value)
+            except (ValueError, SyntaxError):
+                parsed = value
+            return Switch("compiler", name, parsed)
+        raise JudgeError(
+            f"apply_switches: {token!r} is not a switch (split:before=NODE, split:after=NODE, decomposition:off=OP, "
+            "lowering:off=OP, compiler:NAME=VALUE, triton:enable_fp_fusion=False)"
+        )
+
+    def __str__(self) -> str:
+        return self.token
+
+
+def _op_by_name(name: str):
+    import torch
+
+    namespace, _, rest = name.partition(".")
+    packet_name, _, overload = rest.partition(".")
+    packet = getattr(getattr(torch.ops, namespace), packet_name)
+    return getattr(packet, overload or "default")
+
+
+class SwitchedInductor:
+    """A torch.compile backend: Inductor's compile_fx with switches applied (config patches,
+    graph breaks at named nodes, decompositions or lowerings left out for named ops)."""
+
+    def __init__(self, switches: list[Switch] = (), config: dict | None = None):
+        self.switches = list(switches)
+        self.config = dict(config or {})
+        for s in self.switches:
+            if s.kind == "compiler":
+                self.config[s.name] = s.value
+        self.cuts = [(s.name, s.value) for s in self.switches if s.kind == "split"]
+        self.decompositions_off = [s.value for s in self.switches if s.kind == "decomposition"]
+        self.lowerings_off = [s.value for s in self.switches if s.kind == "lowering"]
+        self.no_fp_fusion = any(s.kind == "triton" for s in self.switches)
+        if self.no_fp_fusion:
+            self.config["compile_threads"] = 1  # Triton compiles in this process, under the patch
+        self.graphs = 0
+
+    def __repr__(self) -> str:
+        return f"SwitchedInductor({[s.token for s in self.switches]}, config={self.config})"
+
+    @contextlib.contextmanager
+    def _patched(self):
+        import torch._inductor.config as inductor_config
+        import torch._inductor.graph as inductor_graph
+
+        patch = dict(self.config)
+        if self.lowerings_off or self.decompositions_off:
+            patch["force_disable_caches"] = True  # the cache keys do not see these
+        off = {_op_by_name(n) for n in self.lowerings_off}
+        original = inductor_graph.fallback_node_due_to_unsupported_type
+
+        def fallback(n, *args, **kwargs):
+            return n.target in off or original(n, *args, **kwargs)
+
+        with inductor_config.patch(patch), _no_triton_fp_fusion(self.no_fp_fusion):
+            if off:
+                inductor_graph.fallback_node_due_to_unsupported_type = fallback
+            try:
+                yield
+            finally:
+                inductor_graph.fallback_node_due_to_unsupported_type = original
+
+    def _first_call_patched(self, compiled):
+        """Triton may compile a kernel at its first launch: that call runs under the patches too."""
+        if not self.no_fp_fusion:
+            return compiled
+        state = {"first": True}
+
+        def run(*args):
+            if state["first"]:
+                state["first"] = False
+                with self._patched():
+                    return compiled(*args)
+            return compiled(*args)
+
+        return run
+
+    def compile_graph(self, gm, example_inputs):
+        from torch._inductor.compile_fx import compile_fx
+
+        kwargs = {}
+        if self.decompositions_off:
+            from torch._inductor.decomposition import select_decomp_table
+
+            table = dict(select_decomp_table())
+            for n in self.decompositions_off:
+                table.pop(_op_by_name(n), None)
+            kwargs["decompositions"] = table
+        with self._patched():
+            return self._first_call_patched(compile_fx(gm, example_inputs, **kwargs))
+
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        names = {n.name for n in gm.graph.nodes}
+        cuts = [(where, node) for where, node in self.cuts if node in names]
+        if not cuts:
+            return self.compile_graph(gm, example_inputs)
+        return split_and_compile(gm, cuts, self.compile_graph)
+
+
+@contextlib.contextmanager
+def _no_triton_fp_fusion(active: bool):
+    """Triton's CUDA backend compiles with enable_fp_fusion=False (Inductor passes its own value,
+    not emulate_precision_casts, which the TRITON_DEFAULT_FP_FUSION variable does not override):
+    the patch of tools/gpu/inductor_mechanisms.py."""
+    if not active:
+        yield
+        return
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    original = CUDABackend.parse_options
+
+    def parse_options(self, opts, *args, **kwargs):
+        opts = dict(opts)
+        opts["enable_fp_fusion"] = False
+        return original(self, opts, *args, **kwargs)
+
+    CUDABackend.parse_options = parse_options
+    try:
+        yield
+    finally:
+        CUDABackend.parse_options = original
+
+
+def _triton_fp_fusion_switchable() -> bool:
+    try:
+        from triton.backends.nvidia.compiler import CUDABackend
+    except Exception:
+        return False
+    return hasattr(CUDABackend, "parse_options")
+
+
+def split_and_compile(gm, cuts, compile_graph):
+    """gm split at the cuts (("before"|"after", node name)), each part compiled on its first call."""
+    import torch
+    from torch.fx.passes.split_module import split_module
+
+    nodes = [n for n in gm.graph.nodes]
+    order = {n.name: i for i, n in enumerate(nodes)}
+    starts = sorted({order[name] + (1 if where == "after" else 0) for where, name in cuts})
+
+    def part(n):
+        return sum(1 for s in starts if order[n.name] >= s)
+
+    split = split_module(gm, None, part, keep_original_order=True)
+
+    class Lazy(torch.nn.Module):
+        def __init__(self, module):
+            super().__init__()
+            self.module = module
+            self.compiled = None
+
+        def forward(self, *args):
+            if self.compiled is None:
+                self.compiled = compile_graph(self.module, list(args))
+            return self.compiled(*args)
+
+    for name, child in list(split.named_children()):
+        if name.startswith("submod_"):
+            setattr(split, name, Lazy(child))
+    return split
+
+
+def _as_switches(switches) -> list[Switch]:
+    if switches is None:
+        return []
+    if hasattr(switches, "switch_list"):
+        switches = switches.switch_list
+    out = []
+    for s in switches:
+        if isinstance(s, Switch):
+            out.append(s)
+        elif isinstance(s, SwitchEntry):
+            out += [Switch.parse(t) for t in s.switch.split()]
+        elif isinstance(s, dict):
+            out += [Switch.parse(t) for t in str(s["switch"]).split()]
+        else:
+            out += [Switch.parse(t) for t in str(s).split()]
+    return out
+
+
+def apply_switches(fn: Callable, switches, *, options: dict | None = None, dynamic: bool = False) -> Callable:
+    """fn compiled by Inductor with the switches applied (an Explanation, its switch_list, Switch
+    objects or tokens such as "compiler:emulate_precision_casts=True"), on top of Inductor options.
+    Judge the result again (fusebench.judge(fn, sample, compile=lambda f: switched)) to see what
+    remains."""
+    import torch
+
+    backend = SwitchedInductor(_as_switches(switches), options)
+    return torch.compile(fn, backend=backend, dynamic=dynamic)
+
+
+# ---- explanation
+@dataclass
+class Trial:
+    switches: list[str]
+    removed: bool
+    seconds: float
+    error: str = ""
+
+
+@dataclass
+class Localisation:
+    graph: int
+    node: str
+    target: str
+    position: int  # in graph order, of `nodes` nodes
+    nodes: int
+    source: str  # the model's line, from the node's stack trace
+    compiled_cond_max: float | None
+    eager_cond_max: float | None
+    compiled_ulp_max: float
+    eager_ulp_max: float
+    beyond_bound: bool | None
+    previous: str
+    compiles: int
+
+    def text(self) -> str:
+        where = f"node {self.node} ({self.target}, {self.position + 1} of {self.nodes} in graph {self.graph})"
+        figures = (
+            f"conditioned error max compiled {_n(self.compiled_cond_max)} vs eager {_n(self.eager_cond_max)}"
+            if self.compiled_cond_max is not None
+            else ""
+        )
+        figures += ("; " if figures else "") + (
+            f"ULP error max compiled {_n(self.compiled_ulp_max)} vs eager {_n(self.eager_ulp_max)}"
+        )
+        bound = ""
+        if self.beyond_bound is not None:
+            bound = "; beyond its bound (conditioned error > 1)" if self.beyond_bound else "; within its bound"
+        return f"{where}: {figures}{bound}" + (f"; source: {self.source}" if self.source else "")
+
+
+def _n(x) -> str:
+    from ._decide import _num
+
+    return _num(x)
+
+
+@dataclass
+class SwitchEntry:
+    switch: str
+    mechanism: str
+    node: str
+    op: str
+    removes: list[int]
+    cost: dict | None = None
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Explanation:
+    criterion: str
+    outputs: list[str]
+    sets: list[int]  # the sets where the criterion held before any switch
+    localisation: Localisation | None
+    status: str  # explained, unexplained, not attempted
+    minimal: list[str]
+    mechanism: str
+    also_removed_by: list[str]
+    tried: list[Trial]
+    budget: int
+    switch_list: list[SwitchEntry] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    removes_at_outputs: bool | None = None  # the minimal switches, on the whole function
+
+    def lines(self) -> list[str]:
+        out = [f"explanation ({self.criterion}; outputs {', '.join(self.outputs)}; sets {self.sets}):"]
+        if self.localisation is not None:
+            out.append("  first node: " + self.localisation.text())
+        if self.status == "explained":
+            where = self.localisation.node if self.localisation else "?"
+            at = {True: " (and at the outputs)", False: " at the node (not at the outputs)", None: ""}
+            out.append(
+                f"  explained: {self.mechanism} at {where}: {' + '.join(self.minimal)} removes it"
+                + at[self.removes_at_outputs]
+            )
+            if self.also_removed_by:
+                out.append("  also removed by (alone): " + ", ".join(self.also_removed_by))
+        else:
+            out.append(
+                f"  {self.status}: tried "
+                + "; ".join(
+                    (" + ".join(t.switches) or "(none)") + (f" (failed: {t.error})" if t.error else "")
+                    for t in self.tried
+                )
+            )
+        for e in self.switch_list:
+            cost = ""
+            if e.cost:
+                cost = (
+                    f"; cost: {e.cost['slowdown']:.2f}x the compiled time [{e.cost['low']:.2f}, {e.cost['high']:.2f}] "
+                    f"over {e.cost['rounds']} interleaved rounds ({e.cost.get('resolved', '')})"
+                )
+            out.append(f"  switch {e.switch} ({e.mechanism} at {e.node}, {e.op}){cost}")
+        out.append(
+            f"  budget: {len(self.tried)} of at most {self.budget} switch sets compiled, {self.seconds:.0f} s in all"
+        )
+        out += [f"  note: {n}" for n in self.notes]
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": "fusebench.explanation/1",
+            "criterion": self.criterion,
+            "outputs": self.outputs,
+            "sets": self.sets,
+            "localisation": None if self.localisation is None else dict(self.localisation.__dict__),
+            "status": self.status,
+            "minimal": self.minimal,
+            "mechanism": self.mechanism,
+            "also_removed_by": self.also_removed_by,
+            "tried": [dict(t.__dict__) for t in self.tried],
+            "budget": self.budget,
+            "switch_list": [e.to_dict() for e in self.switch_list],
+            "notes": self.notes,
+            "seconds": self.seconds,
+            "removes_at_outputs": self.removes_at_outputs,
+        }
+
+
+# ---- capture
+class _Recorder:
+    """A backend that keeps Dynamo's graphs and, per call, their inputs; runs them eagerly."""
+
+    def __init__(self):
+        self.graphs: list = []
+        self.calls: list[list[list]] = []  # per graph, per call: the inputs
+
+    def __call__(self, gm, example_inputs):
+        index = len(self.graphs)
+        self.graphs.append(gm)
+        self.calls.append([])
+
+        def run(*args):
+            self.calls[index].append([a.detach().clone() if hasattr(a, "detach") else a for a in args])
+            return gm(*args)
+
+        return run
+
+
+def _interpret(gm, args, torch, mode=None) -> dict:
+    """node name -> value, running gm's nodes one by one (under mode when given)."""
+    values: dict[str, Any] = {}
+
+    class Keep(torch.fx.Interpreter):
+        def run_node(self, n):
+            result = super().run_node(n)
+            values[n.name] = result
+            return result
+
+    ctx = mode if mode is not None else contextlib.nullcontext()
+    with torch.no_grad(), ctx:
+        Keep(gm).run(*args)
+    return values
+
+
+def _prefix(gm, node_name: str, torch):
+    """A copy of gm that computes up to node_name and returns its value."""
+    graph = torch.fx.Graph()
+    env = {}
+    for n in gm.graph.nodes:
+        if n.op == "output":
+            break
+        env[n.name] = graph.node_copy(n, lambda m: env[m.name])
+        if n.name == node_name:
+            break
+    graph.output(env[node_name])
+    graph.eliminate_dead_code()
+    # placeholders are kept even when unused: the compiled prefix takes the graph's inputs
+    return torch.fx.GraphModule(gm, graph)
+
+
+def _floating_tensor(x, torch) -> bool:
+    return isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 0
+
+
+def _cond_max(y, ref, bound, torch) -> float | None:
+    from ._bounds import UNDERFLOW
+
+    if bound is None or bool(torch.isnan(bound).any()):
+        return None
+    floor = bound.clamp_min(UNDERFLOW.get(y.dtype, 2.0**-1075))
+    return float(((y.double() - ref.to(y.device)).abs() / floor.to(y.device)).max())
+
+
+def _ulp_max(y, ref) -> float:
+    from . import ulp_error
+
+    return float(np.nanmax(np.asarray(ulp_error(y.detach().cpu().contiguous(), ref.detach().cpu().contiguous()))))
+
+
+def _meets(criterion: str, c, e, ref, bound, torch) -> bool:
+    """Does the compiled value c meet the criterion against eager's e on one set?"""
+    if c.shape != e.shape or c.dtype != e.dtype:
+        return True
+    if criterion == "differs":
+        from ._judge import _bits_equal
+
+        return _bits_equal(c, e, torch) > 0
+    cc, ce = _cond_max(c, ref, bound, torch), _cond_max(e, ref, bound, torch)
+    if cc is not None and ce is not None:
+        return cc > ce
+    return _ulp_max(c, ref) > _ulp_max(e, ref)
+
+
+# ---- explain
+def explain(
+    fn: Callable,
+    sample: Any,
+    *,
+    judgment: Any = None,
+    criterion: str = "auto",
+    outputs: list[str] | None = None,
+    sets: int = 4,
+    seed: int = 0,
+    dtype: Any = None,
+    options: dict | None = None,
+    perturbation: float = 0.5,
+    budget: int = 12,
+    cost_rounds: int = 7,
+    switches: Any = None,
+) -> Explanation:
+    """See fusebench.explain's docstring (the package's __init__). switches: applied first (a
+    previous Explanation or a switch list), so that the search goes on from them."""
+    import torch
+    from torch._dynamo import reset
+
+    from ._bounds import BoundMode
+    from ._judge import Reference, _model_dtype
+
+    t_start = time.perf_counter()
+    if criterion == "auto":
+        worse = judgment is not None and judgment.outcome.value == "contradicted"
+        criterion = "worse" if worse else "differs"
+    if criterion not in ("worse", "differs"):
+        raise JudgeError(f"explain: criterion={criterion!r}; expected 'worse', 'differs' or 'auto'")
+    if judgment is not None and outputs is None:
+        outputs = [o.name for o in judgment.outputs if o.outcome.value == "contradicted"] or None
+        seed = judgment.seed
+    if dtype is not None:
+        dtype = _parse_dtype(dtype, torch)
+        if isinstance(fn, torch.nn.Module):
+            import copy
+
+            fn = copy.deepcopy(fn).to(dtype)
+    sampler = sample if callable(sample) and not isinstance(sample, torch.Tensor) else None
+    base = None if sampler is not None else as_inputs(sample)
+    if base is not None and dtype is not None:
+        base = base.map(lambda t: t.to(dtype) if t.is_floating_point() else t)
+
+    def make_set(index: int) -> Inputs:
+        if sampler is not None:
+            got = as_inputs(sampler(index, set_generator(seed, index)))
+            return got.map(lambda t: t.to(dtype) if t.is_floating_point() else t) if dtype is not None else got
+        return base if index == 0 else perturb(base, set_generator(seed, index), perturbation)
+
+    explain_sets = [make_set(i) for i in range(sets)]
+    model_dtype = _model_dtype(fn, explain_sets[0], torch)
+    notes: list[str] = []
+
+    # eager and fp64 outputs, once
+    reference = Reference(fn, model_dtype, torch)
+    eager_outs, refs = [], []
+    for inputs in explain_sets:
+        with torch.no_grad():
+            eager_outs.append(dict(flatten_outputs(inputs.call(fn), torch)))
+        r_tree, mode = reference.run(inputs)
+        refs.append({n: (t, mode.bound(t)) for n, t in flatten_outputs(r_tree, torch) if t.is_floating_point()})
+    names = [n for n, t in eager_outs[0].items() if t.is_floating_point()]
+    targets = [n for n in (outputs or names) if n in names]
+    if not targets:
+        raise JudgeError(f"explain: no floating output among {outputs}; outputs are {names}")
+
+    def criterion_sets(compiled) -> list[int]:
+        hit = []
+        for s, inputs in enumerate(explain_sets):
+            with torch.no_grad():
+                got = dict(flatten_outputs(inputs.call(compiled), torch))
+            for n in targets:
+                ref, bound = refs[s][n]
+                if _meets(criterion, got[n], eager_outs[s][n], ref, bound, torch):
+                    hit.append(s)
+                    break
+        return hit
+
+    base = _as_switches(switches)
+
+    def compile_with(subset: list[Switch]):
+        reset()
+        return torch.compile(fn, backend=SwitchedInductor(base + subset, options), dynamic=False)
+
+    baseline = criterion_sets(compile_with([]))
+    if not baseline:
+        return Explanation(
+            criterion, targets, [], None, "nothing to explain", [], "", [], [], budget,
+            notes=[f"compiled meets no '{criterion}' criterion on the {sets} sets: nothing to explain"],
+            seconds=time.perf_counter() - t_start,
+        )  # fmt: skip
+
+    # capture Dynamo's graph(s) and their inputs on the baseline sets
+    reset()
+    recorder = _Recorder()
+    captured = torch.compile(fn, backend=recorder, dynamic=False)  # whole: base splits apply to prefixes
+    with torch.no_grad():
+        for inputs in explain_sets:
+            inputs.call(captured)
+    if len(recorder.graphs) > 1:
+        notes.append(
+            f"Dynamo captured {len(recorder.graphs)} graphs (graph breaks); localised in the first that meets it"
+        )
+
+    localisation, node_check = None, None
+    compiles = 0
+    for g, gm in enumerate(recorder.graphs):
+        calls = recorder.calls[g]
+        if len(calls) < len(explain_sets):
+            continue
+        loc, used, checker = _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, BoundMode, base)
+        compiles += used
+        if loc is not None:
+            localisation, node_check = loc, checker
+            break
+    if localisation is None:
+        notes.append("no node of the captured graphs meets the criterion when its prefix is compiled alone")
+
+    # candidates
+    candidates, candidate_nodes = _candidates(recorder, localisation, options, torch)
+    tried: list[Trial] = []
+    results: dict[frozenset, bool] = {}
+
+    def removes(subset: list[Switch]) -> bool:
+        key = frozenset(s.token for s in subset)
+        if key in results:
+            return results[key]
+        if len(tried) >= budget:
+            raise _Budget()
+        t = time.perf_counter()
+        error = ""
+        try:
+            if node_check is not None:  # at the localised node: its graph's prefix, compiled alone
+                ok = not node_check(subset)
+            else:
+                left = criterion_sets(compile_with(subset))
+                ok = not any(s in left for s in baseline)
+        except Exception as exc:  # a switch set Inductor cannot compile does not remove it
+            ok, error = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        tried.append(Trial([s.token for s in subset], ok, time.perf_counter() - t, error))
+        results[key] = ok
+        return ok
+
+    status, minimal, also = "unexplained", [], []
+    try:
+        # each alone first (most differences have one mechanism); then all together, and ddmin
+        # when only a combination removes it (switches can interact, so both are needed)
+        first = None
+        for c in candidates:
+            if removes([c]):
+                first = c
+                break
+        if first is not None:
+            minimal, status = [first], "explained"
+            for c in candidates[candidates.index(first) + 1 :]:
+                if len(tried) >= budget:
+                    break
+                if removes([c]):
+                    also.append(c.token)
+        elif len(candidates) > 1 and removes(candidates):
+            minimal, status = _ddmin(candidates, removes), "explained"
+        elif not candidates:
+            notes.append("no switch applies to this graph")
+    except _Budget:
+        status = "explained" if minimal else "not attempted"
+        notes.append(f"the budget of {budget} compiled switch sets ended the search")
+    node = localisation.node if localisation else "(whole graph)"
+    op = localisation.target if localisation else ""
+    entries = []
+    for s in minimal:
+        where, what, mech = node, op, s.mechanism
+        if s.token in candidate_nodes:
+            where, what, scalar = candidate_nodes[s.token]
+            if s.kind == "lowering" and scalar:
+                mech = "scalar lowering"
+        elif s.kind == "split":
+            where = s.value
+        entries.append(SwitchEntry(s.token, mech, str(where), what, list(baseline)))
+    mechanism = " + ".join(dict.fromkeys(e.mechanism for e in entries))
+    if localisation is not None and entries and entries[0].node != localisation.node:
+        notes.append(f"the switch acts at {entries[0].node}, which feeds {localisation.node}")
+    whole = None
+    if minimal and node_check is not None:
+        try:
+            left = criterion_sets(compile_with(minimal))
+            whole = not any(s in left for s in baseline)
+        except Exception as exc:
+            notes.append(f"the switch list does not compile on the whole function: {type(exc).__name__}: {exc}")
+        if whole is False:
+            notes.append(
+                f"the switch list removes the difference at {localisation.node}, not at the outputs: another "
+                "mechanism acts further on (explain(..., switches=explanation) searches on from this one)"
+            )
+    if entries and cost_rounds > 0:
+        _costs(fn, explain_sets[0], minimal, entries, options, cost_rounds, torch, base)
+    reset()
+    return Explanation(
+        criterion,
+        targets,
+        baseline,
+        localisation,
+        status,
+        [s.token for s in minimal],
+        mechanism,
+        also,
+        tried,
+        budget,
+        entries,
+        notes,
+        time.perf_counter() - t_start,
+        whole,
+    )
+
+
+class _Budget(Exception):
+    pass
+
+
+def _ddmin(candidates: list, test: Callable[[list], bool]) -> list:
+    """Zeller's ddmin: a 1-minimal subset of candidates for which test holds (test(candidates) does)."""
+    current = list(candidates)
+    n = 2
+    while len(current) >= 2:
+        size = math.ceil(len(current) / n)
+        chunks = [current[i : i + size] for i in range(0, len(current), size)]
+        reduced = False
+        for chunk in chunks:
+            if test(chunk):
+                current, n, reduced = chunk, 2, True
+                break
+        if not reduced:
+            for chunk in chunks:
+                complement = [c for c in current if c not in chunk]
+                if complement and test(complement):
+                    current, n, reduced = complement, max(n - 1, 2), True
+                    break
+        if not reduced:
+            if n >= len(current):
+                break
+            n = min(len(current), 2 * n)
+    return current
+
+
+def _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, BoundMode, base=()):
+    """Bisection over gm's nodes for the first whose compiled prefix meets the criterion."""
+    nodes = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+    sets = [calls[s] for s in baseline]
+    eager_vals = [_interpret(gm, args, torch) for args in sets]
+    ref_vals = []
+    for args in sets:
+        mode = BoundMode(model_dtype)
+        up = []
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.is_floating_point():
+                t = a.detach().to(torch.float64)
+                mode.register(t, a.dtype)
+                up.append(t)
+            else:
+                up.append(a)
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            vals = _interpret(gm, up, torch, mode)
+        finally:
+            torch.set_default_dtype(previous)
+        ref_vals.append({k: (v, mode.bound(v)) for k, v in vals.items() if _floating_tensor(v, torch)})
+    nodes = [n for n in nodes if _floating_tensor(eager_vals[0].get(n.name), torch) and n.name in ref_vals[0]]
+    if not nodes:
+        return None, 0, None
+    switched = SwitchedInductor(list(base), options)
+    compiles = 0
+    cache: dict[int, tuple[bool, list]] = {}
+
+    def node_meets(name: str, switches: list[Switch]) -> bool:
+        """Does the prefix up to node `name`, compiled with the switches, meet the criterion at
+        that node on any of the sets?"""
+        prefix = _prefix(gm, name, torch)
+        compiled = SwitchedInductor(list(base) + switches, options)(prefix, list(sets[0]))
+        for s, args in enumerate(sets):
+            with torch.no_grad():
+                out = compiled(*args)
+            c = out[0] if isinstance(out, (list, tuple)) else out
+            ref, bound = ref_vals[s][name]
+            if _meets(criterion, c, eager_vals[s][name], ref, bound, torch):
+                return True
+        return False
+
+    def probe(k: int):
+        nonlocal compiles
+        if k in cache:
+            return cache[k]
+        name = nodes[k].name
+        prefix = _prefix(gm, name, torch)
+        compiled = switched(prefix, list(sets[0]))
+        compiles += 1
+        hit, values = False, []
+        for s, args in enumerate(sets):
+            with torch.no_grad():
+                out = compiled(*args)
+            c = out[0] if isinstance(out, (list, tuple)) else out
+            e = eager_vals[s][name]
+            ref, bound = ref_vals[s][name]
+            values.append((c, e, ref, bound))
+            hit = hit or _meets(criterion, c, e, ref, bound, torch)
+        cache[k] = (hit, values)
+        return cache[k]
+
+    last = len(nodes) - 1
+    if not probe(last)[0]:
+        return None, compiles, None
+    lo, hi = -1, last  # probe(hi) holds; probe(lo) does not (lo = -1: before the first node)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if probe(mid)[0]:
+            hi = mid
+        else:
+            lo = mid
+    node = nodes[hi]
+    values = cache[hi][1]
+    c, e, ref, bound = max(values, key=lambda v: _ulp_max(v[0], v[2]))
+    cc, ce = _cond_max(c, ref, bound, torch), _cond_max(e, ref, bound, torch)
+    source = _source_line(node)
+    return (
+        Localisation(
+            g,
+            node.name,
+            _target_name(node),
+            hi,
+            len(nodes),
+            source,
+            cc,
+            ce,
+            _ulp_max(c, ref),
+            _ulp_max(e, ref),
+            None if cc is None else cc > 1,
+            nodes[lo].name if lo >= 0 else "",
+            compiles,
+        ),
+        compiles,
+        lambda switches: node_meets(node.name, switches),
+    )
+
+
+def _source_line(node) -> str:
+    """'file:line: code' of the model's line that made the node (its stack trace's last frame)."""
+    trace = (node.meta.get("stack_trace") or "").rstrip().splitlines()
+    for k in range(len(trace) - 1, -1, -1):
+        line = trace[k].strip()
+        if line.startswith("File "):
+            parts = line.split('"')
+            where = parts[1] if len(parts) > 2 else line
+            number = line.split("line ")[-1].split(",")[0] if "line " in line else "?"
+            code = next((c.strip() for c in trace[k + 1 :] if c.strip() and set(c.strip()) - set("~^ ")), "")
+            return f"{where}:{number}: {code}" if code else f"{where}:{number}"
+    return ""
+
+
+def _target_name(node) -> str:
+    t = node.target
+    if isinstance(t, str):
+        return f"{node.op} {t}"
+    module = getattr(t, "__module__", "") or ""
+    name = getattr(t, "__name__", str(t))
+    if module.startswith("torch") or module.startswith("_operator"):
+        short = module.replace("torch._C._nn", "torch.nn.functional").replace("torch._C._VariableFunctions", "torch")
+        short = "operator" if short.startswith("_operator") else short
+        return f"{short}.{name}"
+    return str(t)
+
+
+def _own_aten_ops(gm, node, values: dict, torch) -> list:
+    """The ATen ops that one node of Dynamo's graph turns into: the node alone in a graph of its
+    own, its inputs as placeholders (their eager values), traced with make_fx."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    graph = torch.fx.Graph()
+    env = {}
+    inputs = []
+    for p in node.all_input_nodes:
+        env[p.name] = graph.placeholder(p.name)
+        inputs.append(values[p.name])
+    graph.output(graph.node_copy(node, lambda m: env[m.name]))
+    try:
+        traced = make_fx(torch.fx.GraphModule(gm, graph))(*inputs)
+    except Exception:
+        return []
+    return [
+        n.target for n in traced.graph.nodes if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+    ]
+
+
+def _candidates(recorder, localisation, options, torch) -> tuple[list[Switch], dict]:
+    import torch._inductor.config as c
+    from torch._inductor.decomposition import select_decomp_table
+    from torch._inductor.lowering import lowerings
+
+    out: list[Switch] = []
+    where: dict[str, tuple[str, str, bool]] = {}  # token -> (node, its target, has a scalar operand)
+    if localisation is not None:
+        gm = recorder.graphs[localisation.graph]
+        node = next(n for n in gm.graph.nodes if n.name == localisation.node)
+        values = _interpret(gm, recorder.calls[localisation.graph][0], torch)
+        table = select_decomp_table()
+        producers = [p for p in node.all_input_nodes if p.op in ("call_function", "call_method", "call_module")]
+        for n in [node, *producers]:
+            ops = _own_aten_ops(gm, n, values, torch)
+            scalar = any(isinstance(a, (float, int)) and not isinstance(a, bool) for a in n.args)
+            for op in dict.fromkeys(ops):
+                for kind, present in (("lowering", op in lowerings), ("decomposition", op in table)):
+                    if present:
+                        switch = Switch(kind, "off", _op_token(op))
+                        if switch not in out:
+                            out.append(switch)
+                            where[switch.token] = (n.name, _target_name(n), scalar)
+        out.append(Switch("split", "before", node.name))
+        users = [u for u in node.users if u.op != "output"]
+        if users:
+            out.append(Switch("split", "after", node.name))
+    has_norm = any(
+        "layer_norm" in str(n.target) or "var" in str(n.target) or "batch_norm" in str(n.target)
+        for gm in recorder.graphs
+        for n in gm.graph.nodes
+    )
+    cuda = torch.cuda.is_available() and any(
+        isinstance(a, torch.Tensor) and a.is_cuda for calls in recorder.calls for args in calls[:1] for a in args
+    )
+    options = options or {}
+
+    def option(name, value):
+        obj = c
+        for part in name.split("."):
+            if not hasattr(obj, part):
+                return
+            obj = getattr(obj, part)
+        current = options.get(name, obj)
+        if current != value:
+            out.append(Switch("compiler", name, value))
+
+    # order: switches that name one mechanism first, then the node's own ops, then kernel splits,
+    # then the generic ones (pattern rewrites, fusion extent); the first that removes the
+    # difference alone is the explanation, the others that also do are listed beside it
+    node_level = out[:]
+    out.clear()
+    option("emulate_precision_casts", True)
+    option("cpp.enable_floating_point_contract_flag", "off")
+    if cuda and _triton_fp_fusion_switchable():
+        out.append(Switch("triton", "enable_fp_fusion", False))
+    if cuda:
+        option("eager_numerics.division_rounding", True)
+        option("eager_numerics.disable_ftz", True)
+        option("triton.persistent_reductions", False)
+    if has_norm:
+        option("cpp.use_two_step_variance_threshold", 0)
+    if not cuda:
+        option("cpp.simdlen", 1)
+    out += [s for s in node_level if s.kind != "split"]
+    out += [s for s in node_level if s.kind == "split"]
+    option("pattern_matcher", False)
+    option("max_fusion_size", 1)
+    if cuda:
+        option("numerics", "strict")
+    return out, where
+
+
+def _op_token(op) -> str:
+    return f"{op.namespace}.{op._schema.name.split('::')[1]}.{op._overloadname}"
+
+
+def _costs(fn, inputs, minimal, entries, options, rounds, torch, base=()) -> None:
+    """Each switch's cost: plain compiled vs compiled with the switch, interleaved rounds; the
+    slowdown is the geometric mean of per-round ratios with a 95 % t interval."""
+    from ._judge import measure_speed
+
+    torch._dynamo.reset()
+    plain = torch.compile(fn, backend=SwitchedInductor(list(base), options), dynamic=False)
+    with torch.no_grad():
+        inputs.call(plain)
+    for switch, entry in zip(minimal, entries):
+        switched = torch.compile(fn, backend=SwitchedInductor([*base, switch], options), dynamic=False)
+        with torch.no_grad():
+            inputs.call(switched)
+        s = measure_speed(lambda f=switched: inputs.call(f), lambda: inputs.call(plain), 0.0, rounds, torch)
+        # measure_speed's speedup is first / second: switched time relative to plain compiled
+        entry.cost = {
+            "slowdown": s.speedup,
+            "low": s.low,
+            "high": s.high,
+            "rounds": s.rounds,
+            "compiled_ms": s.compiled_ms,
+            "switched_ms": s.eager_ms,
+            # the interval must exclude 1 for the timing to tell a cost from noise
+            "resolved": "slower" if s.low > 1 else ("faster" if s.high < 1 else "not resolved"),
+        }

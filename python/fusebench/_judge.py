@@ -1,0 +1,1081 @@
+"""judge: is a compiled PyTorch function less accurate than eager? Task B's method for any model.
+
+For many input sets (the sample perturbed from a seed, counter-based, or a sampler's sets) the
+function runs eagerly, compiled and in float64 with a running error bound (fusebench._bounds).
+Every floating output gets, per set, its conditioned error and ULP error against fp64 for both
+paths; a paired bootstrap over the sets decides SUPPORTED / CONTRADICTED / INCONCLUSIVE with the
+suite's tolerances, and Holm's rule across the judgment's parts (fusebench._decide). Beside the
+verdict, each labelled: the ULP measure's verdict, the plan's literal rule, torch._dynamo.utils.same's
+rule and msprobe's metrics; always eager-vs-compiled bit equality and ULP distance; sanity checks
+(eager twice bit-equal, train mode, cancellation at the worst elements); compile time and speed from
+interleaved runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import html
+import json
+import math
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import _decide as D
+from ._decide import Outcome, Part
+
+ILL_CONDITIONED = 100.0  # kIllConditioned of suites/accumulated_error: kappa above it is cancellation
+
+
+class JudgeError(ValueError):
+    """Bad input for judge / explain (the CLI's exit status 2): the message says why."""
+
+
+# ---- inputs
+@dataclass
+class Inputs:
+    """One input set: positional and keyword arguments."""
+
+    args: tuple
+    kwargs: dict
+
+    def call(self, fn):
+        return fn(*self.args, **self.kwargs)
+
+    def map(self, convert) -> Inputs:
+        import torch
+
+        def m(v):
+            if isinstance(v, torch.Tensor):
+                return convert(v)
+            if isinstance(v, (list, tuple)):
+                return type(v)(m(x) for x in v)
+            if isinstance(v, dict):
+                return {k: m(x) for k, x in v.items()}
+            return v
+
+        return Inputs(tuple(m(a) for a in self.args), {k: m(v) for k, v in self.kwargs.items()})
+
+    def tensors(self) -> list:
+        out = []
+        self.map(lambda t: out.append(t) or t)
+        return out
+
+
+def as_inputs(sample: Any) -> Inputs:
+    """A tensor is one argument, a tuple or list the positional arguments, a dict the keyword
+    arguments, an Inputs itself."""
+    import torch
+
+    if isinstance(sample, Inputs):
+        return sample
+    if isinstance(sample, torch.Tensor):
+        return Inputs((sample,), {})
+    if isinstance(sample, (tuple, list)):
+        return Inputs(tuple(sample), {})
+    if isinstance(sample, dict):
+        return Inputs((), dict(sample))
+    raise JudgeError(
+        f"judge: sample is a {type(sample).__name__}; give a tensor, a tuple of arguments, a dict of keyword "
+        "arguments, fusebench.Inputs(args, kwargs), or a sampler (a callable taking (set_index, generator))"
+    )
+
+
+def set_generator(seed: int, index: int):
+    """The generator of input set `index`: seeded from (seed, index) alone, so any set can be made
+    again without the others (counter-based)."""
+    import torch
+
+    state = np.random.SeedSequence([int(seed), int(index)]).generate_state(2, np.uint32)
+    return torch.Generator().manual_seed(int(state[0]) << 31 ^ int(state[1]))
+
+
+def perturb(sample: Inputs, generator, scale: float) -> Inputs:
+    """A new input set from the sample: floating tensors x + scale * std(x) * N(0, 1) (a constant
+    tensor is kept), integer tensors with each element redrawn uniformly from [min, max] of the
+    sample's tensor with probability scale (a constant tensor such as an all-ones attention mask is
+    kept), booleans kept."""
+    import torch
+
+    def one(t):
+        if t.is_floating_point():
+            std = t.detach().double().std().item() if t.numel() > 1 else 0.0
+            if not math.isfinite(std) or std == 0:
+                return t
+            noise = torch.randn(t.shape, generator=generator, dtype=torch.float64)
+            return (t.double() + scale * std * noise).to(t.dtype)
+        if t.dtype == torch.bool or t.numel() == 0 or t.is_complex():
+            return t
+        lo, hi = int(t.min()), int(t.max())
+        if lo == hi:
+            return t
+        draw = torch.randint(lo, hi + 1, t.shape, generator=generator, dtype=t.dtype)
+        take = torch.rand(t.shape, generator=generator) < scale
+        return torch.where(take, draw, t)
+
+    return sample.map(one)
+
+
+# ---- outputs
+def flatten_outputs(value: Any, torch, path: str = "") -> list[tuple[str, Any]]:
+    """(name, tensor) for every tensor of a result: a tensor is 'out', a dict's entries by key
+    (HF ModelOutput: 'logits'), a tuple's by index."""
+    if isinstance(value, torch.Tensor):
+        return [(path or "out", value)]
+    out = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += flatten_outputs(v, torch, f"{path}.{k}" if path else str(k))
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            out += flatten_outputs(v, torch, f"{path}[{i}]" if path else f"out[{i}]")
+    return out
+
+
+def _short_dtype(dtype) -> str:
+    return {"torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32", "torch.float64": "f64"}.get(
+        str(dtype), str(dtype).replace("torch.", "")
+    )
+
+
+# ---- the fp64 run with bounds
+class Reference:
+    """fn in float64 (a float64 copy of a module, made once) under BoundMode."""
+
+    def __init__(self, fn, model_dtype, torch):
+        self.torch = torch
+        self.model_dtype = model_dtype
+        self.params: list[tuple[Any, Any]] = []
+        self.target = fn
+        if isinstance(fn, torch.nn.Module):
+            self.target = copy.deepcopy(fn).to(torch.float64)
+            originals = dict(fn.named_parameters(remove_duplicate=False)) | dict(
+                fn.named_buffers(remove_duplicate=False)
+            )
+            copies = dict(self.target.named_parameters(remove_duplicate=False)) | dict(
+                self.target.named_buffers(remove_duplicate=False)
+            )
+            self.params = [(copies[name], originals[name].dtype) for name in copies if name in originals]
+
+    def run(self, inputs: Inputs):
+        torch = self.torch
+        from ._bounds import BoundMode
+
+        mode = BoundMode(self.model_dtype)
+        for p, dtype in self.params:
+            mode.register(p, dtype)
+        originals = inputs.tensors()
+        up = inputs.map(lambda t: t.detach().to(torch.float64) if t.is_floating_point() else t.detach())
+        for t, o in zip(up.tensors(), originals):
+            mode.register(t, o.dtype)
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(torch.no_grad())
+                stack.enter_context(torch.autocast("cpu", enabled=False))
+                if torch.cuda.is_available():
+                    stack.enter_context(torch.autocast("cuda", enabled=False))
+                stack.enter_context(mode)
+                out = up.call(self.target)
+        finally:
+            torch.set_default_dtype(previous)
+        return out, mode
+
+
+# ---- per-set figures of one output
+COLUMNS = (
+    "cond_p99",
+    "cond_max",
+    "ulp_p99",
+    "ulp_max",
+    "cosine",
+    "max_abs_err",
+    "max_rel_err",
+    "one_thousandth_err_ratio",
+    "five_thousandths_err_ratio",
+    "rmse_vs_fp64",
+)
+
+
+def _percentile(x: np.ndarray, q: float) -> float:
+    """numpy's percentile ("linear") of a 1-D array, by one partial sort."""
+    n = x.size
+    if n == 0:
+        return math.nan
+    pos = q / 100 * (n - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, n - 1)
+    part = np.partition(x, [lo, hi] if hi != lo else lo)
+    a, b = float(part[lo]), float(part[hi])
+    t = pos - lo
+    return a + (b - a) * t if t < 0.5 else b - (b - a) * (1 - t)  # numpy's _lerp
+
+
+def path_figures(y64: np.ndarray, ref: np.ndarray, ulp: np.ndarray, floor: np.ndarray | None) -> dict[str, float]:
+    """One path's figures on one set (docs/conditioned-error.md, "Per-set dump"), against the fp64
+    reference: ULP error, conditioned error (|y - ref| / floor, floor = max(bound, eta); None: no
+    bound), msprobe's metrics and the RMSE. Only finite pairs enter the metrics."""
+    if not (np.isfinite(y64).all() and np.isfinite(ref).all()):
+        finite = np.isfinite(y64) & np.isfinite(ref)
+        y64, ref, ulp = y64[finite], ref[finite], ulp[finite]
+        floor = floor[finite] if floor is not None else None
+    out: dict[str, float] = {}
+    n = y64.size
+    if n == 0:
+        return dict.fromkeys(COLUMNS, math.nan)
+    diff = np.subtract(y64, ref)
+    np.abs(diff, out=diff)
+    out["ulp_p99"], out["ulp_max"] = _percentile(ulp, 99), float(ulp.max())
+    if floor is not None:
+        cond = np.divide(diff, floor)
+        out["cond_p99"], out["cond_max"] = _percentile(cond, 99), float(cond.max())
+        del cond
+    else:
+        out["cond_p99"] = out["cond_max"] = math.nan
+    ny, nr = math.sqrt(float(np.dot(y64, y64))), math.sqrt(float(np.dot(ref, ref)))
+    eps = float(np.finfo(np.float64).eps)
+    if ny <= eps and nr <= eps:
+        out["cosine"] = 1.0
+    elif ny <= eps or nr <= eps:
+        out["cosine"] = math.nan
+    else:
+        out["cosine"] = float(np.dot(y64, ref)) / (ny * nr)
+    out["max_abs_err"] = float(diff.max())
+    denominator = np.abs(ref)
+    zero = denominator == 0
+    if zero.any():  # msprobe adds machine epsilon (2^-52) to both sides where the reference is 0
+        denominator[zero] = 2.0**-52
+    rel = np.divide(diff, denominator)
+    out["max_rel_err"] = float(rel.max())
+    out["one_thousandth_err_ratio"] = float(np.count_nonzero(rel < 0.001)) / n
+    out["five_thousandths_err_ratio"] = float(np.count_nonzero(rel < 0.005)) / n
+    out["rmse_vs_fp64"] = math.sqrt(float(np.dot(diff, diff)) / n)
+    return out
+
+
+@dataclass
+class Worst:
+    """One element where the compiled result is far from fp64."""
+
+    set: int
+    index: int
+    compiled: float
+    eager: float
+    ref: float
+    bound: float | None
+    compiled_ulp: float
+    eager_ulp: float
+    compiled_cond: float | None
+    eager_cond: float | None
+    condition: float | None  # kappa = bound / (u |ref|)
+
+    @property
+    def cancellation(self) -> bool:
+        return self.condition is not None and self.condition > ILL_CONDITIONED
+
+    def to_dict(self) -> dict:
+        return {k: _json_number(v) for k, v in self.__dict__.items()} | {"cancellation": self.cancellation}
+
+
+def _json_number(x):
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return x
+
+
+@dataclass
+class OutputJudgment:
+    name: str
+    dtype: str
+    shape: tuple
+    measure: str  # the deciding measure: "conditioned" or "ulp" (no bound: an op without a rule)
+    parts: list[Part] = field(default_factory=list)
+    outcome: Outcome | None = None
+    other_parts: list[Part] = field(default_factory=list)  # the other measure's parts (not deciding)
+    other_outcome: Outcome | None = None
+    compiled: dict[str, list[float]] = field(default_factory=dict)  # column -> per-set values
+    eager: dict[str, list[float]] = field(default_factory=dict)
+    bit_equal_sets: int = 0
+    mismatches: list[int] = field(default_factory=list)  # elements differing eager vs compiled, per set
+    ulp_diff_max: int = 0
+    allclose_1e4: list[bool] = field(default_factory=list)
+    worst: list[Worst] = field(default_factory=list)
+    no_bound_reason: str = ""
+    numel: int = 0
+
+    @property
+    def sets(self) -> int:
+        return len(self.mismatches)
+
+    @property
+    def bit_equal(self) -> bool:
+        return self.bit_equal_sets == self.sets
+
+    # -- rules shown beside the verdict
+    def plan_rule(self, pooled: dict[str, tuple[float, float]]) -> tuple[bool, str]:
+        (cp99, ep99), (cmax, emax) = pooled["p99"], pooled["max"]
+        ok = cp99 <= ep99 and cmax <= emax
+        sampled = " (P99 from a strided sample of each set)" if pooled.get("sampled") else ""
+        return ok, f"P99 {_num(cp99)} vs {_num(ep99)}{sampled}, max {_num(cmax)} vs {_num(emax)} ULP"
+
+    def same_rule(self) -> list[bool]:
+        m = D.TORCH_SAME["multiplier"]
+        if self.dtype in ("f16", "bf16") or self.numel < 1000:
+            m = D.TORCH_SAME["multiplier_low_precision"]
+        tol = D.TORCH_SAME["tol"]
+        c, e = self.compiled["rmse_vs_fp64"], self.eager["rmse_vs_fp64"]
+        return [a or (ci <= m * ei + tol / 10) for a, ci, ei in zip(self.allclose_1e4, c, e)]
+
+
+def _num(x, sig: int = 3) -> str:
+    return D._num(x, sig)
+
+
+# ---- speed
+@dataclass
+class Speed:
+    compile_s: float
+    eager_ms: float
+    compiled_ms: float
+    speedup: float  # eager time / compiled time, geometric mean over rounds
+    low: float
+    high: float
+    rounds: int
+
+    def text(self) -> str:
+        if self.rounds == 0:
+            return f"compile {self.compile_s:.1f} s (first call); speed not measured"
+        return (
+            f"compile {self.compile_s:.1f} s (first call); eager {self.eager_ms:.3g} ms, compiled "
+            f"{self.compiled_ms:.3g} ms per call: compiled {self.speedup:.2f}x eager's speed "
+            f"[{self.low:.2f}, {self.high:.2f}] (95 % interval over {self.rounds} interleaved rounds)"
+        )
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def measure_speed(eager: Callable, compiled: Callable, compile_s: float, rounds: int, torch) -> Speed:
+    """Interleaved rounds, the order alternating: each round times one eager and one compiled call
+    (each the mean of back-to-back calls lasting about 20 ms); the speedup is the geometric mean of
+    the per-round ratios with a 95 % t interval of their logarithms."""
+    if rounds <= 0:
+        return Speed(compile_s, math.nan, math.nan, math.nan, math.nan, math.nan, 0)
+
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+
+    def timed(f, repeat):
+        sync()
+        start = time.perf_counter()
+        for _ in range(repeat):
+            f()
+        sync()  # a GPU's work is asynchronous: the time is the work's, not the launches'
+        return (time.perf_counter() - start) / repeat
+
+    with torch.no_grad():
+        once = max(timed(eager, 1), timed(compiled, 1), 1e-6)
+        repeat = max(1, min(50, int(0.02 / once)))
+        e_times, c_times = [], []
+        for r in range(rounds):
+            if r % 2:
+                c_times.append(timed(compiled, repeat))
+                e_times.append(timed(eager, repeat))
+            else:
+                e_times.append(timed(eager, repeat))
+                c_times.append(timed(compiled, repeat))
+    logs = np.log(np.asarray(e_times) / np.asarray(c_times))
+    mean = float(logs.mean())
+    if rounds > 1:
+        half = t_quantile_975(rounds - 1) * float(logs.std(ddof=1)) / math.sqrt(rounds)
+    else:
+        half = math.inf
+    return Speed(
+        compile_s,
+        1e3 * float(np.median(e_times)),
+        1e3 * float(np.median(c_times)),
+        math.exp(mean),
+        math.exp(mean - half),
+        math.exp(mean + half),
+        rounds,
+    )
+
+
+# Student's t, 0.975 quantile, for 1..30 degrees of freedom (scipy is not a dependency)
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # fmt: skip
+
+
+def t_quantile_975(dof: int) -> float:
+    """The 0.975 quantile of Student's t (a table to 30 degrees of freedom, then 1.96 + 2.4 / dof)."""
+    return _T975[dof - 1] if dof <= len(_T975) else 1.96 + 2.4 / dof
+
+
+# ---- the judgment
+@dataclass
+class Judgment:
+    """judge's result: print() it for a table, .to_dict() for JSON, .report(dir) for Markdown + HTML."""
+
+    name: str
+    dtype: str
+    backend: str
+    sets: int
+    seed: int
+    outcome: Outcome
+    outputs: list[OutputJudgment]
+    speed: Speed | None
+    eager_repeatable: bool
+    notes: list[str] = field(default_factory=list)  # sanity flags (train mode, cancellation, unknown ops)
+    unknown_ops: dict[str, int] = field(default_factory=dict)
+    decomposed_ops: dict[str, int] = field(default_factory=dict)
+    pooled: dict[str, dict] = field(default_factory=dict)  # output -> plan's pooled ULP figures
+    seconds: dict[str, float] = field(default_factory=dict)
+    explanation: Any = None  # set by explain
+    environment: dict[str, str] = field(default_factory=dict)
+    tolerance: float = D.STATISTICS["cond_p99"]["relative_tolerance"]
+
+    def __bool__(self) -> bool:
+        return self.outcome is Outcome.SUPPORTED
+
+    @property
+    def exit_status(self) -> int:
+        return {Outcome.SUPPORTED: 0, Outcome.CONTRADICTED: 1, Outcome.INCONCLUSIVE: 3}[self.outcome]
+
+    @property
+    def bit_equal(self) -> bool:
+        return all(o.bit_equal for o in self.outputs)
+
+    @property
+    def parts(self) -> list[Part]:
+        return [p for o in self.outputs for p in o.parts]
+
+    def deciding_parts(self) -> list[Part]:
+        """The parts that reached the overall outcome (for SUPPORTED: the one closest to its tolerance)."""
+        parts = self.parts
+        if self.outcome is Outcome.SUPPORTED:
+            return sorted(parts, key=lambda p: p.tolerance - p.interval.high)[:1]
+        return [p for p in parts if p.final is self.outcome]
+
+    def headline(self) -> str:
+        if self.bit_equal:
+            return f"{self.outcome.label}: compiled = eager, bit-equal on every output in all {self.sets} sets"
+        what = {
+            Outcome.SUPPORTED: "compiled is not less accurate than eager",
+            Outcome.CONTRADICTED: "compiled is less accurate than eager",
+            Outcome.INCONCLUSIVE: "the sets cannot tell whether compiled is less accurate than eager",
+        }[self.outcome]
+        deciding = self.deciding_parts()
+        figure = f" ({deciding[0].output}: {deciding[0].shown})" if deciding else ""
+        return f"{self.outcome.label}: {what}{figure}"
+
+    def rule_text(self) -> str:
+        return (
+            f"the {D.CONFIDENCE * 100:.0f} % paired-bootstrap interval over input sets ({D.RESAMPLES:,} resamples, seed "
+            f"{D.SEED}) of compiled − eager, per output and statistic: SUPPORTED when its upper end ≤ the tolerance "
+            f"({D.effect_text('relative', self.tolerance)} on the mean of the per-set figure; +0.1 on the share of sets "
+            "worse), CONTRADICTED when its lower end "
+            "exceeds it (Holm's rule across all parts), else INCONCLUSIVE; the conditioned error decides "
+            "(ULP error where an output has no bound), as task B's verdict"
+        )
+
+    # -- text
+    def lines(self) -> list[str]:
+        out = [
+            f"fusebench judgment: {self.name}, {self.dtype}, {self.backend} vs eager, {self.sets} input sets (seed "
+            f"{self.seed})",
+            f"verdict: {self.headline()}",
+            f"  decided by {self.rule_text()}",
+        ]
+        eq = "compiled = eager, bit-equal" if self.bit_equal else "compiled differs from eager"
+        out.append(f"eager vs compiled: {eq}")
+        for o in self.outputs:
+            if not o.bit_equal:
+                out.append(
+                    f"  {o.name}: differs in {o.sets - o.bit_equal_sets} of {o.sets} sets, median "
+                    f"{_num(float(np.median(o.mismatches)))} of {_num(o.numel)} elements per set, max ulp_diff "
+                    f"{_num(o.ulp_diff_max)}"
+                )
+        header = ("output", "measure", "statistic", "compiled − eager [95 % interval]", "tol", "verdict")
+        rows = []
+        for o in self.outputs:
+            for p in o.parts:
+                rows.append(_part_row(o, p, o.measure))
+        out.append("")
+        out += _table(header, rows)
+        for o in self.outputs:
+            for p in o.parts:
+                if p.final is Outcome.INCONCLUSIVE:
+                    out.append(f"  undecided, {o.name}: {p.sentence()}")
+        out.append("")
+        out.append("beside the verdict (not deciding):")
+        for o in self.outputs:
+            if o.other_parts:
+                other = "ULP error" if o.measure == "conditioned" else "conditioned error"
+                figures = "; ".join(p.shown for p in o.other_parts)
+                out.append(f"  {o.name}, {other}: {o.other_outcome.label} ({figures})")
+            if o.name in self.pooled:
+                ok, text = o.plan_rule(self.pooled[o.name])
+                out.append(
+                    f"  {o.name}, the plan's literal rule (pooled over sets, compiled ≤ eager at P99 and max of ULP "
+                    f"error, no uncertainty): {'holds' if ok else 'fails'} ({text})"
+                )
+            same = o.same_rule()
+            out.append(
+                f"  {o.name}, torch._dynamo.utils.same(eager, compiled, fp64) per set: passes {sum(same)} of "
+                f"{len(same)} sets"
+            )
+            out.append(f"  {o.name}, msprobe (median over sets, compiled / eager): " + _msprobe_text(o))
+        out.append("")
+        out.append("sanity:")
+        out.append("  eager run twice: " + ("bit-equal" if self.eager_repeatable else "NOT bit-equal (see the notes)"))
+        for note in self.notes:
+            out.append(f"  {note}")
+        if self.speed is not None:
+            out.append("")
+            out.append("speed: " + self.speed.text())
+        if self.seconds:
+            sec = self.seconds
+            out.append(
+                f"time: {sec.get('total', 0):.0f} s in all (eager {sec.get('eager', 0):.1f} s, compiled "
+                f"{sec.get('compiled', 0):.1f} s, fp64 with bounds {sec.get('fp64_with_bounds', 0):.1f} s, statistics "
+                f"{sec.get('statistics', 0):.1f} s over the sets)"
+            )
+        if self.explanation is not None:
+            out.append("")
+            out += self.explanation.lines()
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def __repr__(self) -> str:
+        return f"<Judgment {self.name} {self.dtype} {self.backend}: {self.outcome.label}, {self.sets} sets>"
+
+    def to_dict(self) -> dict:
+        outputs = []
+        for o in self.outputs:
+            d = {
+                "name": o.name,
+                "dtype": o.dtype,
+                "shape": list(o.shape),
+                "measure": o.measure,
+                "outcome": o.outcome.value,
+                "parts": [p.to_dict() for p in o.parts],
+                "other_measure_outcome": o.other_outcome.value if o.other_outcome else None,
+                "other_measure_parts": [p.to_dict() for p in o.other_parts],
+                "bit_equal_sets": o.bit_equal_sets,
+                "mismatches_per_set": o.mismatches,
+                "ulp_diff_max": o.ulp_diff_max,
+                "per_set": {
+                    "compiled": {k: [_json_number(v) for v in vs] for k, vs in o.compiled.items()},
+                    "eager": {k: [_json_number(v) for v in vs] for k, vs in o.eager.items()},
+                    "compiled_allclose_eager_1e-4": o.allclose_1e4,
+                },
+                "torch_same_per_set": o.same_rule(),
+                "worst": [w.to_dict() for w in o.worst],
+                "no_bound_reason": o.no_bound_reason,
+            }
+            if o.name in self.pooled:
+                ok, text = o.plan_rule(self.pooled[o.name])
+                d["plan_rule"] = {"holds": ok, "figures": text, "pooled": self.pooled[o.name]}
+            outputs.append(d)
+        return {
+            "schema": "fusebench.judgment/1",
+            "name": self.name,
+            "dtype": self.dtype,
+            "backend": self.backend,
+            "sets": self.sets,
+            "seed": self.seed,
+            "outcome": self.outcome.value,
+            "headline": self.headline(),
+            "rule": self.rule_text(),
+            "bit_equal": self.bit_equal,
+            "eager_repeatable": self.eager_repeatable,
+            "notes": self.notes,
+            "unknown_ops": self.unknown_ops,
+            "decomposed_ops": self.decomposed_ops,
+            "outputs": outputs,
+            "speed": self.speed.to_dict() if self.speed else None,
+            "seconds": self.seconds,
+            "environment": self.environment,
+            "explanation": self.explanation.to_dict() if self.explanation is not None else None,
+        }
+
+    def report(self, directory: str | os.PathLike) -> str:
+        """Writes judgment.md, judgment.html and judgment.json into directory (and fusion_switches.json,
+        the switch list, when explain found one); returns the HTML path."""
+        os.makedirs(directory, exist_ok=True)
+        text = "\n".join(self.lines())
+        md = [f"# fusebench judgment: {self.name}", "", f"**{self.headline()}**", "", "```", text, "```", ""]
+        _write(os.path.join(directory, "judgment.md"), "\n".join(md))
+        _write(os.path.join(directory, "judgment.json"), json.dumps(self.to_dict(), indent=1, allow_nan=False))
+        if self.explanation is not None and self.explanation.switch_list:
+            switches = {
+                "schema": "fusebench.model_switches/1",
+                "model": self.name,
+                "dtype": self.dtype,
+                "backend": self.backend,
+                "apply": "fusebench.apply_switches(model, [entry['switch'] for entry in entries])",
+                "entries": [e.to_dict() for e in self.explanation.switch_list],
+            }
+            _write(os.path.join(directory, "fusion_switches.json"), json.dumps(switches, indent=1, allow_nan=False))
+        page = _html(self, text)
+        path = os.path.join(directory, "judgment.html")
+        _write(path, page)
+        return path
+
+
+def _write(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _msprobe_text(o: OutputJudgment) -> str:
+    bits = []
+    for key, label in (
+        ("cosine", "cosine"),
+        ("max_abs_err", "max abs err"),
+        ("max_rel_err", "max rel err"),
+        ("one_thousandth_err_ratio", "1/1000 err ratio"),
+    ):
+        c = np.nanmedian(o.compiled[key]) if o.compiled.get(key) else math.nan
+        e = np.nanmedian(o.eager[key]) if o.eager.get(key) else math.nan
+        sig = 7 if key == "cosine" else 3
+        bits.append(f"{label} {_num(float(c), sig)} / {_num(float(e), sig)}")
+    return ", ".join(bits)
+
+
+def _part_row(o: OutputJudgment, p: Part, measure: str) -> tuple:
+    i = p.interval
+    e = i.effect
+    figure = (
+        "= eager in all sets"
+        if p.shown.endswith(f"all {i.sets} sets")
+        else f"{D.effect_text(e, i.estimate)} [{D.effect_text(e, i.low)}, {D.effect_text(e, i.high)}]"
+    )
+    verdict = p.final.label
+    if p.holm_note:
+        verdict += " (Holm)"
+    return (
+        o.name,
+        "cond" if measure == "conditioned" else "ULP",
+        p.label,
+        figure,
+        D.effect_text(e, p.tolerance),
+        verdict,
+    )
+
+
+def _table(header: tuple, rows: list[tuple]) -> list[str]:
+    widths = [max(len(str(r[k])) for r in [header, *rows]) for k in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*header), fmt.format(*("-" * w for w in widths))] + [fmt.format(*map(str, r)) for r in rows]
+
+
+STYLE = """<style>
+body{font-family:sans-serif;font-size:15px;max-width:1100px;margin:1em auto;padding:0 12px;line-height:1.35}
+table{border-collapse:collapse;margin:.6em 0;font-size:14px}td,th{border:1px solid #bbb;padding:2px 7px}
+th{background:#eee}td.supported{background:#dff0d8;color:#060}td.contradicted{background:#f6d5d5;color:#a00}
+td.inconclusive{background:#fcebcc;color:#8a5a00}.verdict.supported{color:#060}.verdict.contradicted{color:#a00}
+.verdict.inconclusive{color:#a60}pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:13px}
+</style>"""
+
+
+def _html(j: Judgment, text: str) -> str:
+    esc = html.escape
+    rows = []
+    for o in j.outputs:
+        for p in o.parts:
+            cells = _part_row(o, p, o.measure)
+            rows.append(
+                "<tr>" + "".join(f"<td>{esc(str(c))}</td>" for c in cells[:-1]) + f'<td class="{p.final.value}">'
+                f"{esc(cells[-1])}</td></tr>"
+            )
+    table = (
+        "<table><tr><th>output</th><th>measure</th><th>statistic</th><th>compiled − eager [95 % interval]</th>"
+        "<th>tolerance</th><th>verdict</th></tr>" + "".join(rows) + "</table>"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>fusebench judgment: {esc(j.name)}</title>{STYLE}"
+        f"</head><body><h1>fusebench judgment: {esc(j.name)}</h1>"
+        f'<p class="verdict {j.outcome.value}"><b>{esc(j.headline())}</b></p>'
+        f"<p>Decided by {esc(j.rule_text())}.</p>{table}"
+        f"<h2>Everything judge printed</h2><pre>{esc(text)}</pre></body></html>"
+    )
+
+
+# ---- compilers
+def make_compiler(compile: Any, options: dict | None, torch) -> tuple[Callable, str]:
+    """(compiler, its name): compile is a torch.compile backend name ("inductor", "aot_eager", ...)
+    or a callable taking fn and returning the compiled callable; options are Inductor's (config
+    names as torch._inductor.config spells them, e.g. "cpp.simdlen")."""
+    if compile is None:
+        compile = "inductor"
+    if isinstance(compile, str):
+        if options and compile != "inductor":
+            raise JudgeError(f"judge: options={options!r} are Inductor's; backend {compile!r} takes none")
+        if compile == "inductor" and options:
+            from ._explain import SwitchedInductor
+
+            backend = SwitchedInductor(config=dict(options))
+            name = "inductor (" + ", ".join(f"{k}={v}" for k, v in options.items()) + ")"
+            return (lambda f: torch.compile(f, backend=backend, dynamic=False)), name
+        if compile not in torch._dynamo.list_backends(exclude_tags=()) and compile != "inductor":
+            raise JudgeError(
+                f"judge: unknown torch.compile backend {compile!r}; known: {', '.join(torch._dynamo.list_backends())}"
+            )
+        return (lambda f: torch.compile(f, backend=compile, dynamic=False)), compile
+    if callable(compile):
+        return compile, getattr(compile, "__name__", type(compile).__name__)
+    raise JudgeError(f"judge: compile={compile!r}; give a backend name or a callable compiler")
+
+
+def _model_dtype(fn, inputs: Inputs, torch):
+    if isinstance(fn, torch.nn.Module):
+        for p in fn.parameters():
+            if p.is_floating_point():
+                return p.dtype
+    for t in inputs.tensors():
+        if t.is_floating_point():
+            return t.dtype
+    return torch.get_default_dtype()
+
+
+def training_reasons(fn, torch) -> list[str]:
+    """What in a module makes eager random or stateful: train mode with dropout of p > 0, batch
+    norm updating its statistics."""
+    if not isinstance(fn, torch.nn.Module):
+        return []
+    reasons = []
+    dropouts = [
+        n or type(m).__name__
+        for n, m in fn.named_modules()
+        if m.training and isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0
+    ]
+    if dropouts:
+        reasons.append(
+            f"train mode with dropout active in {len(dropouts)} modules ({', '.join(dropouts[:3])}"
+            + (", …" if len(dropouts) > 3 else "")
+            + "): call model.eval()"
+        )
+    norms = [n for n, m in fn.named_modules() if m.training and isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if norms:
+        reasons.append(f"train mode: batch norm updates its running statistics in {len(norms)} modules")
+    if fn.training and not reasons:
+        reasons.append("the module is in train mode (no dropout or batch norm found, so eager is not affected)")
+    return reasons
+
+
+def _bits_equal(a, b, torch) -> int:
+    """Number of differing elements (bitwise, NaN payload included)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return a.numel() or 1
+    view = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+    return int((a.contiguous().view(view) != b.contiguous().view(view)).sum())
+
+
+# ---- judge
+def judge(
+    fn: Callable,
+    sample: Any,
+    *,
+    sets: int = 32,
+    compile: Any = "inductor",
+    options: dict | None = None,
+    seed: int = 0,
+    dtype: Any = None,
+    perturbation: float = 0.5,
+    speed_rounds: int = 15,
+    name: str | None = None,
+    compiled: Callable | None = None,
+    tolerance: float | None = None,
+) -> Judgment:
+    """Judges fn compiled against fn eager, both against an fp64 run with a running error bound,
+    over `sets` input sets. See fusebench.judge's docstring (the package's __init__)."""
+    import torch
+
+    from . import ulp_diff, ulp_error
+
+    t_start = time.perf_counter()
+    if not isinstance(sets, int) or isinstance(sets, bool) or sets < 2:
+        raise JudgeError(f"judge: sets={sets!r}; a paired bootstrap needs at least 2 input sets (32 by default)")
+    if tolerance is not None and not (isinstance(tolerance, (int, float)) and 0 <= tolerance < 10):
+        raise JudgeError(f"judge: tolerance={tolerance!r}; a relative change such as 0.05 (+5 %)")
+    if not callable(fn):
+        raise JudgeError(f"judge: fn is a {type(fn).__name__}, not a callable or an nn.Module")
+    sampler = sample if callable(sample) and not isinstance(sample, torch.Tensor) else None
+    if dtype is not None:
+        dtype = _parse_dtype(dtype, torch)
+        if isinstance(fn, torch.nn.Module):
+            fn = copy.deepcopy(fn).to(dtype)
+    base = None if sampler is not None else as_inputs(sample)
+    if base is not None and dtype is not None:
+        base = base.map(lambda t: t.to(dtype) if t.is_floating_point() else t)
+
+    def make_set(index: int) -> Inputs:
+        if sampler is not None:
+            got = as_inputs(sampler(index, set_generator(seed, index)))
+            return got.map(lambda t: t.to(dtype) if t.is_floating_point() else t) if dtype is not None else got
+        return base if index == 0 else perturb(base, set_generator(seed, index), perturbation)
+
+    first = make_set(0)
+    model_dtype = _model_dtype(fn, first, torch)
+    title = name or (type(fn).__name__ if isinstance(fn, torch.nn.Module) else getattr(fn, "__name__", "fn"))
+    notes: list[str] = []
+
+    # sanity: eager twice, bit-equal
+    reasons = training_reasons(fn, torch)
+    with torch.no_grad():
+        a = flatten_outputs(first.call(fn), torch)
+        b = flatten_outputs(first.call(fn), torch)
+    if not [t for _, t in a if t.is_floating_point()]:
+        raise JudgeError(f"judge: {title} returned no floating tensor to judge")
+    differing = [n for (n, x), (_, y) in zip(a, b) if x.is_floating_point() and _bits_equal(x, y, torch)]
+    eager_repeatable = not differing
+    if not eager_repeatable:
+        why = "; ".join(reasons) or "a nondeterministic op (random numbers, or an op without a deterministic kernel)"
+        raise JudgeError(
+            f"judge: {title} run eagerly twice on the same input gives different results ({', '.join(differing)} "
+            f"differ), so no difference can be attributed to compilation: {why}"
+        )
+    notes += [f"flagged: {r}" for r in reasons]
+
+    # compile, first call timed
+    if compiled is None:
+        compiler, backend_name = make_compiler(compile, options, torch)
+        compiled = compiler(fn)
+    else:
+        backend_name = name_of_compiled(compile, options)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        first.call(compiled)
+    compile_s = time.perf_counter() - t0
+
+    reference = Reference(fn, model_dtype, torch)
+    outputs: dict[str, OutputJudgment] = {}
+    pooled_ulp: dict[str, tuple[list, list]] = {}
+    unknown: dict[str, int] = {}
+    decomposed: dict[str, int] = {}
+    seconds = {"eager": 0.0, "compiled": 0.0, "fp64_with_bounds": 0.0, "statistics": 0.0}
+    worst_cands: dict[str, list[Worst]] = {}
+    for index in range(sets):
+        inputs = first if index == 0 else make_set(index)
+        t = time.perf_counter()
+        with torch.no_grad():
+            e_out = flatten_outputs(inputs.call(fn), torch)
+        seconds["eager"] += time.perf_counter() - t
+        t = time.perf_counter()
+        with torch.no_grad():
+            c_out = flatten_outputs(inputs.call(compiled), torch)
+        seconds["compiled"] += time.perf_counter() - t
+        t = time.perf_counter()
+        r_tree, mode = reference.run(inputs)
+        r_out = flatten_outputs(r_tree, torch)
+        seconds["fp64_with_bounds"] += time.perf_counter() - t
+        for k, v in mode.unknown.items():
+            unknown[k] = max(unknown.get(k, 0), v)
+        for k, v in mode.decomposed.items():
+            decomposed[k] = max(decomposed.get(k, 0), v)
+        if [n for n, _ in e_out] != [n for n, _ in c_out] or len(r_out) != len(e_out):
+            raise JudgeError(
+                f"judge: eager, compiled and fp64 runs of {title} returned different output structures "
+                f"({[n for n, _ in e_out]} / {[n for n, _ in c_out]} / {[n for n, _ in r_out]})"
+            )
+        t = time.perf_counter()
+        for (oname, e), (_, c), (_, r) in zip(e_out, c_out, r_out):
+            if not e.is_floating_point():
+                continue
+            # the statistics run on the CPU (the toolkit reads host memory): a CUDA model's outputs move
+            e, c = e.detach().cpu(), c.detach().cpu()
+            bound = mode.bound(r).detach().cpu()
+            r = r.detach().cpu()
+            o = outputs.get(oname)
+            if o is None:
+                o = outputs[oname] = OutputJudgment(
+                    oname, _short_dtype(e.dtype), tuple(e.shape), "conditioned", numel=e.numel()
+                )
+                for col in COLUMNS:
+                    o.compiled[col], o.eager[col] = [], []
+            if c.dtype != e.dtype or c.shape != e.shape:
+                raise JudgeError(
+                    f"judge: output {oname}: eager {e.dtype}{list(e.shape)}, compiled {c.dtype}{list(c.shape)}"
+                )
+            mism = _bits_equal(e, c, torch)
+            o.mismatches.append(mism)
+            o.bit_equal_sets += mism == 0
+            if mism and e.dtype != torch.float64:
+                o.ulp_diff_max = max(o.ulp_diff_max, int(ulp_diff(e.contiguous(), c.contiguous()).max))
+            o.allclose_1e4.append(
+                mism == 0 or bool(torch.allclose(e, c, rtol=1e-4, atol=1e-4, equal_nan=True))
+            )  # as same() applies it: on the tensors as they are
+            r64 = r.to(torch.float64).contiguous()
+            ref_np = r64.numpy().reshape(-1)
+            e_ulp = np.asarray(ulp_error(e.contiguous(), r64)).reshape(-1)
+            c_ulp = e_ulp if mism == 0 else np.asarray(ulp_error(c.contiguous(), r64)).reshape(-1)
+            b_np = bound.detach().to(torch.float64).contiguous().numpy().reshape(-1)
+            has_bound = not bool(np.isnan(b_np).any())
+            floor = None
+            if has_bound:
+                from ._bounds import UNDERFLOW
+
+                floor = np.maximum(b_np, UNDERFLOW.get(e.dtype, 2.0**-1075))
+            else:
+                ops = ", ".join(sorted(mode.unknown)) or "an op without a rule"
+                o.no_bound_reason = f"no error bound (depends on {ops}): ULP error decides"
+            e64 = e.double().numpy().reshape(-1)
+            c64 = e64 if mism == 0 else c.double().numpy().reshape(-1)
+            ef = path_figures(e64, ref_np, e_ulp, floor)
+            cf = ef if mism == 0 else path_figures(c64, ref_np, c_ulp, floor)
+            for col in COLUMNS:
+                o.eager[col].append(ef[col])
+                o.compiled[col].append(cf[col])
+            pooled = pooled_ulp.setdefault(oname, ([], []))
+            pooled[0].append(_pooled_sample(c_ulp, index))
+            pooled[1].append(_pooled_sample(e_ulp, index))
+            k = int(np.nanargmax(np.nan_to_num(c_ulp, nan=-1.0))) if c_ulp.size else 0
+            u = {"f16": 2.0**-11, "bf16": 2.0**-8, "f32": 2.0**-24, "f64": 2.0**-53}.get(o.dtype, 0.0)
+            kappa = (float(b_np[k] / (u * abs(ref_np[k]))) if ref_np[k] != 0 else math.inf) if has_bound else None
+            worst_cands.setdefault(oname, []).append(
+                Worst(
+                    index,
+                    k,
+                    float(c64[k]),
+                    float(e64[k]),
+                    float(ref_np[k]),
+                    float(b_np[k]) if has_bound else None,
+                    float(c_ulp[k]),
+                    float(e_ulp[k]),
+                    abs(float(c64[k]) - float(ref_np[k])) / float(floor[k]) if floor is not None else None,
+                    abs(float(e64[k]) - float(ref_np[k])) / float(floor[k]) if floor is not None else None,
+                    kappa,
+                )
+            )
+        seconds["statistics"] += time.perf_counter() - t
+
+    # decide
+    all_parts: list[Part] = []
+    for o in outputs.values():
+        if o.no_bound_reason or not all(np.isfinite(v) for v in o.eager["cond_max"]):
+            o.measure = "ulp"
+            o.no_bound_reason = o.no_bound_reason or "the bound is 0 or missing on some set: ULP error decides"
+        stats = [s for s, spec in D.STATISTICS.items() if spec["measure"] == o.measure]
+        others = [s for s, spec in D.STATISTICS.items() if spec["measure"] != o.measure]
+        for s in stats:
+            o.parts += D.judge_statistic(o.name, s, o.compiled[s], o.eager[s], tolerance)
+        for s in others:
+            o.other_parts += D.judge_statistic(o.name, s, o.compiled[s], o.eager[s], tolerance)
+        all_parts += o.parts
+    if not all_parts:
+        raise JudgeError(f"judge: {title}: no output statistic could be judged (every figure non-finite?)")
+    D.holm(all_parts)
+    other_all = [p for o in outputs.values() for p in o.other_parts]
+    if other_all:
+        D.holm(other_all)
+    for o in outputs.values():
+        o.outcome = D.combine([p.final for p in o.parts]) if o.parts else Outcome.INCONCLUSIVE
+        o.other_outcome = D.combine([p.final for p in o.other_parts]) if o.other_parts else None
+        cands = sorted(worst_cands.get(o.name, []), key=lambda w: -w.compiled_ulp)
+        o.worst = cands[:3]
+        if o.worst and o.worst[0].cancellation:
+            w = o.worst[0]
+            notes.append(
+                f"cancellation: {o.name}'s worst compiled element (set {w.set}, index {w.index}: compiled "
+                f"{w.compiled:.7g}, eager {w.eager:.7g}, fp64 {w.ref:.7g}, {_num(w.compiled_ulp)} ULP) sits where the "
+                f"computation cancels (condition κ = {w.condition:.3g} > {ILL_CONDITIONED:g}): its ULP error says "
+                "little; the conditioned error weighs it by the bound"
+            )
+        if o.no_bound_reason:
+            notes.append(f"{o.name}: {o.no_bound_reason}")
+    outcome = D.combine([o.outcome for o in outputs.values()])
+    if unknown:
+        notes.append(
+            "ops without a bound rule (their outputs fall back to ULP error): "
+            + ", ".join(f"{k} ×{v}" for k, v in sorted(unknown.items()))
+        )
+    pooled_figures = {}
+    for oname, (cs, es) in pooled_ulp.items():
+        c_all, e_all = np.concatenate(cs), np.concatenate(es)
+        pooled_figures[oname] = {
+            "p99": (_percentile(c_all[np.isfinite(c_all)], 99), _percentile(e_all[np.isfinite(e_all)], 99)),
+            "max": (float(np.nanmax(c_all)), float(np.nanmax(e_all))),
+            "sampled": any(x.size > POOLED_LIMIT for x in cs),
+        }
+
+    # speed
+    with torch.no_grad():
+        speed = measure_speed(lambda: first.call(fn), lambda: first.call(compiled), compile_s, speed_rounds, torch)
+    seconds["total"] = time.perf_counter() - t_start
+    environment = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "threads": str(torch.get_num_threads()),
+    }
+    return Judgment(
+        title,
+        _short_dtype(model_dtype),
+        backend_name,
+        sets,
+        seed,
+        outcome,
+        list(outputs.values()),
+        speed,
+        eager_repeatable,
+        notes,
+        unknown,
+        decomposed,
+        pooled_figures,
+        seconds,
+        environment=environment,
+        tolerance=D.STATISTICS["cond_p99"]["relative_tolerance"] if tolerance is None else float(tolerance),
+    )
+
+
+POOLED_LIMIT = 1 << 18  # elements kept per set for the plan's pooled P99 (a strided sample beyond)
+
+
+def _pooled_sample(x: np.ndarray, index: int) -> np.ndarray:
+    """The set's ULP errors for the pooled P99: all of them up to POOLED_LIMIT, else every k-th from
+    a seeded offset, and the maximum always."""
+    if x.size <= POOLED_LIMIT:
+        return x.astype(np.float32)
+    step = math.ceil(x.size / POOLED_LIMIT)
+    offset = int(np.random.default_rng([D.SEED, index]).integers(step))
+    return np.append(x[offset::step].astype(np.float32), np.float32(np.nanmax(x)))
+
+
+def name_of_compiled(compile, options) -> str:
+    if isinstance(compile, str):
+        return compile + (f" ({options})" if options else "")
+    return getattr(compile, "__name__", "compiled")
+
+
+def _parse_dtype(dtype, torch):
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    names = {
+        "bf16": torch.bfloat16,
+        "bfloat16": torch.bfloat16,
+        "f16": torch.float16,
+        "fp16": torch.float16,
+        "float16": torch.float16,
+        "half": torch.float16,
+        "f32": torch.float32,
+        "fp32": torch.float32,
+        "float32": torch.float32,
+        "float": torch.float32,
+    }
+    if str(dtype) not in names:
+        raise JudgeError(f"judge: dtype={dtype!r}; give bf16, f16 or f32 (or a torch.dtype)")
+    return names[str(dtype)]

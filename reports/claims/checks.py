@@ -1,0 +1,97 @@
+"""The gate's checks (tools/thresholds.json "checks"), evaluated on a results directory: a counter of
+every matching benchmark, a ratio of two benchmarks' fields, or task B's paired-bootstrap verdict per
+chain. tools/gate prints the rows; each check is filed under the claim it belongs to."""
+
+from __future__ import annotations
+
+import re
+
+from reports.claims import b
+from reports.claims.thresholds import OPS
+from reports.claims.verdict import Outcome
+from reports.results import InputError, Results, plain
+
+
+def field_value(row: dict, name: str):
+    """A benchmark's field; a rate (`*_per_second`) per wall-clock second, as the report shows it:
+    Google Benchmark divides by CPU time unless the benchmark uses real or manual time."""
+    value = row.get(name)
+    if value is None or not name.endswith("_per_second"):
+        return value
+    if row.get("run_name", row["name"]).endswith(("/real_time", "/manual_time")) or not row.get("real_time"):
+        return value
+    return value * row["cpu_time"] / row["real_time"]
+
+
+def _matching(run: dict, pattern: str) -> list[dict]:
+    return [r for r in plain(run["benchmarks"]) if re.search(pattern, r["name"]) and not r.get("error_occurred")]
+
+
+def evaluate_check(check: dict, results: Results, device: str) -> list[tuple[str, float | None, bool, str]]:
+    """The gate's rows (subject, value, passed, note) for one check on one device."""
+    if "bootstrap" not in check and check.get("op") not in OPS:
+        raise InputError(f"thresholds: check '{check['name']}' has unknown op {check['op']!r}")
+    suite = check["suite"]
+    result = results.get(suite, device)
+    if result is None:
+        reason = next((r for s, d, r in results.not_run() if (s, d) == (suite, device)), "")
+        return [(f"{suite} on {device}", None, False, "suite not run" + (f": {reason}" if reason else ""))]
+    run = result.data
+    if "bootstrap" in check:
+        return _evaluate_bootstrap_check(check, result)
+    compare = OPS[check["op"]]
+    if "counter" in check:
+        rows = []
+        benches = _matching(run, check["benchmark"])
+        if not benches:
+            return [(check["benchmark"], None, False, "no benchmark matches")]
+        for row in benches:
+            value = row.get(check["counter"])
+            if value is None:
+                rows.append((row["name"], None, False, f"no counter {check['counter']}"))
+            else:
+                rows.append((row["name"], value, bool(compare(value, check["value"])), ""))
+        return rows
+    num = _matching(run, check["ratio"]["numerator"]["benchmark"])
+    den = _matching(run, check["ratio"]["denominator"]["benchmark"])
+    same = check["ratio"].get("same_counter")  # e.g. "threads": the copy on as many threads as the comparison
+    if same and num:
+        den = [d for d in den if d.get(same, 1) == num[0].get(same, 1)]
+    # e.g. "threads": the fastest copy on at most as many threads (one on more threads that ran slower
+    # was held back by other work), as the report's section S sets it
+    at_most = check["ratio"].get("at_most_counter")
+    if at_most and num:
+        den = [d for d in den if d.get(at_most, 1) <= num[0].get(at_most, 1)]
+        den.sort(key=lambda d: -(field_value(d, check["ratio"]["denominator"]["field"]) or 0))
+    if not num or not den:
+        return [(suite, None, False, "ratio operands missing")]
+    n = field_value(num[0], check["ratio"]["numerator"]["field"])
+    d = field_value(den[0], check["ratio"]["denominator"]["field"])
+    if n is None or d in (None, 0):
+        return [(num[0]["name"], None, False, "ratio field missing or zero")]
+    value = n / d
+    subject = f"{num[0]['name']} / {den[0]['name']}"
+    isa = check.get("measured_with_isa")
+    machine_isa = str(run.get("context", {}).get("cpu_isa", ""))
+    if isa and isa not in machine_isa.split():
+        # A regression floor holds on the instruction set it was measured with; elsewhere the
+        # figure is shown (and judged as a claim in the report), not gated.
+        return [(subject, value, True, f"n/a: a floor measured with {isa}; this machine's ISA is '{machine_isa}'")]
+    return [(subject, value, bool(compare(value, check["value"])), "")]
+
+
+def _evaluate_bootstrap_check(check: dict, result) -> list[tuple[str, float | None, bool, str]]:
+    """A claim decided by the paired bootstrap (task B): one row per chain; the value is the largest
+    lower end of a deciding interval (CONTRADICTED when it exceeds that statistic's tolerance)."""
+    rows = []
+    for chain, cells in b.cells(result).items():
+        v = b.decide(b.Chain(chain, tuple(cells)))
+        shown = b.words(v)
+        if v.outcome is Outcome.NA:
+            rows.append((f"B {chain}", None, True, "n/a: " + shown.reason))
+            continue
+        passed = v.outcome.value != check["bootstrap"]["not"]
+        rows.append((f"B {chain}", None, passed, f"{v.label}: {shown.key_figure}"))
+    if not rows:
+        return [(check["benchmark"], None, False, "no benchmark matches")]
+    return rows

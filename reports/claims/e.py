@@ -1,0 +1,341 @@
+"""Task E: end-to-end training alignment, eager against fused (plan §3.2 in practice): per dtype, the
+eval-loss gap stays within the eager seed-to-seed band and fused training steps are faster; in fp32,
+eager and fused losses agree over the first steps (the control)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import pathlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from reports.claims import thresholds
+from reports.claims.verdict import (
+    Claim,
+    NotApplicable,
+    Outcome,
+    Task,
+    Verdict,
+    Wording,
+    all_pass,
+    na_wording,
+    not_applicable,
+)
+from reports.numbers import num
+from reports.results import SuiteResult, axes, benchmarks, dump_dir, rows
+
+TASK = Task("E", "E — end-to-end training alignment (claim §3.2 in practice)", "training_alignment")
+CLAIMS = {
+    "E-speed": Claim("E-speed", "fused training steps are faster than eager", noun="dtypes"),
+    "E-gap": Claim("E-gap", "the eager-vs-fused eval-loss gap stays within the eager seed-to-seed band", noun="dtypes"),
+    "E-control": Claim("E-control", "fp32 control: eager and fused agree to about 1e-6 relative over the first steps"),
+    "E": Claim("E", "training metrics of eager and fused align"),  # where the suite did not run
+}
+
+
+# ---- facts
+def read_csv(path: pathlib.Path) -> dict[str, list]:
+    """Columns of a run's CSV: numbers as floats, text (overflow_node) as strings."""
+    with path.open() as f:
+        lines = list(csv.DictReader(f))
+    out = {}
+    for key in lines[0].keys() if lines else []:
+        try:
+            out[key] = [float(r[key]) for r in lines]
+        except ValueError:
+            out[key] = [r[key] for r in lines]
+    return out
+
+
+def runs_for(folder: pathlib.Path, dtype: str) -> tuple[dict[int, dict], dict[int, dict]]:
+    """CSV columns of the eager and fused runs of one dtype, by seed."""
+    eager, fused = {}, {}
+    for path in sorted(folder.glob(f"*_{dtype}_seed*.csv")):
+        parts = path.stem.split("_")  # <config>_<device>_<mode>_<dtype>_seed<N>
+        if len(parts) < 5 or parts[-2] != dtype:
+            continue
+        seed = int(parts[-1].removeprefix("seed"))
+        (fused if parts[-3] == "fused" else eager)[seed] = read_csv(path)
+    return eager, fused
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """One dtype's alignment case: its benchmark row, its eager and fused runs' CSV columns by seed, its
+    evidence file ({} where none)."""
+
+    dtype: str
+    row: dict
+    eager: dict[int, dict]
+    fused: dict[int, dict]
+    evidence: dict
+
+
+@dataclass(frozen=True)
+class Facts:
+    """evidence: the alignment evidence files by dtype; skipped: every E benchmark that did not run
+    (axes, row); alignments: the alignment cases that ran; controls: the fp32 control rows; rows:
+    every E row that ran (axes, row)."""
+
+    evidence: dict[str, dict]
+    skipped: tuple[tuple[dict, dict], ...]
+    alignments: tuple[Alignment, ...]
+    controls: tuple[dict, ...]
+    rows: tuple[tuple[dict, dict], ...]
+
+
+def facts(result: SuiteResult) -> Facts:
+    run = result.data
+    folder = dump_dir(result)
+    evidence = {}
+    for path in sorted(folder.glob("E_alignment_*.json")):
+        e = json.loads(path.read_text())
+        evidence[e["dtype"]] = e
+    ran = tuple(rows(run, "E/"))
+    skipped = tuple((axes(run, b), b) for b in benchmarks(run, "E/") if b.get("error_occurred"))
+    alignments = []
+    for f, b in ran:
+        if f["family"] != "E" or "Alignment" not in b["name"]:
+            continue
+        eager, fused = runs_for(folder, f["dtype"])
+        alignments.append(Alignment(f["dtype"], b, eager, fused, evidence.get(f["dtype"], {})))
+    controls = tuple(b for _, b in ran if "Control" in b["name"])
+    return Facts(evidence, skipped, tuple(alignments), controls, ran)
+
+
+# ---- decision
+@dataclass(frozen=True)
+class BandRule:
+    """The plan's literal rule: every CSV row's gap within the range of the eager seeds."""
+
+    rows: int
+    excursions: int
+    max_gap_over_band: float
+
+
+@dataclass(frozen=True)
+class Gap:
+    """The fused final eval loss against the 95 % prediction interval of one more eager run from the k
+    seeds (mean ± t·s·√(1 + 1/k)); without enough CSVs, how many eager and fused finals were found."""
+
+    dtype: str
+    band_rule: Verdict
+    eager_finals: int
+    fused_finals: int
+    mean: float = 0.0
+    sd: float = 0.0
+    half: float = 0.0
+    gaps: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Speed:
+    """Interleaved rounds of eager and fused training steps: median step times, the ratio of medians,
+    the rounds the fused turn won with the one-sided sign test each way, the A/A control's ratio."""
+
+    rounds: int
+    steps_per_turn: int
+    eager_ms: float
+    fused_ms: float
+    speedup: float
+    wins: int
+    p_faster: float
+    p_slower: float
+    control: float
+    noise: float
+
+
+@dataclass(frozen=True)
+class Control:
+    check: dict
+    max_rel_loss_diff: float
+    steps: int
+    first_step_differing: int
+
+
+def _t_quantile(p: float, dof: int) -> float:
+    from scipy.stats import t
+
+    return float(t.ppf(p, dof))
+
+
+def band_rule(row: dict) -> Verdict:
+    n, out = int(row["rows"]), int(row["excursions"])
+    outcome = all_pass(n - out, n)
+    if outcome is Outcome.NA:
+        return Verdict("E-gap", outcome, NotApplicable("no CSV rows", "0 cases"))
+    return Verdict("E-gap", outcome, BandRule(n, out, row["max_gap_over_band"]), n)
+
+
+def decide_gap(dtype: str, eager: dict[int, dict], fused: dict[int, dict], row: dict) -> Verdict:
+    """The eager-vs-fused eval-loss gap against the eager seed-to-seed spread, at the final evaluation.
+    A band that is the range of k eager seeds is itself uncertain: a fifth run from the same
+    distribution as k = 3 seeds falls outside their range with probability 2/(k+1) = 50 %. So the
+    band is the 95 % prediction interval for one more run from the seeds' mean and standard deviation
+    (Student t with k−1 degrees of freedom: mean ± t·s·√(1 + 1/k)). CONTRADICTED when the fused
+    final eval loss lies outside it, SUPPORTED when inside. The plan's literal rule (every row within
+    the range of the seeds) is shown beside it."""
+    literal = band_rule(row)
+    finals = []
+    for runs in (eager, fused):
+        vals = {}
+        for seed, run in runs.items():
+            losses = [x for x in run.get("eval_loss", []) if isinstance(x, float) and math.isfinite(x)]
+            if losses:
+                vals[seed] = losses[-1]
+        finals.append(vals)
+    eager_final, fused_final = finals
+    if len(eager_final) < 2 or not fused_final:
+        return Verdict("E-gap", Outcome.NA, Gap(dtype, literal, len(eager_final), len(fused_final)), member=dtype)
+    k = len(eager_final)
+    values = np.asarray(list(eager_final.values()))
+    mean, sd = float(values.mean()), float(values.std(ddof=1))
+    half = _t_quantile(0.975, k - 1) * sd * math.sqrt(1 + 1 / k)
+    gaps = tuple(f - mean for f in fused_final.values())
+    outside = [g for g in gaps if abs(g) > half]
+    figures = Gap(dtype, literal, k, len(fused_final), mean, sd, half, gaps)
+    return Verdict("E-gap", Outcome.CONTRADICTED if outside else Outcome.SUPPORTED, figures, len(gaps), member=dtype)
+
+
+def _sign_test(wins: int, rounds: int) -> float:
+    """One-sided sign test: the chance of at least `wins` of `rounds` paired rounds going one way
+    if neither mode were faster."""
+    return sum(math.comb(rounds, k) for k in range(wins, rounds + 1)) / 2**rounds
+
+
+def decide_speed(dtype: str, b: dict) -> Verdict:
+    """Fused training steps faster: the interleaved ratio of medians beyond the A/A control's spread
+    (two identical eager trainers measured the same way), and a one-sided sign test over the rounds."""
+    rounds = int(b["timing_rounds"])
+    fused_ms = b.get("fused_median_step_ms")
+    if not (isinstance(fused_ms, (int, float)) and math.isfinite(fused_ms) and fused_ms > 0):
+        # a skipped step (non-finite gradient, no optimizer update) is left out of the timing
+        return not_applicable(
+            "E-speed",
+            f"no fused step time to compare: every fused step of the {rounds} interleaved rounds was skipped for "
+            "a non-finite gradient (no optimizer update); the band verdict and the skipped steps say why",
+            key_figure="every fused step skipped (non-finite)",
+            member=dtype,
+        )
+    wins = round(b["fused_faster_rounds"] * rounds)
+    p_faster, p_slower = _sign_test(wins, rounds), _sign_test(rounds - wins, rounds)
+    speedup = b["fused_speedup"]
+    control = b.get("control_ratio", 1.0) or 1.0
+    noise = max(control, 1 / control)
+    outcome = (
+        Outcome.SUPPORTED
+        if speedup > noise and p_faster < 0.05
+        else Outcome.CONTRADICTED
+        if speedup < 1 / noise and p_slower < 0.05
+        else Outcome.INCONCLUSIVE
+    )
+    figures = Speed(
+        rounds,
+        int(b["timing_steps_per_turn"]),
+        b["eager_median_step_ms"],
+        b["fused_median_step_ms"],
+        speedup,
+        wins,
+        p_faster,
+        p_slower,
+        control,
+        noise,
+    )
+    return Verdict("E-speed", outcome, figures, rounds, member=dtype)
+
+
+def decide_control(b: dict) -> Verdict:
+    check = thresholds.of("E-control").check()
+    ok = thresholds.counter_passes(check, b)
+    figures = Control(check, b["max_rel_loss_diff"], int(b["steps"]), int(b["first_step_differing"]))
+    return Verdict("E-control", Outcome.SUPPORTED if ok else Outcome.CONTRADICTED, figures, int(b["steps"]))
+
+
+def not_run(reason: str, key_figure: str) -> Verdict:
+    """The claim where the training suite did not run at all."""
+    return not_applicable("E", reason, key_figure)
+
+
+def verdicts(facts: Facts) -> list[Verdict]:
+    """In the section's order: the alignment cases that did not run (both claims N/A with the suite's
+    reason), then per dtype its speed (where timed interleaved) and its gap, then the fp32 control."""
+    out = []
+    for f, b in facts.skipped:
+        if f.get("family") == "E" and "Alignment" in b["name"]:
+            why = b.get("error_message", "the benchmark did not run")
+            # the matrix cell says what the profile left out, the section the whole reason
+            key = "not in the quick profile" if "quick profile" in why else ""
+            out += [not_applicable(claim, why, key, member=f["dtype"]) for claim in ("E-speed", "E-gap")]
+    for a in facts.alignments:
+        if "fused_faster_rounds" in a.row:
+            out.append(decide_speed(a.dtype, a.row))
+        out.append(decide_gap(a.dtype, a.eager, a.fused, a.row))
+    out += [decide_control(b) for b in facts.controls]
+    return out
+
+
+# ---- words
+def statement(v: Verdict) -> str:
+    statement = CLAIMS[v.claim].statement
+    return f"{v.member}: {statement}" if v.member else statement
+
+
+def words(v: Verdict) -> Wording:
+    f = v.figures
+    if isinstance(f, BandRule):
+        return Wording(
+            v.outcome,
+            f"max gap {num(f.max_gap_over_band)}× the band",
+            "every CSV row's gap within the range of the eager seeds",
+            f"{f.excursions} of {f.rows} rows outside",
+            v.cases,
+        )
+    if isinstance(f, Gap):
+        literal = words(f.band_rule)
+        beside = [("The plan's rule (range of the seeds)", literal)]
+        if v.outcome is Outcome.NA:
+            return Wording(
+                v.outcome,
+                f"no eval-loss CSVs; plan's rule: {literal.label}",
+                reason=f"{f.dtype}: the prediction interval needs ≥ 2 eager seeds and a fused run with eval-loss CSVs "
+                f"(found {f.eager_finals} and {f.fused_finals}); the plan's rule alone: {literal.label}",
+                beside=beside,
+            )
+        k = f.eager_finals
+        return Wording(
+            v.outcome,
+            f"gap {num(max(f.gaps, key=abs))} vs ±{num(f.half)}",
+            f"the fused final eval loss within the 95 % prediction interval of one more eager run from the {k} seeds "
+            f"(mean ± t₀.₉₇₅,{k - 1}·s·√(1 + 1/{k}))",
+            f"eager seeds mean {f.mean:.4f}, s {f.sd:.2e}, interval ±{f.half:.2e}; fused − mean "
+            + ", ".join(f"{g:+.2e}" for g in f.gaps),
+            v.cases,
+            beside=beside,
+        )
+    if isinstance(f, Speed):
+        spread = f"{100 * (f.noise - 1):.1f} %"
+        return Wording(
+            v.outcome,
+            f"{num(f.speedup)}×",
+            f"speed-up beyond the A/A control's {spread} and a sign test p < 0.05",
+            f"median step {num(f.eager_ms)} ms eager vs {num(f.fused_ms)} ms fused, "
+            f"interleaved ({f.rounds} rounds of {f.steps_per_turn} timed steps per mode): "
+            f"{num(f.speedup)}×; the fused turn was faster in {f.wins} of {f.rounds} rounds (sign test p = "
+            f"{(f.p_faster if f.speedup >= 1 else f.p_slower):.2g}). A/A control: {num(f.control)}×",
+            v.cases,
+            interval=f"{num(f.speedup)}× against the A/A spread 1 ± {spread}, sign test p = "
+            f"{min(f.p_faster, f.p_slower):.2g}",
+        )
+    if isinstance(f, Control):
+        return Wording(
+            v.outcome,
+            f"max rel. diff {num(f.max_rel_loss_diff)}",
+            thresholds.check_text(f.check),
+            f"max relative train-loss difference {f.max_rel_loss_diff:.2e} over {f.steps} steps "
+            f"(first step that differs at all: {f.first_step_differing}, -1 = none)",
+            v.cases,
+        )
+    return na_wording(f)

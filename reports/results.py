@@ -1,0 +1,304 @@
+"""The results data model, read by the report, the claims and the tools (compare, gate, merge): a
+results directory or single Google Benchmark JSON files, keyed by (suite, device) from each file's
+context (`fusebench_suite`, `fusebench_device`), never by file name. Both layouts load:
+`<run>/<suite>@<device>.json` (tools/run since devices) and the older `<run>/bench_<suite>.json`.
+`<run>/run.json` is tools/run's manifest (profile, devices, filter, suites run or skipped, per-suite
+times); it is optional. Errors name the file and the problem (exit status 2 in the tools).
+
+Within one suite's JSON: its benchmark rows (`benchmarks`, medians standing for repetitions), each
+row's axes (`axes`, from the record the suites write), and the evidence files in its dump directory
+(`dump_dir`, `evidence`)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import pathlib
+import re
+from dataclasses import dataclass, field
+
+MANIFEST = "run.json"
+# What the report writes beside the suites' files (reports/fusion_switches.py): not results, and a
+# report or merge run again over the directory must not read them as such.
+DERIVED_PREFIXES = ("fusion_switches.",)
+# Every suite tools/run knows about, in the plan's order (the report lists the ones not run).
+KNOWN_SUITES = [
+    "precision_toolkit",
+    "fusion_determinism",
+    "accumulated_error",
+    "scalar_lowering",
+    "reduction_order",
+    "approximations",
+    "data_movement",
+    "training_alignment",
+    "engine_throughput",
+]
+
+
+class InputError(Exception):
+    pass
+
+
+def load_json(path: pathlib.Path) -> dict:
+    try:
+        text = path.read_text()
+    except FileNotFoundError as e:
+        raise InputError(f"{path}: no such file") from e
+    if not text.strip():
+        raise InputError(f"{path}: empty file (0 bytes; a suite run that wrote nothing?)")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: malformed JSON ({e})") from e
+    if not isinstance(data, dict) or "benchmarks" not in data or "context" not in data:
+        raise InputError(f"{path}: not a Google Benchmark JSON file (no 'context'/'benchmarks')")
+    return data
+
+
+def file_device_name(device: str) -> str:
+    """A device name as it appears in file and directory names (':' is not portable, '/' a directory)."""
+    return device.replace(":", "-").replace("/", "-")
+
+
+@dataclass
+class SuiteResult:
+    suite: str
+    device: str
+    path: pathlib.Path
+    data: dict
+
+    @property
+    def context(self) -> dict:
+        return self.data["context"]
+
+
+@dataclass
+class Results:
+    """One run: results keyed by (suite, device), plus the manifest when tools/run wrote one."""
+
+    root: pathlib.Path
+    by_key: dict[tuple[str, str], SuiteResult]
+    manifest: dict | None = None
+    devices: list[str] = field(default_factory=list)
+    whole_run: bool = True  # False when loaded from single files: nothing can be said about other suites
+
+    def get(self, suite: str, device: str) -> SuiteResult | None:
+        return self.by_key.get((suite, device))
+
+    def suites(self) -> list[str]:
+        return sorted({s for s, _ in self.by_key}, key=lambda s: (KNOWN_SUITES + [s]).index(s))
+
+    def not_run(self) -> list[tuple[str, str, str]]:
+        """(suite, device, reason) for every known suite × device with no result in this run."""
+        if not self.whole_run:
+            return []
+        skipped = {(s["suite"], s["device"]): s.get("reason", "") for s in (self.manifest or {}).get("skipped", [])}
+        out = []
+        for device in self.devices:
+            for suite in KNOWN_SUITES:
+                if (suite, device) not in self.by_key:
+                    out.append((suite, device, skipped.get((suite, device), "no result file")))
+        return out
+
+
+def suite_files(path: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(p for p in path.glob("*.json") if p.name != MANIFEST and not p.name.startswith(DERIVED_PREFIXES))
+
+
+def load_results(target: str | pathlib.Path) -> Results:
+    """A results directory, or one suite JSON file."""
+    path = pathlib.Path(target)
+    manifest = None
+    if path.is_dir():
+        files = suite_files(path)
+        manifest_path = path / MANIFEST
+        if manifest_path.exists():
+            try:
+                manifest = json.loads(manifest_path.read_text())
+            except json.JSONDecodeError as e:
+                raise InputError(f"{manifest_path}: malformed JSON ({e})") from e
+        if not files and manifest is None:
+            raise InputError(f"{path}: no suite JSON files in this directory")
+        root = path
+    elif path.exists():
+        files, root = [path], path.parent
+    else:
+        raise InputError(f"{path}: no such file or directory")
+    by_key: dict[tuple[str, str], SuiteResult] = {}
+    for f in files:
+        data = load_json(f)
+        context = data["context"]
+        suite = context.get("fusebench_suite") or f.stem.split("@")[0].removeprefix("bench_")
+        device = context.get("fusebench_device", "cpu")
+        if (suite, device) in by_key:
+            raise InputError(
+                f"{f}: a second result for suite {suite} on device {device} "
+                f"(the first is {by_key[(suite, device)].path.name})"
+            )
+        by_key[(suite, device)] = SuiteResult(suite, device, f, data)
+    devices = list(dict.fromkeys((manifest or {}).get("devices", []) + sorted({d for _, d in by_key})))
+    return Results(root, by_key, manifest, devices or ["cpu"], path.is_dir())
+
+
+def dump_dir(result: SuiteResult) -> pathlib.Path:
+    """Where the suite's evidence files are, whichever layout the run used and wherever the run
+    directory has been moved to: the context's dump_dir re-rooted at the run directory."""
+    recorded = result.context.get("dump_dir", "")
+    candidates = []
+    if "/dumps/" in recorded:
+        candidates.append(result.path.parent / "dumps" / recorded.rsplit("/dumps/", 1)[1])
+    binary = f"bench_{result.suite}"
+    candidates += [
+        result.path.parent / "dumps" / file_device_name(result.device) / binary,
+        result.path.parent / "dumps" / binary,
+    ]
+    return next((c for c in candidates if c.is_dir()), candidates[0])
+
+
+def plain(benchmarks: list[dict]) -> list[dict]:
+    """Iterations rows only (aggregates dropped), or the medians when repetitions were aggregated."""
+    medians = [b for b in benchmarks if b.get("aggregate_name") == "median"]
+    if medians:
+        return medians
+    return [b for b in benchmarks if b.get("run_type", "iteration") == "iteration"]
+
+
+def seconds(b: dict, field_name: str = "real_time") -> float:
+    return b[field_name] * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
+
+
+# ---- one suite's rows
+def benchmarks(run: dict, prefix: str = "") -> list[dict]:
+    """Benchmarks of one suite run whose name starts with prefix; aggregates (mean/median/stddev of
+    repetitions) are skipped, except the median, which stands for the run when repetitions exist."""
+    out = []
+    for b in run.get("benchmarks", []):
+        if not b["name"].startswith(prefix):
+            continue
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        out.append(b)
+    has_median = any(b.get("aggregate_name") == "median" for b in out)
+    return [b for b in out if (b.get("aggregate_name") == "median") == has_median]
+
+
+@functools.lru_cache(maxsize=64)
+def _registered_axes(text: str) -> dict[str, dict[str, str]]:
+    return json.loads(text)
+
+
+def axes(run: dict, b: dict) -> dict[str, str]:
+    """A benchmark's axes, {'family': 'C1', 'dtype': 'f16', 'scalar': '0.7', ...}, from the structured
+    record the suites write (context entry "fusebench_axes": registered name -> axes, see
+    suites/support/cases.hpp). Google Benchmark appends its own segments to a run's name
+    (/iterations:1/manual_time, /real_time, /threads:2), so the registered name is the longest prefix
+    the record knows. 'family' is the name's first segment ('E' for E/Alignment), 'case_family' the
+    registered family. Results written before the record existed, and benchmarks registered without
+    the helper, fall back to the name's fields."""
+    text = run.get("context", {}).get("fusebench_axes")
+    if text:
+        registered = _registered_axes(text)
+        name = b.get("run_name", b["name"])
+        while name:
+            record = registered.get(name)
+            if record is not None:
+                family = record.get("family", name)
+                return {
+                    "family": family.split("/")[0],
+                    "case_family": family,
+                    **{k: v for k, v in record.items() if k != "family"},
+                }
+            if "/" not in name:
+                break
+            name = name.rsplit("/", 1)[0]
+    return name_fields(b["name"])
+
+
+def name_fields(name: str) -> dict[str, str]:
+    """'UlpDiff/dtype:f16/n:1024' -> {'family': 'UlpDiff', 'dtype': 'f16', 'n': '1024'}."""
+    parts = name.split("/")
+    fields = {"family": parts[0]}
+    for p in parts[1:]:
+        if ":" in p:
+            key, value = p.split(":", 1)
+            fields[key] = value
+    return fields
+
+
+def rows(run: dict, prefix: str) -> list[tuple[dict, dict]]:
+    """(axes, benchmark) of every row under prefix that ran (skipped rows left out)."""
+    return [(axes(run, b), b) for b in benchmarks(run, prefix) if not b.get("error_occurred")]
+
+
+def wall_rate(b: dict, field: str = "bytes_per_second") -> float | None:
+    """A rate per wall-clock second. Google Benchmark divides by CPU time unless the benchmark uses
+    real (or manual) time; on a loaded machine the process's CPU time is well below the wall time, so
+    such a rate overstates what the operation delivers. Converted here: rate x cpu_time / real_time."""
+    if field not in b:
+        return None
+    name = b.get("run_name", b["name"])
+    if name.endswith(("/real_time", "/manual_time")) or not b.get("real_time") or not b.get("cpu_time"):
+        return b[field]
+    return b[field] * b["cpu_time"] / b["real_time"]
+
+
+def is_gpu_run(run: dict) -> bool:
+    return "cuda" in run.get("context", {}).get("fusebench_device", "")
+
+
+def copy_bandwidth(run: dict) -> float | None:
+    """bytes_per_second of the run's copy yardstick, if it has one: the GPU's own device-to-device
+    copy where a GPU device's run measured it (DeviceMemoryCopy), else the host's MemoryCopy. A GPU
+    run without its own copy has none: its kernels against the host's memcpy would read as many
+    times the copy."""
+    for family in ("DeviceMemoryCopy/",) if is_gpu_run(run) else ("DeviceMemoryCopy/", "MemoryCopy/"):
+        copies = [b for b in benchmarks(run, family) if "bytes_per_second" in b and not b.get("error_occurred")]
+        if copies:
+            return copies[0]["bytes_per_second"]
+    return None
+
+
+def copy_source(run: dict) -> str:
+    """What the run's copy yardstick is, in words (the host's memcpy, on the kernels' threads, needs
+    none: it is the yardstick a report names by default)."""
+    device_copy = benchmarks(run, "DeviceMemoryCopy/")
+    if device_copy and not device_copy[0].get("error_occurred"):
+        return "the GPU's device-to-device copy of 1 GiB, timed with CUDA events"
+    if is_gpu_run(run):
+        return "this run measured no GPU copy, and the host's memcpy is no yardstick for a GPU's kernels"
+    return ""
+
+
+# ---- evidence files in a suite's dump directory
+def evidence(result: SuiteResult, pattern: str) -> list[tuple[pathlib.Path, dict]]:
+    """(path, document) of the suite's evidence files matching pattern, in file-name order."""
+    return [(p, json.loads(p.read_text())) for p in sorted(dump_dir(result).glob(pattern))]
+
+
+def evidence_of(result: SuiteResult, name: str) -> dict | None:
+    """A benchmark's evidence file, named as the suites name it ('/' -> '_', ':' -> '-')."""
+    path = dump_dir(result) / (name.replace("/", "_").replace(":", "-") + ".json")
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def b_distribution(name: str) -> str:
+    """Task B's input distribution, 'uniform' or 'heavy', from a benchmark's dist field or an evidence
+    file's distribution."""
+    return "uniform" if name.startswith("U") or name == "uniform" else "heavy"
+
+
+# ---- what a device is, and what it refused
+def is_framework(device: str) -> bool:
+    """A device that runs a framework's own compiler (PyTorch's torch.compile, JAX's XLA)."""
+    return device.split(":")[0].split("/")[0] in ("torch", "xla")
+
+
+def na_reasons(benchmarks_of_a_task: list[dict]) -> list[str]:
+    """The distinct reasons of rows the device skipped as not applicable ("n/a on DEVICE: why")."""
+    reasons = []
+    for b in benchmarks_of_a_task:
+        message = b.get("error_message", "") if b.get("error_occurred") else ""
+        m = re.match(r"n/a on \S+: (.*)", message)  # device names hold no spaces (torch:cuda/aot_eager)
+        if m and m.group(1) not in reasons:
+            reasons.append(m.group(1))
+    return reasons

@@ -1,0 +1,78 @@
+"""The line under the matrix that says what ran: machine, compiler, commit, profile, filter and timing,
+devices, total and per-suite seconds, the framework devices' compiles, the devices not available,
+and the shards a merged run was made of."""
+
+from __future__ import annotations
+
+from reports.numbers import num
+from reports.results import Results, is_framework
+
+
+def run_line(results: Results) -> str:
+    """Machine, compiler, commit, profile, total time and per-suite times, once."""
+    contexts = [r.context for r in results.by_key.values()]
+
+    def one(key: str) -> str:
+        values = sorted({str(c.get(key, "?")) for c in contexts})
+        return " / ".join(values) if values else "?"
+
+    manifest = results.manifest or {}
+    times = {(e["suite"], e["device"]): e.get("seconds") for e in manifest.get("ran", [])}
+    if times:
+        per_suite = ", ".join(f"{s}{'' if d == 'cpu' else '@' + d} {num(t)} s" for (s, d), t in times.items())
+        total = f"total {num(manifest.get('seconds', sum(times.values())))} s ({per_suite})"
+    else:
+        total = "suite times not recorded (a run made before tools/run wrote run.json)"
+    filt = f", filter {manifest['filter']!r}" if manifest.get("filter") else ""
+    timing = manifest.get("timing") or {}
+    if timing and any(is_framework(d) for d in results.devices) and timing["framework"] != timing["engine"]:
+        filt += f" (timed with {timing['engine']}; framework devices {timing['framework']})"
+    elif timing:
+        filt += f" (timed with {timing['engine']})"
+    return (
+        f"Run: {one('cpu_model')} ({one('hardware_threads')} hardware threads; {one('cpu_isa')}), "
+        f"{one('compiler')}, commit {one('git_revision')}, profile {one('fusebench_profile')}{filt}, "
+        f"devices {', '.join(results.devices)}; {total}.{compile_counts(manifest)}{not_available(manifest)}"
+        f"{shard_origin(manifest)}"
+    )
+
+
+def shard_origin(manifest: dict) -> str:
+    """A merged run (tools/merge): its shards, their machine time, and the machines they ran on."""
+    shards = manifest.get("merged_from", [])
+    if not shards:
+        return ""
+    hosts = sorted({(s.get("machine") or {}).get("host", "?") for s in shards})
+    times = ", ".join(f"{s['index']}: {num(s['seconds'])} s" for s in shards)
+    where = f"on {hosts[0]}" if len(hosts) == 1 else f"on {len(hosts)} machines ({', '.join(hosts)})"
+    return f" Merged from {len(shards)} shards {where} (tools/merge; shard times {times}; the total sums them)."
+
+
+def not_available(manifest: dict) -> str:
+    """The devices a run on every available device left out, with the reason each gave."""
+    missing = manifest.get("unavailable", {})
+    return (" Not available here: " + "; ".join(f"{d} ({why})" for d, why in missing.items()) + ".") if missing else ""
+
+
+def compile_counts(manifest: dict) -> str:
+    """Per framework device: the graphs its workers compiled, their time, and how many of those its
+    persistent cache (Inductor's FX graph cache, JAX's compilation cache) served."""
+    by_device: dict[str, dict[str, float]] = {}
+    for e in manifest.get("ran", []):
+        for k, v in e.get("framework_compiles", {}).items():
+            by_device.setdefault(e["device"], {}).setdefault(k, 0)
+            by_device[e["device"]][k] += v
+    parts = []
+    for device, c in by_device.items():
+        looked_up = c.get("cache_hits", 0) + c.get("cache_misses", 0)
+        cache = (
+            f" ({num(c['cache_hits'])} of {num(looked_up)} persistent-cache lookups hit: a hit loads the compiled "
+            "code instead of generating it)"
+            if looked_up
+            else ""
+        )
+        n = c.get("compiles", 0)
+        parts.append(
+            f"{device}: {num(n)} graph{'' if n == 1 else 's'} compiled in {num(c.get('compile_s', 0))} s{cache}"
+        )
+    return (" Compiles: " + "; ".join(parts) + ".") if parts else ""

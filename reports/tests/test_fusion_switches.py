@@ -1,0 +1,166 @@
+"""The switch file's format (reports/fusion_switches.py) and the report's attribution of B
+counter-examples, on run directories made in tmp_path from switch_evidence's synthetic evidence."""
+
+from __future__ import annotations
+
+import copy
+import pathlib
+import shutil
+
+import pytest
+
+from reports import fusion_switches, report
+from reports.results import load_results
+from reports.sections import attribution
+from reports.tests.switch_evidence import (
+    FMA_ADD,
+    ROUNDING_ADD,
+    ROUNDING_LN,
+    ROUNDING_MATMUL,
+    SUITE_DIR,
+    TORCH_NA,
+    UNEXPLAINED,
+    add_attribution,
+    explained,
+    switch,
+)
+from reports.tests.switch_evidence import synthetic_run as make_synthetic_run
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPORT_RUN = HERE / "fixtures" / "report_run"  # a trimmed quick run with B's per-set dumps
+
+
+@pytest.fixture
+def synthetic_run(tmp_path) -> pathlib.Path:
+    return make_synthetic_run(tmp_path)
+
+
+# ---- the switch file's format
+def test_validate_names_the_bad_entry(synthetic_run):
+    [(_, doc, problems)] = fusion_switches.write_switch_files(load_results(synthetic_run))
+    assert problems == []
+    bad = copy.deepcopy(doc)
+    bad["entries"][1]["switch"] = "rounding=on tile=0 warp=32"
+    del bad["entries"][2]["cost"]
+    bad["entries"][3]["mechanism"] = "cosmic rays"
+    problems = fusion_switches.validate(bad)
+    op1, op2, op3 = (bad["entries"][i]["op"] for i in (1, 2, 3))
+    assert any(p.startswith(f"entries[1] (op {op1!r}") and "'warp=32'" in p and "unknown" in p for p in problems)
+    assert any(p.startswith("entries[1]") and "'tile=0'" in p for p in problems)
+    assert any(p.startswith(f"entries[2] (op {op2!r}") and "missing cost" in p for p in problems)
+    assert any(p.startswith(f"entries[3] (op {op3!r}") and "unknown mechanism" in p for p in problems)
+    assert not any(p.startswith("entries[0]") for p in problems), problems
+    assert fusion_switches.validate({**doc, "schema": "fusebench.fusion_switches/0"})[0].startswith("schema:")
+    every_token = (
+        "rounding=on split fma=off scalar=broadcast tile=64 acc=f32 rsqrt=newton-hw rsqrt_iters=2 div=ieee "
+        "compiler:max_fusion_size=1"
+    )
+    good = copy.deepcopy(doc)
+    good["entries"][0]["switch"] = every_token + " div_iters=0"
+    assert fusion_switches.validate(good) == []
+
+
+# ---- the report's parts
+def test_first_screen_line_counts_each_outcome(synthetic_run):
+    evidence_of = fusion_switches.b_evidence(load_results(synthetic_run))
+    line = attribution.first_screen_line("cpu", evidence_of["cpu"])
+    # 10 counter-examples: layernorm7 alone in 5; matmul5 + add6 together in 1 (per-op rounding, counted
+    # once); FMA contraction at add6 in 1; 2 unexplained; heavy set 32 not reached by the search
+    assert line == (
+        "cpu: 10 counter-examples: 6 explained by per-op rounding at layernorm7 (matmul_add_layernorm), matmul5 (matmul_add_layernorm), "
+        "add6 (matmul_add_layernorm); 1 by FMA contraction at add6 (matmul_add_layernorm); 2 unexplained (in matmul_add_layernorm); "
+        "1 not attempted (attribution budget: 8 counter-examples per case)"
+    )
+    torch = attribution.first_screen_line("torch", evidence_of["torch"])
+    assert torch == "torch: 1 counter-example: 1 n/a (in layernorm: per-op switches are the cpu engine's)"
+    assert "explained" not in torch
+    none = [{"chain": "softmax", "dtype": "f16", "counterexamples": [], "attribution_summary": {"counterexamples": 0}}]
+    assert attribution.first_screen_line("cpu", none) == "cpu: 0 counter-examples"
+    assert attribution.first_screen_line("cpu", [{"chain": "softmax", "counterexamples": []}]) is None
+    split = switch("matmul5", "split", "kernel split")
+    pattern = switch("(whole graph)", "compiler:pattern_matcher=false", "pattern rewrite", kind="graph")
+    both = {"attribution": {**explained(split), "also_removed_by": [pattern]}}
+    only_split = {"attribution": explained(split)}
+    line = attribution.first_screen_line(
+        "torch", [{"chain": "matmul_add_layernorm", "counterexamples": [both, only_split], "attribution_summary": {}}]
+    )
+    assert line == (
+        "torch: 2 counter-examples: 2 explained by kernel split at matmul5 (matmul_add_layernorm) "
+        "(1 of them also by pattern rewrite alone)"
+    )
+
+
+def test_mechanism_cell_of_each_status():
+    assert fusion_switches.mechanism_text({"attribution": explained(ROUNDING_LN)}) == "per-op rounding at layernorm7"
+    pair = {"attribution": explained(ROUNDING_MATMUL, ROUNDING_ADD)}
+    assert fusion_switches.mechanism_text(pair) == "per-op rounding at matmul5 + add6"
+    mixed = {"attribution": explained(ROUNDING_MATMUL, FMA_ADD)}
+    assert fusion_switches.mechanism_text(mixed) == "per-op rounding at matmul5 and FMA contraction at add6"
+    assert fusion_switches.mechanism_text({"attribution": UNEXPLAINED}) == "unexplained"
+    assert fusion_switches.mechanism_text({"attribution": TORCH_NA}).startswith("n/a (on torch: per-op switches")
+    assert fusion_switches.mechanism_text({"first_divergent_op": "add2"}) == "—"
+    split = switch("matmul5", "split", "kernel split")
+    pattern = switch("(whole graph)", "compiler:pattern_matcher=false", "pattern rewrite", kind="graph")
+    either = {"attribution": {**explained(split), "also_removed_by": [pattern]}}
+    assert fusion_switches.mechanism_text(either) == (
+        "kernel split at matmul5; also removed alone by pattern rewrite over the whole graph (compiler:pattern_matcher=false)"
+    )
+    simd = switch("(whole graph)", "compiler:cpp.simdlen=1", "vectorised code", kind="graph")
+    assert fusion_switches.mechanism_text({"attribution": explained(simd)}) == (
+        "vectorised code over the whole graph (compiler:cpp.simdlen=1)"
+    )
+
+
+def report_run(tmp_path: pathlib.Path, with_attribution: bool) -> pathlib.Path:
+    """The fixture's B suite (real rows and dumps), with the attribution keys of switch_evidence where asked."""
+    run = tmp_path / "report"
+    run.mkdir()
+    shutil.copy(REPORT_RUN / "accumulated_error@cpu.json", run)
+    shutil.copytree(REPORT_RUN / "dumps" / "cpu" / "bench_accumulated_error", run / SUITE_DIR.format(device="cpu"))
+    if with_attribution:
+        add_attribution(run)
+    return run
+
+
+def test_report_shows_the_mechanism_column_section_and_first_screen_line(tmp_path):
+    run = report_run(tmp_path, with_attribution=True)
+    assert report.main([str(run)]) == 0
+    md = (run / "report.md").read_text()
+    html = (run / "report.html").read_text()
+    assert (run / "fusion_switches.cpu.json").exists()
+    # the switch file the report wrote is not read back as a suite's results
+    assert report.main([str(run)]) == 0
+    assert (run / "report.md").read_text() == md
+    first_screen = md.split("Contents:", 1)[0]
+    # the fixture's other cases carry no attribution: their 31 counter-examples were not attempted, and the
+    # budget note of the two attributed cases is not said of them
+    assert (
+        "\ncpu: 40 counter-examples: 6 explained by per-op rounding at layernorm7 (matmul_add_layernorm), "
+        "matmul5 (matmul_add_layernorm), add6 (matmul_add_layernorm); 1 by FMA contraction at add6 (matmul_add_layernorm); "
+        "2 unexplained (in matmul_add_layernorm); 31 not attempted\n"
+    ) in first_screen
+    assert first_screen.count("counter-examples:") == 1  # one line per device
+    assert "| mechanism |" in md.split("## B —", 1)[1]
+    assert "| per-op rounding at layernorm7 |" in md and "| per-op rounding at matmul5 + add6 |" in md
+    assert "| unexplained |" in md
+    section = md.split(f"## {attribution.TITLE}", 1)[1]
+    assert section.index("per-op rounding") < section.index("FMA contraction")  # the counts' columns
+    assert "[fusion_switches.cpu.json](fusion_switches.cpu.json)" in section
+    assert "href='fusion_switches.cpu.json'" in html and "href='#task-attribution'" in html
+    # the switch table: layernorm7's row with its merged count and cost from heavy (1.09×)
+    row = next(l for l in section.splitlines() if l.startswith("| matmul_add_layernorm | layernorm7 |"))
+    assert "| rounding=on | 5 | 0.0220 | 0.0240 | 0.0600 | 1.09 |" in row
+    # sections after B keep their order: the attribution right after B
+    headings = [l for l in md.splitlines() if l.startswith("## ")]
+    assert (
+        headings[headings.index(next(h for h in headings if h.startswith("## B —"))) + 1] == f"## {attribution.TITLE}"
+    )
+
+
+def test_report_without_attribution_has_no_section_and_dashes(tmp_path):
+    run = report_run(tmp_path, with_attribution=False)
+    assert report.main([str(run)]) == 0
+    md = (run / "report.md").read_text()
+    assert attribution.TITLE not in md and "counter-examples:" not in md.split("Contents:", 1)[0]
+    assert "| mechanism |" in md and "| — |" in md
+    assert not list(run.glob("fusion_switches.*"))
