@@ -21,9 +21,8 @@ BINARY = pathlib.Path(
     os.environ.get("FUSEBENCH_B_BINARY", ROOT / "build" / "release" / "bin" / "bench_accumulated_error")
 )
 # A case with a counter-example on the deciding measure (the conditioned error beyond the margin):
-# on xla, mul_add_gelu_mul f32 with uniform inputs has one (XLA:CPU keeps the product unrounded into
-# the add), explained by a split after the multiply. The cpu engine's quick profile has none: its
-# ULP-worse sets are all at cancellation.
+# on xla, mul_add_gelu_mul f32 with uniform inputs has one, explained by a split after the multiply.
+# The cpu engine's quick profile has none: its ULP-worse sets are all at cancellation.
 DEVICE = "xla"
 CASE = "B/chain:mul_add_gelu_mul/dtype:f32/dist:uniform/"
 
