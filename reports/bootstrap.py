@@ -67,18 +67,10 @@ def _resampled_sums(columns: np.ndarray, resamples: int, rng: np.random.Generato
     return out
 
 
-def paired_interval(
-    fused,
-    eager,
-    effect: str = "relative",
-    *,
-    resamples: int = RESAMPLES,
-    confidence: float = CONFIDENCE,
-    seed: int = SEED,
-) -> Interval:
-    """The percentile interval of `effect` (see the module's docstring) over `resamples` paired
-    resamples of the sets. Raises ValueError on no sets or unequal lengths: an interval over nothing
-    is not a result."""
+def paired_draws(fused, eager, effect: str = "relative", *, resamples: int = RESAMPLES, seed: int = SEED):
+    """(draws, estimate): the `resamples` bootstrap draws of `effect` (see the module's docstring) over
+    paired resamples of the sets, and its value on the sets themselves. Raises ValueError on no sets
+    or unequal lengths: an interval over nothing is not a result."""
     f = np.asarray(fused, dtype=np.float64)
     e = np.asarray(eager, dtype=np.float64)
     if f.ndim != 1 or f.shape != e.shape:
@@ -98,13 +90,30 @@ def paired_interval(
         with np.errstate(divide="ignore", invalid="ignore"):
             draws = sums[:, 0] / sums[:, 1] - 1.0
         draws = np.where(sums[:, 1] > 0, draws, np.where(sums[:, 0] > 0, np.inf, 0.0))
-        estimate = f.sum() / e.sum() - 1.0
-    elif effect == "share_worse":
+        return draws, float(f.sum() / e.sum() - 1.0)
+    if effect == "share_worse":
         sign = np.sign(f - e)
-        draws = _resampled_sums(sign[:, None], resamples, rng)[:, 0] / n
-        estimate = float(sign.mean())
-    else:
-        raise ValueError(f"paired bootstrap: unknown effect {effect!r} (relative, share_worse)")
+        return _resampled_sums(sign[:, None], resamples, rng)[:, 0] / n, float(sign.mean())
+    raise ValueError(f"paired bootstrap: unknown effect {effect!r} (relative, share_worse)")
+
+
+def paired_interval(
+    fused,
+    eager,
+    effect: str = "relative",
+    *,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,
+) -> Interval:
+    """The percentile interval of `effect` over `resamples` paired resamples of the sets
+    (paired_draws)."""
+    draws, estimate = paired_draws(fused, eager, effect, resamples=resamples, seed=seed)
+    return interval_of(draws, estimate, effect, np.asarray(fused).size, confidence)
+
+
+def interval_of(draws: np.ndarray, estimate: float, effect: str, sets: int, confidence: float = CONFIDENCE) -> Interval:
+    """The two-sided percentile interval at `confidence` of an effect's bootstrap draws over `sets` sets."""
     alpha = (1.0 - confidence) / 2.0
     low, high = np.quantile(draws, [alpha, 1.0 - alpha])
-    return Interval(effect, float(estimate), float(low), float(high), n, resamples)
+    return Interval(effect, float(estimate), float(low), float(high), sets, int(draws.size))

@@ -3,7 +3,10 @@ to eager's behaviour at one op of the fused path), which counter-examples it rem
 
 Reads each device's B evidence (`<run>/dumps/<device>/bench_accumulated_error/B_*.json`, keys
 `switches` per case) and writes `fusion_switches.<device>.json` into the run directory, one entry per
-(chain, dtype, op, switch) with both input distributions merged. A device whose evidence lists no
+(chain, dtype, op, switch) with both input distributions merged. An entry is recommended (`entries`,
+what `--fusion-switches` applies) only where the counter-examples it removes are on the deciding
+measure beyond the stated margin and the chain × dtype's verdict (task B's rule over that dtype's
+parts) is not SUPPORTED; the others are listed under `not_recommended`, each with why. A device whose evidence lists no
 switch (older evidence, or a device the attribution does not apply to) gets no file. The format is
 docs/fusion-switches.md's; `validate` checks a document against it. The report writes the files
 (reports/report.py) and reads them back; `python -m tools.fusion_switches RUN_DIR` writes them alone.
@@ -15,6 +18,7 @@ import json
 import os
 import pathlib
 import tempfile
+from collections.abc import Callable
 
 from reports.results import Results, dump_dir, file_device_name
 from reports.results import b_distribution as distribution
@@ -81,8 +85,15 @@ def evidence_files(results: Results, suite: str, pattern: str) -> dict[str, list
     return out
 
 
-def switch_document(device: str, run: str, evidence: list[dict]) -> dict | None:
-    """The switch file's document for one device, or None when its evidence lists no switch."""
+# (answers, why not recommended) for one chain × dtype's evidence: reports/claims/b.py
+# switch_recommendation, passed in by the callers above the claims
+Recommend = Callable[[list[dict]], tuple[dict | None, str]]
+
+
+def switch_document(device: str, run: str, evidence: list[dict], recommend: Recommend) -> dict | None:
+    """The switch file's document for one device, or None when its evidence lists no switch: the
+    recommended entries under `entries`, the others under `not_recommended` with why (`recommend`
+    judges each chain × dtype; see the module's docstring)."""
     entries: dict[tuple[str, str, str, str], dict] = {}
     costs: dict[tuple[str, str, str, str], list[tuple[str, dict]]] = {}
     for e in evidence:
@@ -106,7 +117,16 @@ def switch_document(device: str, run: str, evidence: list[dict]) -> dict | None:
             costs.setdefault(key, []).append((dist, sw))
     if not entries:
         return None
+    by_case: dict[tuple[str, str], list[dict]] = {}
+    for e in evidence:
+        by_case.setdefault((e["chain"], e["dtype"]), []).append(e)
+    recommendations = {case: recommend(docs) for case, docs in by_case.items()}
     for key, entry in entries.items():
+        answers, why = recommendations[key[:2]]
+        entry["removes_count"] = len(entry["removes"])
+        entry["answers"] = answers
+        if why:
+            entry["why_not_recommended"] = why
         entry["removes"].sort(key=lambda r: (_dist_order(r["dist"]), r["set"]))
         # The most rounds give the steadiest median; on a tie the first distribution's is kept.
         dist, sw = max(costs[key], key=lambda c: c[1].get("rounds") or 0)
@@ -127,7 +147,9 @@ def switch_document(device: str, run: str, evidence: list[dict]) -> dict | None:
             "rounds": sw.get("rounds"),
         }
         entry["cost_from"] = dist
-    return {"schema": SCHEMA, "device": device, "run": run, "entries": list(entries.values())}
+    recommended = [e for e in entries.values() if "why_not_recommended" not in e]
+    others = [e for e in entries.values() if "why_not_recommended" in e]
+    return {"schema": SCHEMA, "device": device, "run": run, "entries": recommended, "not_recommended": others}
 
 
 def cost_resolution(slowdown_ci, aa_ci) -> str:
@@ -175,11 +197,16 @@ def validate(doc) -> list[str]:
     entries = doc.get("entries")
     if not isinstance(entries, list):
         return problems + ["entries: missing or not a list"]
-    for i, entry in enumerate(entries):
+    others = doc.get("not_recommended", [])
+    if not isinstance(others, list):
+        return problems + ["not_recommended: not a list"]
+    listed = [(f"entries[{i}]", e) for i, e in enumerate(entries)]
+    listed += [(f"not_recommended[{i}]", e) for i, e in enumerate(others)]
+    for name, entry in listed:
         if not isinstance(entry, dict):
-            problems.append(f"entries[{i}]: not an object")
+            problems.append(f"{name}: not an object")
             continue
-        where = f"entries[{i}] (op {entry.get('op')!r}, switch {entry.get('switch')!r})"
+        where = f"{name} (op {entry.get('op')!r}, switch {entry.get('switch')!r})"
         missing = [f for f in ENTRY_FIELDS if f not in entry]
         if missing:
             problems.append(f"{where}: missing {', '.join(missing)}")
@@ -243,14 +270,14 @@ def _atomic_write_json(path: pathlib.Path, doc: dict):
 
 
 def write_switch_files(
-    results: Results, out_dir: pathlib.Path | None = None
+    results: Results, recommend: Recommend, out_dir: pathlib.Path | None = None
 ) -> list[tuple[pathlib.Path, dict, list[str]]]:
     """Writes one switch file per device whose B evidence lists switches; (path, document, problems)
     for each written. Nothing is written when no device has switches."""
     out_dir = pathlib.Path(out_dir or results.root)
     docs = []
     for device, evidence in b_evidence(results).items():
-        doc = switch_document(device, pathlib.Path(results.root).resolve().name, evidence)
+        doc = switch_document(device, pathlib.Path(results.root).resolve().name, evidence, recommend)
         if doc is not None:
             docs.append((device, doc))
     written = []

@@ -68,9 +68,21 @@ def grouped_verdict(members: list[tuple[str, Wording]]) -> Wording:
             named = [m for m, v in members if v.outcome is o]
             if o is Outcome.SUPPORTED:
                 # of the judged members: an N/A one is named after, not counted as unsupported
-                parts.append(f"{len(named)}/{len(judged)}" if o is outcome else f"{len(named)} SUPPORTED")
+                text = f"{len(named)}/{len(judged)}" if o is outcome else f"{len(named)} SUPPORTED"
+                closest = max(
+                    ((m, v.decider) for m, v in members if v.outcome is o and v.decider),
+                    key=lambda d: d[1][1],
+                    default=None,
+                )
+                if closest is not None and o is outcome:
+                    text += f" (closest to its tolerance: {closest[0]} {closest[1][0]})"
+                parts.append(text)
+            elif o is outcome:
+                parts.append(
+                    ", ".join(f"{m} ({v.decider[0]})" if v.decider else m for m, v in members if v.outcome is o)
+                )
             else:
-                parts.append(", ".join(named) if o is outcome else f"{o.value.upper()}: {', '.join(named)}")
+                parts.append(f"{o.value.upper()}: {', '.join(named)}")
         figure = "; ".join(parts)
     if outcome in JUDGED:
         return Wording(

@@ -49,7 +49,7 @@ def attribution_part(doc: Document, results: Results) -> list[tuple[str, str]]:
     where a device's B evidence has attribution data, and returns the first screen's lines with the task
     whose section each links to: one per such device, then one per device whose D mismatches, and one
     per device whose E excursions, were attributed."""
-    written = fusion_switches.write_switch_files(results)
+    written = fusion_switches.write_switch_files(results, claims.b.switch_recommendation)
     for path, _, problems in written:
         for p in problems:
             print(f"report: warning: {path.name}: {p}", file=sys.stderr)

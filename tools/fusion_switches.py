@@ -11,6 +11,7 @@ import argparse
 import pathlib
 import sys
 
+from reports.claims.b import switch_recommendation
 from reports.fusion_switches import write_switch_files
 from reports.results import InputError, load_results
 
@@ -23,7 +24,7 @@ def main(argv=None) -> int:
     try:
         if not args.run_dir.is_dir():
             raise InputError(f"{args.run_dir}: not a run directory")
-        written = write_switch_files(load_results(args.run_dir), args.out)
+        written = write_switch_files(load_results(args.run_dir), switch_recommendation, args.out)
     except InputError as e:
         print(f"fusion_switches: error: {e}", file=sys.stderr)
         return 2
@@ -31,7 +32,8 @@ def main(argv=None) -> int:
         print(f"fusion_switches: no switches in {args.run_dir}'s B evidence; nothing written")
     status = 0
     for path, doc, problems in written:
-        print(f"fusion_switches: {path} ({len(doc['entries'])} entries)")
+        others = len(doc.get("not_recommended", []))
+        print(f"fusion_switches: {path} ({len(doc['entries'])} recommended, {others} not recommended)")
         for p in problems:
             print(f"fusion_switches: {path.name}: {p}", file=sys.stderr)
             status = 1

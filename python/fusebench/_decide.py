@@ -1,21 +1,21 @@
 """The decision rule of task B, for judge: a paired bootstrap over input sets, SUPPORTED /
 CONTRADICTED / INCONCLUSIVE per statistic, and a family-wise rule across statistics and outputs.
 
-Ported from the repository's reports/bootstrap.py (paired_interval, Interval.sets_to_decide) and
-reports/claims.py (b_statistic_verdict, combine), with the constants of tools/thresholds.json "B"
-(statistics, tolerances, resamples, confidence, seed): the installed package cannot import the
-repository's reports/. python/tests/test_decide.py checks, from a checkout, that the port gives the
+Ported from the repository's reports/bootstrap.py (paired_interval, Interval.sets_to_decide),
+reports/claims/b.py (statistic_verdict, holm) and reports/claims/verdict.py (combine), with the
+constants of tools/thresholds.json "B" (statistics, tolerances, resamples, confidence, seed): the
+installed package cannot import the repository's reports/. python/tests/test_decide.py checks, from a checkout, that the port gives the
 same intervals and verdicts as those functions and that the constants equal thresholds.json.
 
-Added here, and not in the suite (which judges each chain's few parts with the plain rule): Holm's
-step-down rule for CONTRADICTED across all the parts of one judgment (outputs x statistics). A
-part's one-sided p-value is the bootstrap share of resampled effects at or below the tolerance; the
-part ranked j (0-based, smallest p first) of m stays CONTRADICTED while the (alpha / (m - j))
-quantile of its draws exceeds the tolerance, alpha = (1 - confidence) / 2, stopping at the first
-that does not. With m = 1 that is exactly the suite's rule (the lower end of the 95 % interval
-above the tolerance). A part CONTRADICTED alone but not after Holm reads INCONCLUSIVE, saying so.
-SUPPORTED needs every part SUPPORTED (the intersection of per-part tests at 95 % each, which needs
-no correction).
+As in the suite (reports/claims/b.py holm, across a chain's parts), Holm's step-down rule for
+CONTRADICTED across all the parts of one judgment (outputs x statistics). A part's one-sided
+p-value is the bootstrap share of resampled effects at or below the tolerance; the part ranked j
+(0-based, smallest p first) of m stays CONTRADICTED while the (alpha / (m - j)) quantile of its
+draws exceeds the tolerance, alpha = (1 - confidence) / 2, stopping at the first that does not.
+With m = 1 that is exactly the plain rule (the lower end of the 95 % interval above the
+tolerance). A part CONTRADICTED alone but not after Holm reads INCONCLUSIVE, saying so. SUPPORTED
+needs every part SUPPORTED (the intersection of per-part tests at 95 % each, which needs no
+correction).
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def paired_interval(
     return Interval(effect, float(estimate), float(low), float(high), int(np.asarray(fused).size), resamples)
 
 
-# ---- reports/claims.py: one statistic's verdict
+# ---- reports/claims/b.py: one statistic's verdict
 def _num(x, sig: int = 3) -> str:
     """reports/sections/common.py num: integers exactly, with thousands separators; other values to
     `sig` significant figures, in scientific notation only below 0.001; '—' for a missing value."""
@@ -232,7 +232,7 @@ def _finite(x):
 
 
 def statistic_outcome(interval: Interval, tolerance: float) -> Outcome:
-    """reports/claims.py b_statistic_verdict: SUPPORTED when the interval's upper end <= the
+    """reports/claims/b.py statistic_verdict: SUPPORTED when the interval's upper end <= the
     tolerance, CONTRADICTED when its lower end > it, else INCONCLUSIVE."""
     if interval.high <= tolerance:
         return Outcome.SUPPORTED
@@ -242,7 +242,7 @@ def statistic_outcome(interval: Interval, tolerance: float) -> Outcome:
 
 
 def judge_statistic(output: str, name: str, compiled, eager, tolerance: float | None = None) -> list[Part]:
-    """The parts of one statistic (reports/claims.py b_cell_verdicts): the relative change of its
+    """The parts of one statistic (reports/claims/b.py cell_verdicts): the relative change of its
     mean over sets, and for set maxima the share of sets worse. Non-finite pairs are left out."""
     spec = STATISTICS[name]
     c = np.asarray(compiled, dtype=float)
@@ -310,7 +310,7 @@ def holm(parts: list[Part]) -> None:
 
 
 def combine(outcomes: list[Outcome]) -> Outcome:
-    """reports/claims.py combine: CONTRADICTED if any part is, SUPPORTED if all are, else INCONCLUSIVE."""
+    """reports/claims/verdict.py combine: CONTRADICTED if any part is, SUPPORTED if all are, else INCONCLUSIVE."""
     if not outcomes:
         raise ValueError("no judged part to combine")
     if Outcome.CONTRADICTED in outcomes:

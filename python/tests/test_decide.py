@@ -1,6 +1,6 @@
 """judge's decision rule is task B's: the port in fusebench._decide gives the same intervals and
-verdicts as reports/bootstrap.py and reports/claims.py (imported from the checkout), with the
-constants of tools/thresholds.json; Holm's rule across parts reduces to the suite's rule for one part."""
+verdicts as reports/bootstrap.py and reports/claims/b.py (imported from the checkout), with the
+constants of tools/thresholds.json, and Holm's rule across parts demotes the same parts."""
 
 import json
 import pathlib
@@ -15,14 +15,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def suite():
-    if not (ROOT / "reports" / "claims.py").exists():
+    if not (ROOT / "reports" / "claims" / "b.py").exists():
         pytest.skip("not run from a checkout: reports/ is not there")
     sys.path.insert(0, str(ROOT))
     try:
-        from reports import bootstrap, claims
+        from reports import bootstrap
+        from reports.claims import b, verdict
     finally:
         sys.path.remove(str(ROOT))
-    return bootstrap, claims
+    return bootstrap, b, verdict
 
 
 def test_constants_are_thresholds_json():
@@ -43,7 +44,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_port_equals_the_suite(suite, case):
-    bootstrap, claims = suite
+    bootstrap, b, _ = suite
     fused, eager = CASES[case]
     for effect in ("relative", "share_worse"):
         ours = D.paired_interval(fused, eager, effect)
@@ -56,22 +57,21 @@ def test_port_equals_the_suite(suite, case):
         )
         for tol in (0.0, 0.05, 0.1, 0.5):
             assert ours.sets_to_decide(tol) == theirs.sets_to_decide(tol)
-            verdict = claims.b_statistic_verdict("x", theirs, tol)
+            verdict = b.statistic_verdict("x", theirs, tol)
             assert D.statistic_outcome(ours, tol).value == verdict.outcome.value
     # judge_statistic: the same parts as b_cell_verdicts on a cell carrying that statistic
-    cell = claims.BCell("bf16", "uniform", {}, {"cond_max": (np.asarray(fused, float), np.asarray(eager, float))})
-    theirs = claims.b_cell_verdicts(cell)
+    cell = b.BCell("bf16", "uniform", {}, {"cond_max": (np.asarray(fused, float), np.asarray(eager, float))})
+    theirs = b.cell_verdicts(cell)
     ours = D.judge_statistic("out", "cond_max", fused, eager)
     assert [p.final.value for p in ours] == [v.outcome.value for _, v, _ in theirs]
     assert [p.interval.high - p.tolerance for p in ours] == pytest.approx([m for _, _, m in theirs], abs=0)
 
 
 def test_combine_is_the_suites(suite):
-    _, claims = suite
+    _, _, verdict = suite
     O = D.Outcome
     for outcomes in ([O.SUPPORTED], [O.SUPPORTED, O.INCONCLUSIVE], [O.INCONCLUSIVE, O.CONTRADICTED]):
-        verdicts = [claims.Verdict(claims.Outcome(o.value), "k", "c", cases=1, interval="i") for o in outcomes]
-        assert D.combine(outcomes).value == claims.combine(verdicts).value
+        assert D.combine(outcomes).value == verdict.combine([verdict.Outcome(o.value) for o in outcomes]).value
 
 
 def test_holm_one_part_is_the_suites_rule_and_many_parts_are_stricter():
@@ -92,3 +92,18 @@ def test_holm_one_part_is_the_suites_rule_and_many_parts_are_stricter():
     assert all(p.final is D.Outcome.SUPPORTED for p in many[1:])
     if expected is D.Outcome.INCONCLUSIVE:
         assert "Holm" in many[0].holm_note and "Holm" in many[0].sentence()
+
+
+def test_holm_is_the_suites(suite):
+    """The same parts, judged by the port and by reports/claims/b.py, come out of Holm's rule alike."""
+    _, b, _ = suite
+    rng = np.random.default_rng(7)
+    columns = []
+    for k in range(6):
+        eager = rng.gamma(3.0, size=20)
+        columns.append((eager * (1.0 + 0.04 * k + 0.1 * rng.standard_normal(20)), eager))
+    ours = [p for k, (f, e) in enumerate(columns) for p in D.judge_statistic(f"o{k}", "cond_max", f, e)]
+    D.holm(ours)
+    parts = [v for f, e in columns for _, v, _ in b.cell_verdicts(b.BCell("f16", "uniform", {}, {"cond_max": (f, e)}))]
+    theirs = b.holm(parts)
+    assert [p.final.value for p in ours] == [v.outcome.value for v in theirs]

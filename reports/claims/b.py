@@ -1,11 +1,14 @@
 """Task B: fused error ≤ eager error (plan §3.2), per chain.
 
-Each chain × f16/bf16 × input distribution and each per-set statistic its dump carries (the per_set
-block, schema fusebench.B.per_set/1) is judged by a paired bootstrap over the input sets (the same
-resampled sets for both paths): the 95 % interval of fused − eager, the relative change of the
-statistic's mean over sets and the share of sets worse fused minus the share worse eager. SUPPORTED
-when the interval's upper end ≤ the tolerance, CONTRADICTED when its lower end > it, else
-INCONCLUSIVE. The thresholds' deciding measure (the conditioned error: see "measures" in
+Each chain × dtype (f32, f16, bf16: every dtype the suite runs) × input distribution and each
+per-set statistic its dump carries (the per_set block, schema fusebench.B.per_set/1) is a part,
+judged by a paired bootstrap over the input sets (the same resampled sets for both paths): the 95 %
+interval of fused − eager, the relative change of the statistic's mean over sets and the share of
+sets worse fused minus the share worse eager. SUPPORTED when the interval's upper end ≤ the
+tolerance, CONTRADICTED when its lower end > it, else INCONCLUSIVE. A chain's verdict has many
+parts, so CONTRADICTED is decided by Holm's step-down rule over them (`holm`): the chain reads
+CONTRADICTED in at most 2.5 % of runs where fused and eager err alike, whatever the number of
+parts; SUPPORTED needs every part's upper end ≤ its tolerance. The thresholds' deciding measure (the conditioned error: see "measures" in
 tools/thresholds.json for why) decides the chain; the other measure, the plan's literal rule (pooled
 ULP, no uncertainty) and torch's accuracy rule are shown beside it. Where the dump lacks the deciding
 measure the next one decides, and the verdict says so."""
@@ -14,11 +17,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from reports.bootstrap import Interval, paired_interval
+from reports.bootstrap import Interval, interval_of, paired_draws
 from reports.claims import thresholds
 from reports.claims.verdict import (
     JUDGED,
@@ -157,7 +160,7 @@ def torch_same_sets(cell: BCell) -> np.ndarray | None:
     """Per input set, torch._dynamo.utils.same(eager, fused, fp64_ref) as PyTorch's benchmarks apply
     it (torch 2.15): allclose(eager, fused, rtol = atol = 1e-4) passes; otherwise fused passes when
     rmse(fused, fp64) ≤ m · rmse(eager, fp64) + 1e-4 / 10, m = 3 for f16/bf16 results and 2 otherwise
-    (torch also takes 3 below 1,000 elements; task B judges f16/bf16 only). None when the dump lacks
+    (torch also takes 3 below 1,000 elements, fewer than any B case has). None when the dump lacks
     the figures."""
     if cell.allclose is None or "rmse_vs_fp64" not in cell.per_set:
         return None
@@ -183,6 +186,19 @@ class Statistic:
     left_out: int = 0
     sets: int = 0
     to_decide: float | None = None
+    # the bootstrap draws of the effect, for Holm's rule across a chain's parts
+    draws: np.ndarray | None = field(default=None, compare=False, repr=False)
+    # (level, parts) where the part's own interval lies above the tolerance but Holm's rule over the
+    # chain's parts does not reject at its level: the part reads INCONCLUSIVE
+    holm: tuple[float, int] | None = None
+
+    @property
+    def p_value(self) -> float:
+        """The one-sided bootstrap p-value of "fused − eager > tolerance": the share of draws at or
+        below the tolerance (1 without draws: fused = eager)."""
+        if self.draws is None or self.draws.size < 2:
+            return 1.0
+        return float(np.mean(self.draws <= self.tolerance))
 
 
 @dataclass(frozen=True)
@@ -232,7 +248,9 @@ class Figures:
     no_per_set: tuple[str, ...] = ()
 
 
-def statistic_verdict(label: str, interval: Interval, tolerance: float, left_out: int = 0, sets: int = 0) -> Verdict:
+def statistic_verdict(
+    label: str, interval: Interval, tolerance: float, left_out: int = 0, sets: int = 0, draws: np.ndarray | None = None
+) -> Verdict:
     """One statistic's verdict: SUPPORTED when the interval's upper end ≤ tolerance, CONTRADICTED
     when its lower end > tolerance, else INCONCLUSIVE with the sets that would decide it."""
     if interval.high <= tolerance:
@@ -241,14 +259,37 @@ def statistic_verdict(label: str, interval: Interval, tolerance: float, left_out
         outcome, need = Outcome.CONTRADICTED, None
     else:
         outcome, need = Outcome.INCONCLUSIVE, interval.sets_to_decide(tolerance)
-    return Verdict("B", outcome, Statistic(label, interval, tolerance, left_out, sets, need), interval.sets)
+    figures = Statistic(label, interval, tolerance, left_out, sets, need, draws)
+    return Verdict("B", outcome, figures, interval.sets)
 
 
-def interval(fused: np.ndarray, eager: np.ndarray, effect: str) -> Interval:
+def interval_and_draws(fused: np.ndarray, eager: np.ndarray, effect: str) -> tuple[Interval, np.ndarray]:
     cfg = config()
-    return paired_interval(
-        fused, eager, effect, resamples=cfg["resamples"], confidence=cfg["confidence"], seed=cfg["seed"]
-    )
+    draws, estimate = paired_draws(fused, eager, effect, resamples=cfg["resamples"], seed=cfg["seed"])
+    return interval_of(draws, estimate, effect, fused.size, cfg["confidence"]), draws
+
+
+def holm(parts: list[Verdict]) -> list[Verdict]:
+    """Holm's step-down rule for CONTRADICTED across one chain's parts: ranked by their one-sided
+    p-values (smallest first), the part ranked j (0-based) of m stays CONTRADICTED while the
+    α / (m − j) quantile of its draws exceeds its tolerance, α = (1 − confidence) / 2, stopping at the
+    first that does not. With one part that is the plain rule (the lower end of the 95 % interval
+    above the tolerance). A part CONTRADICTED alone but not after Holm reads INCONCLUSIVE, saying so;
+    the others are returned as they were."""
+    alpha = (1.0 - config()["confidence"]) / 2.0
+    m = len(parts)
+    order = sorted(range(m), key=lambda k: parts[k].figures.p_value)
+    out = list(parts)
+    rejecting = True
+    for rank, k in enumerate(order):
+        f: Statistic = parts[k].figures
+        level = alpha / (m - rank)
+        rejecting = (
+            rejecting and f.draws is not None and f.draws.size > 1 and float(np.quantile(f.draws, level)) > f.tolerance
+        )
+        if parts[k].outcome is Outcome.CONTRADICTED and not rejecting:
+            out[k] = replace(parts[k], outcome=Outcome.INCONCLUSIVE, figures=replace(f, holm=(level, m)))
+    return out
 
 
 def cell_verdicts(cell: BCell, measure: str | None = None) -> list[tuple[str, Verdict, float]]:
@@ -269,22 +310,21 @@ def cell_verdicts(cell: BCell, measure: str | None = None) -> list[tuple[str, Ve
         fused, eager = fused[finite], eager[finite]
         identical = bool(np.array_equal(fused, eager))
         if spec.get("relative_tolerance") is not None and (identical or eager.sum() > 0):
-            i = (
-                Interval("relative", 0.0, 0.0, 0.0, fused.size, cfg["resamples"])
-                if identical
-                else interval(fused, eager, "relative")
-            )
+            if identical:
+                i, draws = Interval("relative", 0.0, 0.0, 0.0, fused.size, cfg["resamples"]), None
+            else:
+                i, draws = interval_and_draws(fused, eager, "relative")
             tol = spec["relative_tolerance"]
-            out.append((spec["label"], statistic_verdict(spec["label"], i, tol, left_out, total), i.high - tol))
+            out.append((spec["label"], statistic_verdict(spec["label"], i, tol, left_out, total, draws), i.high - tol))
         if spec.get("share_worse_tolerance") is not None:
             label = f"sets worse ({spec['label']})"
-            i, tol = interval(fused, eager, "share_worse"), spec["share_worse_tolerance"]
-            out.append((label, statistic_verdict(label, i, tol, left_out, total), i.high - tol))
+            (i, draws), tol = interval_and_draws(fused, eager, "share_worse"), spec["share_worse_tolerance"]
+            out.append((label, statistic_verdict(label, i, tol, left_out, total, draws), i.high - tol))
     return out
 
 
 def plan_rule(cells: list[BCell]) -> Verdict:
-    """The plan's literal rule: pooled ULP error of every f16/bf16 distribution, fused P99 ≤ eager P99
+    """The plan's literal rule: pooled ULP error of every dtype and distribution, fused P99 ≤ eager P99
     and fused max ≤ eager max (no uncertainty)."""
     failed = []
     for c in cells:
@@ -295,7 +335,7 @@ def plan_rule(cells: list[BCell]) -> Verdict:
     checks = 2 * len(cells)
     outcome = all_pass(checks - len(failed), checks)
     if outcome is Outcome.NA:
-        return Verdict("B", outcome, NotApplicable("no f16/bf16 row", "0 cases"))
+        return Verdict("B", outcome, NotApplicable("no B row", "0 cases"))
     return Verdict("B", outcome, PlanRule(checks, tuple(failed)), checks)
 
 
@@ -318,15 +358,18 @@ def torch_same_rule(cells: list[BCell]) -> Verdict:
 
 
 def measure_verdict(cells: list[BCell], measure: str) -> Verdict | None:
-    """The chain's verdict on one error measure ("ulp" or "conditioned"): every f16/bf16 distribution
-    and statistic of that measure judged by the paired bootstrap over input sets; CONTRADICTED if any
-    part is, SUPPORTED if all are, else INCONCLUSIVE. None when the dump carries none of its statistics."""
+    """The chain's verdict on one error measure ("ulp" or "conditioned"): every dtype, distribution
+    and statistic of that measure judged by the paired bootstrap over input sets, Holm's rule across
+    them (`holm`); CONTRADICTED if any part is after it, SUPPORTED if all are, else INCONCLUSIVE.
+    None when the dump carries none of its statistics."""
     cfg = config()
     judged_parts = [
         (f"{c.dtype}/{c.dist} {label}", v, margin) for c in cells for label, v, margin in cell_verdicts(c, measure)
     ]
     if not judged_parts:
         return None
+    after_holm = holm([v for _, v, _ in judged_parts])
+    judged_parts = [(w, v, margin) for (w, _, margin), v in zip(judged_parts, after_holm)]
     parts = tuple((w, v) for w, v, _ in judged_parts)
     outcome = combine([v.outcome for _, v in parts])
     # the part shown in the matrix: for SUPPORTED the one closest to its tolerance, else the first
@@ -349,10 +392,7 @@ def measure_verdict(cells: list[BCell], measure: str) -> Verdict | None:
 
 
 def decide(chain: Chain) -> Verdict:
-    cells = [c for c in chain.cells if c.dtype != "f32"]
-    if not cells:
-        reason = f"{chain.chain}: only f32 rows (the floor control), no f16/bf16 distribution"
-        return Verdict("B", Outcome.NA, NotApplicable(reason), member=chain.chain)
+    cells = list(chain.cells)
     plan = plan_rule(cells)
     torch = torch_same_rule(cells)
     measured = tuple((m, v) for m, v in ((m, measure_verdict(cells, m)) for m in measures()) if v is not None)
@@ -368,6 +408,45 @@ def verdicts(facts: Facts) -> list[Verdict]:
     if facts.nothing is not None:
         return [Verdict("B", Outcome.NA, facts.nothing)]
     return [decide(chain) for chain in facts.chains]
+
+
+# ---- the switch list's recommendation (reports/fusion_switches.py)
+def chain_dtype_verdict(evidence: list[dict]) -> Verdict | None:
+    """Task B's verdict over one chain × dtype's evidence (both distributions): the first measure, the
+    deciding one first, whose per-set figures the evidence carries; None without per-set figures."""
+    cells = [BCell(e["dtype"], b_distribution(e.get("distribution", "")), {}, per_set_statistics(e)) for e in evidence]
+    for measure in measures():
+        v = measure_verdict(cells, measure)
+        if v is not None:
+            return v
+    return None
+
+
+def switch_recommendation(evidence: list[dict]) -> tuple[dict | None, str]:
+    """For one chain × dtype's evidence: (the verdict its switches answer, as {outcome, measure,
+    figure}; why they are not recommended, or "" where they are). A switch is recommended where the
+    counter-examples it removes are on the deciding measure beyond the stated margin (evidence that
+    states `counterexample_margin`) and the chain × dtype's verdict is not SUPPORTED."""
+    v = chain_dtype_verdict(evidence)
+    answers = None
+    if v is not None:
+        answers = {"outcome": v.outcome.label, "measure": v.figures.measure, "figure": words(v).key_figure}
+    margins = [e.get("counterexample_margin") for e in evidence]
+    if not all(isinstance(m, dict) for m in margins):
+        return answers, (
+            "its counter-examples are the ULP error's (evidence written before counter-examples were taken on "
+            "the deciding measure), which explodes at cancellation where neither path is accurate"
+        )
+    if v is None:
+        return answers, "the evidence has no per-set figures, so the chain × dtype has no verdict to answer"
+    if v.figures.measure != config()["deciding_measure"]:
+        return answers, f"the chain × dtype was judged on {v.figures.measure} error, not the deciding measure"
+    if v.outcome is Outcome.SUPPORTED:
+        return answers, (
+            "the chain × dtype's verdict is SUPPORTED: the sets it removes are within what fused's error may "
+            "differ from eager's, so the switch would buy no significant accuracy"
+        )
+    return answers, ""
 
 
 # ---- words
@@ -408,7 +487,8 @@ def words(v: Verdict) -> Wording:
             v.outcome,
             f"{len(f.failed)} of {f.distributions} distributions with a failing set",
             f"per set, allclose(eager, fused, 1e-4) or rmse(fused, fp64) ≤ m·rmse(eager, fp64) + {num(cfg['tol'] / 10)} "
-            f"(m = {num(cfg['multiplier_low_precision'])} for f16/bf16), as torch._dynamo.utils.same",
+            f"(m = {num(cfg['multiplier_low_precision'])} for f16/bf16, {num(cfg['multiplier'])} for f32), as "
+            "torch._dynamo.utils.same",
             ("failing: " + "; ".join(f"{d} {n}/{size} sets" for d, n, size in f.failed))
             if f.failed
             else f"every one of {f.sets} sets passes",
@@ -434,6 +514,17 @@ def _statistic_words(v: Verdict) -> Wording:
         return Wording(v.outcome, shown if identical else f"{shown} ≤ {tol}", condition, evidence, v.cases)
     if v.outcome is Outcome.CONTRADICTED:
         return Wording(v.outcome, f"{shown} > {tol}", condition, evidence, v.cases)
+    if f.holm is not None:
+        level, parts = f.holm
+        return Wording(
+            v.outcome,
+            f"{shown} > {tol} alone, not after Holm over {parts} parts",
+            condition,
+            evidence,
+            v.cases,
+            interval=f"{shown}: its lower end is above {tol}, but its {num(level, 2)} quantile (Holm's rule "
+            f"over the chain's {parts} parts) is not",
+        )
     more = (
         "no number of sets decides it: the estimate equals the tolerance"
         if f.to_decide is None or math.isinf(f.to_decide)
@@ -468,10 +559,11 @@ def _measure_words(v: Verdict) -> Wording:
     )
     left_out = [f"{w.split(' ', 1)[0]}: {p.evidence}" for w, p in parts if p.evidence]
     condition = (
-        f"{cfg['measures'][f.measure]['label']}: for every f16/bf16 input distribution and statistic, the "
+        f"{cfg['measures'][f.measure]['label']}: for every dtype, input distribution and statistic, the "
         f"{pct(cfg['confidence'], 2)} paired-bootstrap interval (over input sets, {num(cfg['resamples'])} "
-        f"resamples, seed {cfg['seed']}) of fused − eager: SUPPORTED when its upper end ≤ the tolerance, "
-        f"CONTRADICTED when its lower end > it ({stats})"
+        f"resamples, seed {cfg['seed']}) of fused − eager: SUPPORTED when every part's upper end ≤ its "
+        f"tolerance, CONTRADICTED when a part's lower end > it after Holm's rule over the chain's parts "
+        f"({stats})"
     )
     evidence = (
         f"{len(parts)} parts: {tally}"
@@ -482,14 +574,17 @@ def _measure_words(v: Verdict) -> Wording:
     interval_text = ""
     if v.outcome is Outcome.INCONCLUSIVE:
         interval_text = "; ".join(f"{w.split(' ', 1)[0]}: {p.interval}" for w, p in deciding)
+    worst_part: Statistic = f.parts[f.shown][1].figures
+    key_figure = f"{worst_where.split(' ', 1)[0]} {worst.key_figure}"
     return Wording(
         v.outcome,
-        f"{worst_where.split(' ', 1)[0]} {worst.key_figure}",
+        key_figure,
         condition,
         evidence,
         v.cases,
         interval=interval_text,
         parts=parts,
+        decider=(key_figure, worst_part.interval.high - worst_part.tolerance),
     )
 
 
@@ -528,4 +623,5 @@ def _chain_words(v: Verdict) -> Wording:
         interval=m.interval,
         beside=beside,
         parts=m.parts,
+        decider=m.decider,
     )

@@ -76,7 +76,10 @@ class Wording:
     cases: how many cases were judged (required for SUPPORTED / CONTRADICTED / INCONCLUSIVE, > 0);
     interval: for INCONCLUSIVE, the interval that straddles the threshold, as text;
     reason: for ABSENT (its evidence) and N/A (why it cannot be tested);
-    beside: other rules' outcomes, shown with it; parts: the judged parts it combines, for tables."""
+    beside: other rules' outcomes, shown with it; parts: the judged parts it combines, for tables;
+    decider: where one cell of the matrix groups several members (B's chains), the figure that
+    decided this member (its worst part's interval) and how far that part's upper end lies above its
+    tolerance (negative: below), so that the cell can show the one closest to deciding otherwise."""
 
     outcome: Outcome
     key_figure: str
@@ -87,6 +90,7 @@ class Wording:
     reason: str = ""
     beside: list[tuple[str, Wording]] = field(default_factory=list)
     parts: list[tuple[str, Wording]] = field(default_factory=list)
+    decider: tuple[str, float] | None = None
 
     def __post_init__(self):
         _refuse_zero_cases(self.outcome, self.cases, f"'{self.key_figure}'")

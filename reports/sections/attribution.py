@@ -64,7 +64,7 @@ def first_screen_line(device: str, evidence: list[dict]) -> str | None:
         chains = list(dict.fromkeys(chain for op, chain in places if op == WHOLE_GRAPH))
         where = [f"at {_ops_text(ops)}"] if ops else []
         if chains:
-            where.append(f"over the whole graph of {_ops_text(chains, 'chains')}")
+            where.append(f"over the whole graph of {_ops_text(chains, 'chains')} (not localised)")
         verb = "explained by" if i == 0 else "by"
         # another mechanism that removes them on its own (a graph break and a rewrite turned off)
         also: dict[str, int] = {}
@@ -105,7 +105,34 @@ def first_screen_line(device: str, evidence: list[dict]) -> str | None:
         note = notes.pop() if len(notes) == 1 else None
         parts.append(f"{len(by_status['not attempted'])} not attempted" + (f" ({note})" if note else ""))
     n = len(counterexamples)
-    return f"{device}: {n} counter-example{'' if n == 1 else 's'}: " + "; ".join(parts)
+    if by_status["explained"]:
+        localised = sum(1 for c in by_status["explained"] if is_localised(c))
+        parts.append(f"{localised} of {n} explained at an op")
+    return f"{device}: {n} counter-example{'' if n == 1 else 's'}: " + "; ".join(parts) + _not_counted(evidence)
+
+
+def is_localised(c: dict) -> bool:
+    """Whether an explained counter-example's minimal set names ops only (no graph-wide switch)."""
+    a = c.get("attribution") or {}
+    if "localised" in a:
+        return bool(a["localised"])
+    return all(sw.get("op") != WHOLE_GRAPH for sw in a.get("switches") or [])
+
+
+def _not_counted(evidence: list[dict]) -> str:
+    """What the evidence sets beside the counter-examples, never counted among them: ULP-only
+    differences at cancellation, and sets where both paths miss fp64 far beyond the bound."""
+
+    def count(key: str) -> int:
+        return sum(int((e.get(key) or {}).get("count") or 0) for e in evidence)
+
+    if not any(key in e for e in evidence for key in ("at_cancellation", "shared_errors")):
+        return ""
+    return (
+        f" — not counter-examples: {num(count('at_cancellation'))} sets worse fused in ULP only, at cancellation "
+        f"(neither path accurate); {num(count('shared_errors'))} sets where both paths miss fp64 far beyond the "
+        "bound (the kernels', not fusion's)"
+    )
 
 
 def counts_table(evidence: list[dict]) -> tuple[list[str], list[list]]:
@@ -179,57 +206,76 @@ def render(s, evidence: list[dict], switch_doc: dict | None, switch_file: str | 
 
 
 def _switch_table(s, doc: dict):
-    rows = []
-    for entry in doc["entries"]:
+    def ratio(value, interval):
+        if value is None:
+            return "—"
+        text = f"{num(value)}×"
+        return text + (f" [{num(interval[0])}, {num(interval[1])}]" if interval else "")
+
+    def row(entry: dict) -> list[str]:
         cost = entry.get("cost") or {}
-        slowdown = cost.get("slowdown")
+        answers = entry.get("answers")
+        return [
+            entry["chain"],
+            entry["op"],
+            entry.get("kind", "—"),
+            entry.get("op_dtype", entry["dtype"]),
+            entry["switch"],
+            num(len(entry["removes"])),
+            num(cost.get("fused_ms")),
+            num(cost.get("fused_with_switch_ms")),
+            num(cost.get("eager_ms")),
+            ratio(cost.get("slowdown"), cost.get("slowdown_ci95")),
+            ratio(cost.get("aa_ratio"), cost.get("aa_ratio_ci95")),
+            cost.get("resolved", "—"),
+            f"{entry['dtype']}: {answers['outcome']} ({answers['figure']})" if answers else "no verdict",
+        ]
 
-        def ratio(value, interval):
-            if value is None:
-                return "—"
-            text = f"{num(value)}×"
-            return text + (f" [{num(interval[0])}, {num(interval[1])}]" if interval else "")
-
-        rows.append(
-            [
-                entry["chain"],
-                entry["op"],
-                entry.get("kind", "—"),
-                entry.get("op_dtype", entry["dtype"]),
-                entry["switch"],
-                num(len(entry["removes"])),
-                num(cost.get("fused_ms")),
-                num(cost.get("fused_with_switch_ms")),
-                num(cost.get("eager_ms")),
-                ratio(slowdown, cost.get("slowdown_ci95")),
-                ratio(cost.get("aa_ratio"), cost.get("aa_ratio_ci95")),
-                cost.get("resolved", "—"),
-            ]
-        )
-    s.table(
-        [
-            "chain",
-            "op",
-            "kind",
-            "dtype",
-            "switch",
-            "counter-examples removed",
-            "fused (ms)",
-            "fused with switch (ms)",
-            "eager (ms)",
-            "slowdown [95 %]",
-            "A/A control [95 %]",
-            "cost",
-        ],
-        rows,
-        caption="The switches found, one per chain × dtype × op × switch over both input distributions: the "
-        "counter-examples whose minimal set contains it, and what it costs. Times are medians of interleaved "
-        "rounds in this run (from the distribution with the most rounds); slowdown is the median per-round ratio "
-        "of fused with the switch over fused, with its 95 % sign-test interval. The A/A control is a second "
-        "plain fused executor timed in the same rounds: a cost reads 'slower' or 'faster' only where the "
-        "slowdown's interval lies outside the control's, else 'not resolved' (the switch costs less than "
-        "the timing can tell).",
+    header = [
+        "chain",
+        "op",
+        "kind",
+        "dtype",
+        "switch",
+        "counter-examples removed",
+        "fused (ms)",
+        "fused with switch (ms)",
+        "eager (ms)",
+        "slowdown [95 %]",
+        "A/A control [95 %]",
+        "cost",
+        "verdict it answers",
+    ]
+    costs = (
+        "Times are medians of interleaved rounds in this run (from the distribution with the most rounds); "
+        "slowdown is the median per-round ratio of fused with the switch over fused, with its 95 % sign-test "
+        "interval. The A/A control is a second plain fused executor timed in the same rounds: a cost reads "
+        "'slower' or 'faster' only where the slowdown's interval lies outside the control's, else 'not "
+        "resolved' (the switch costs less than the timing can tell). The verdict is task B's over the chain "
+        "× dtype's parts (both distributions)."
     )
+    recommended, others = doc["entries"], doc.get("not_recommended", [])
+    if recommended:
+        s.table(
+            header,
+            [row(e) for e in recommended],
+            caption="The switch list, one entry per chain × dtype × op × switch over both input distributions: "
+            "switches that remove counter-examples on the deciding measure (beyond the margin) of a chain × "
+            "dtype whose verdict is not SUPPORTED, the counter-examples each removes and what it costs. " + costs,
+        )
+    else:
+        s.paragraph(
+            f"No switch is recommended on {doc['device']}: no switch found removes a counter-example on the deciding "
+            "measure of a chain × dtype whose verdict is not SUPPORTED."
+        )
+    if others:
+        s.table(
+            [*header, "why not recommended"],
+            [[*row(e), e.get("why_not_recommended", "—")] for e in others],
+            caption="Switches found but not recommended (in the switch file under not_recommended, which "
+            "--fusion-switches does not apply): each removes counter-examples, but the evidence does not show "
+            "that fusion made the chain × dtype less accurate. " + costs,
+        )
 
 
 def _unexplained_table(s, counterexamples: list[tuple[dict, dict]]):

@@ -37,7 +37,13 @@ def render(s, result):
     _b_plots(s, evidence_files, chains)
     s.paragraph(
         "Per chain × dtype × input distribution: ULP error against fp64 pooled over all elements of all input "
-        "sets, the P99 of the per-set maxima, and counter-example sets (the set's fused max above its eager max). "
+        "sets, the P99 of the per-set maxima, and counter-example sets ("
+        + (
+            "fused's set max conditioned error above eager's beyond the margin"
+            if _on_deciding_measure(evidence_files)
+            else "the set's fused max ULP above its eager max"
+        )
+        + "). "
         "'emulated vs eager' is the control: fused with per-op rounding emulated, max ULP apart from eager "
         "(0 = the fused and eager difference is rounding between ops and nothing else)."
     )
@@ -317,12 +323,21 @@ def _b_plots(s, evidence, chain_order):
     import numpy as np
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-    evidence = [e for e in evidence if e["dtype"] in ("f16", "bf16")]
     if not evidence:
         s.paragraph("No B evidence files in the dump directory (tools/run writes them).")
         return
+    # the deciding measure's set maxima where every file carries them, else the ULP error's
+    columns = [claim.per_set_statistics(e) for e in evidence]
+    name = "cond_max" if all("cond_max" in c for c in columns) else "ulp_max"
+    measured = [(e, c[name]) for e, c in zip(evidence, columns) if name in c]
+    if not measured:
+        s.paragraph("No per-set figures in the B evidence files (tools/run writes them).")
+        return
+    evidence = [e for e, _ in measured]
+    set_maxima = {id(e): pair for e, pair in measured}
+    label = "conditioned error (units of the error bound)" if name == "cond_max" else "ULP error"
     chains = [c for c in chain_order if any(e["chain"] == c for e in evidence)]
-    dtypes = [d for d in ("f16", "bf16") if any(e["dtype"] == d for e in evidence)]
+    dtypes = [d for d in ("f32", "f16", "bf16") if any(e["dtype"] == d for e in evidence)]
     # At least 6.4 in wide: the shared legend and the axis label must fit above and below one panel
     # (a filtered run may hold a single chain and dtype).
     fig, axes = figure(min(10.8, max(6.4, 2.2 * len(chains) + 0.6)), 2.35 * len(dtypes) + 0.7, len(dtypes), len(chains))
@@ -336,10 +351,14 @@ def _b_plots(s, evidence, chain_order):
                     continue
                 dist = _dist(e["distribution"])
                 style = "-" if dist == "uniform" else "--"
-                if e["eager_set_max_ulp"] == e["fused_set_max_ulp"]:
+                fused, eager = set_maxima[id(e)]
+                if np.array_equal(fused, eager, equal_nan=True):
                     coincide.append(dist)
-                for path, color in (("eager", EAGER), ("fused", FUSED)):
-                    xs = np.sort(np.maximum(np.asarray(e[f"{path}_set_max_ulp"], dtype=float), 1e-2))
+                for path, color, values_of_path in (("eager", EAGER, eager), ("fused", FUSED, fused)):
+                    finite = values_of_path[np.isfinite(values_of_path)]
+                    if finite.size == 0:
+                        continue
+                    xs = np.sort(np.maximum(finite, 1e-2))
                     values.append(xs)
                     (h,) = ax.plot(
                         xs,
@@ -374,24 +393,41 @@ def _b_plots(s, evidence, chain_order):
                 ax.set_ylabel("share of sets (CDF)")
             else:
                 ax.tick_params(labelleft=False)
-    fig.supxlabel("per-set max ULP error against fp64 (log axis where the values span decades)", fontsize=10)
+    fig.supxlabel(f"per-set max {label} against fp64 (log axis where the values span decades)", fontsize=10)
     fig.legend(handles.values(), handles.keys(), loc="outside upper center", ncol=min(4, max(2, len(chains) + 1)))
     s.figure(
         fig,
         "b_set_maxima",
-        "B: distribution (CDF) of each input set's maximum ULP error against fp64, eager "
-        "(thick) vs fused (thin); further left is better.",
+        f"B: distribution (CDF) of each input set's maximum {label} against fp64, eager (thick) vs fused "
+        "(thin), every dtype judged; further left is better.",
     )
     close(fig)
 
 
+def _on_deciding_measure(evidence: list[dict]) -> bool:
+    """Whether the evidence takes counter-examples on the deciding measure (it states its margin);
+    older evidence took them on the ULP error."""
+    return any("counterexample_margin" in e for e in evidence)
+
+
 def _b_counterexamples(s, evidence):
+    conditioned = _on_deciding_measure(evidence)
+    rule = next((e["counterexample_margin"].get("rule") for e in evidence if "counterexample_margin" in e), None)
     rows = []
     for e in evidence:
         for c in e["counterexamples"]:
-            rows.append((c["fused_ulp_max"] - c["eager_ulp_max"], e, c))
+            if conditioned:
+                severity = (c.get("fused_cond_max") or 0.0) - (c.get("eager_cond_max") or 0.0)
+            else:
+                severity = c["fused_ulp_max"] - c["eager_ulp_max"]
+            rows.append((severity, e, c))
     if not rows:
-        s.paragraph("Counter-examples: none (no input set where the fused max ULP error exceeds eager's).")
+        s.paragraph(
+            f"Counter-examples: none (no input set where {rule})."
+            if conditioned
+            else "Counter-examples: none (no input set where the fused max ULP error exceeds eager's)."
+        )
+        _b_beside_counterexamples(s, evidence)
         return
     rows.sort(key=lambda r: -r[0])
     groups = {}
@@ -399,6 +435,7 @@ def _b_counterexamples(s, evidence):
         groups.setdefault((e["chain"], e["dtype"], _dist(e["distribution"])), []).append((severity, e, c))
 
     def line(severity, e, c):
+        figures = [num(c.get("fused_cond_max")), num(c.get("eager_cond_max")), num(severity)] if conditioned else []
         return [
             e["chain"],
             e["dtype"],
@@ -407,9 +444,10 @@ def _b_counterexamples(s, evidence):
             num(c["seed"]),
             num(c["element"]),
             num(c.get("reference_value")),
+            *figures,
             num(c["fused_ulp_max"]),
             num(c["eager_ulp_max"]),
-            num(severity),
+            *([] if conditioned else [num(severity)]),
             c.get("conditioning", "—"),
             c["first_divergent_op"],
             mechanism_text(c),
@@ -423,29 +461,44 @@ def _b_counterexamples(s, evidence):
         "seed",
         "element",
         "reference value",
+        *(["fused (cond)", "eager (cond)", "fused − eager (units of bound)"] if conditioned else []),
         "fused (ULP)",
         "eager (ULP)",
-        "fused − eager (ULP)",
+        *([] if conditioned else ["fused − eager (ULP)"]),
         "conditioning",
         "first divergent op",
         "mechanism",
     ]
+    what = (
+        f"input sets where {rule} (the set-max conditioned error, the deciding measure)"
+        if conditioned
+        else "input sets where the fused max ULP error exceeds eager's (evidence written before counter-examples "
+        "were taken on the deciding measure)"
+    )
+    unit = "units of bound" if conditioned else "ULP"
     s.table(
-        ["chain", "dtype", "inputs", "counter-example sets", "of them ill-conditioned", "worst fused − eager (ULP)"],
+        [
+            "chain",
+            "dtype",
+            "inputs",
+            "counter-example sets",
+            "of them ill-conditioned",
+            f"worst fused − eager ({unit})",
+        ],
         [
             [k[0], k[1], k[2], num(len(v)), num(sum(c.get("conditioning") == "ill" for _, _, c in v)), num(v[0][0])]
             for k, v in sorted(groups.items(), key=lambda kv: -kv[1][0][0])
         ],
-        caption=f"Counter-examples: {num(len(rows))} input sets where the fused max ULP error exceeds eager's, by "
-        "chain, dtype and input distribution, worst first:",
+        caption=f"Counter-examples: {num(len(rows))} {what}, by chain, dtype and input distribution, worst first:",
     )
     worst = sorted([r for v in groups.values() for r in v[:3]], key=lambda r: -r[0])
     s.table(
         header,
         [line(*r) for r in worst],
         caption="The three most severe of each group, by severity (fused − eager). 'first divergent op' is the first op, "
-        "in graph order, whose fused intermediate (from a probe run storing every op) has a larger max ULP "
-        "error against fp64 than eager's. 'mechanism': the mechanism, and the ops, whose switch to eager's "
+        "in graph order, whose fused intermediate (from a probe run storing every op) is worse than eager's "
+        + ("beyond the margin on that op's own value and bound" if conditioned else "in max ULP error against fp64")
+        + ". 'mechanism': the mechanism, and the ops, whose switch to eager's "
         "behaviour removes the counter-example (section 'Attribution of counter-examples'; — where the "
         "evidence has no attribution):",
         wrap=("mechanism",),
@@ -458,3 +511,75 @@ def _b_counterexamples(s, evidence):
         + "; per-op errors are in the dump directory",
         wrap=("mechanism",),
     )
+    _b_beside_counterexamples(s, evidence)
+
+
+def _b_beside_counterexamples(s, evidence):
+    """What the evidence sets beside the counter-examples and never counts among them: sets worse fused
+    in ULP only at cancellation, or within the margin; sets where both paths miss fp64 far beyond the
+    bound (a finding about the kernels, not about fusion), with where it arises and the bound checked."""
+    keys = ("at_cancellation", "ulp_within_margin", "shared_errors")
+    cases = [e for e in evidence if any(k in e for k in keys)]
+    if not cases:
+        return
+
+    def count(e, key):
+        return num((e.get(key) or {}).get("count"))
+
+    s.table(
+        [
+            "chain",
+            "dtype",
+            "inputs",
+            "at cancellation: neither path accurate",
+            "ULP-worse within the margin",
+            "shared errors",
+        ],
+        [[e["chain"], e["dtype"], _dist(e["distribution"]), *(count(e, k) for k in keys)] for e in cases],
+        caption="Not counter-examples, per case: sets where fused's set max ULP error exceeds eager's at an "
+        "ill-conditioned output (the result cancels, so neither path can be accurate there: never a "
+        "counter-example, never on the switch list); sets worse fused in ULP but not beyond the margin on "
+        "the conditioned error; and sets where both paths' set max conditioned error exceeds the threshold "
+        + num(next((e["shared_errors"].get("threshold") for e in cases if e.get("shared_errors")), None))
+        + " (shared errors: a finding about the kernels, eager's as much as fused's, not about fusion).",
+    )
+    shared = [
+        (e, x) for e in cases for x in (e.get("shared_errors") or {}).get("examples") or [] if isinstance(x, dict)
+    ]
+    if shared:
+        rows = []
+        for e, x in sorted(shared, key=lambda ex: -(ex[1].get("eager_cond_max") or 0)):
+            check = x.get("bound_check") or {}
+            rows.append(
+                [
+                    e["chain"],
+                    e["dtype"],
+                    _dist(e["distribution"]),
+                    num(x.get("set")),
+                    num(x.get("eager_cond_max")),
+                    num(x.get("fused_cond_max")),
+                    num(x.get("eager_ulp_max")),
+                    num(x.get("fused_ulp_max")),
+                    str(x.get("arises_at") or check.get("op") or "—"),
+                    str(check.get("finding") or "—"),
+                ]
+            )
+        s.table(
+            [
+                "chain",
+                "dtype",
+                "inputs",
+                "set",
+                "eager (cond)",
+                "fused (cond)",
+                "eager (ULP)",
+                "fused (ULP)",
+                "arises at",
+                "the bound checked there",
+            ],
+            rows,
+            caption="Shared errors, the worst sets of each case: both paths miss fp64 by far more than the bound "
+            "allows. 'arises at' is the op where eager's error first exceeds the threshold; the bound is checked "
+            "there (subnormal values, the function's own condition, its argument's rounding).",
+            wrap=("the bound checked there",),
+        )

@@ -13,6 +13,7 @@ from reports.claims import b, c1, c3, d, e, engine, thresholds, words
 from reports.claims.b import BCell
 from reports.claims.checks import evaluate_check
 from reports.claims.verdict import NotApplicable, Outcome, Verdict, Wording, all_pass
+from reports.matrix import grouped_verdict
 
 
 def per_set(rng: np.random.Generator, sets: int, elements: int, scale: float = 1.0) -> dict[str, np.ndarray]:
@@ -115,7 +116,7 @@ def test_bootstrap_refuses_zero_sets():
 
 
 # ---- task B's decision
-def test_b_without_f16_rows_or_per_set_figures_is_na():
+def test_b_without_per_set_figures_is_na_whatever_the_dtype():
     row = {"fused_ulp_p99": 1.0, "eager_ulp_p99": 1.0, "fused_ulp_max": 2.0, "eager_ulp_max": 1.0}
     assert b.decide(b.Chain("chain", (BCell("f32", "uniform", row, {}),))).outcome is Outcome.NA
     v = b.decide(b.Chain("chain", (BCell("f16", "uniform", row, {}),)))
@@ -177,6 +178,73 @@ def test_b_leaves_out_sets_without_a_finite_figure_and_says_so():
     f, e = np.array([1.0, np.nan, 2.0, 3.0]), np.array([1.0, 1.0, np.inf, 3.0])
     [(_, v, _), _share] = b.cell_verdicts(_cell(cond_max=(f, e)), "conditioned")
     assert v.cases == 2 and "2 of 4 sets without a finite figure" in words(v).evidence
+
+
+def _gamma_cells(rng, dtypes, fused_scale=1.0, sets=25) -> tuple[BCell, ...]:
+    """Per dtype × distribution, per-set P99 and set-max conditioned errors, eager's and fused's drawn
+    independently from one gamma distribution (fused's scaled): 3 parts per cell."""
+    out = []
+    for dtype in dtypes:
+        for dist in ("uniform", "heavy"):
+            columns = {}
+            for name in ("cond_p99", "cond_max"):
+                eager = rng.gamma(4.0, size=sets)
+                columns[name] = (rng.gamma(4.0, size=sets) * fused_scale, eager)
+            cell = _cell(dtype, **columns)
+            cell.dist = dist
+            out.append(cell)
+    return tuple(out)
+
+
+def test_b_holm_keeps_a_chain_of_12_parts_from_reading_contradicted_on_noise():
+    """Fused and eager drawn from one distribution, 200 seeds, a chain of 12 parts (f16, bf16 ×
+    uniform, heavy × 3 statistics): CONTRADICTED in at most 5 % of seeds."""
+    contradicted = 0
+    for seed in range(200):
+        chain = b.Chain("chain", _gamma_cells(np.random.default_rng(seed), ("f16", "bf16")))
+        v = b.measure_verdict(list(chain.cells), "conditioned")
+        assert len(v.figures.parts) == 12
+        contradicted += v.outcome is Outcome.CONTRADICTED
+    assert contradicted <= 10, f"{contradicted} of 200 seeds CONTRADICTED"
+
+
+def test_b_holm_demotes_a_part_contradicted_alone_and_says_so():
+    """A part whose own interval lies above the tolerance, among many parts where fused = eager, reads
+    INCONCLUSIVE after Holm when its deeper quantile is not above the tolerance, and says why."""
+    rng = np.random.default_rng(5)
+    eager = rng.gamma(3.0, size=24)
+    fused = eager * (1.12 + 0.15 * rng.standard_normal(24))
+    alone = [v for _, v, _ in b.cell_verdicts(_cell(cond_p99=(fused, eager)))]
+    assert [v.outcome for v in alone] == [Outcome.CONTRADICTED]
+    quiet = [v for k in range(39) for _, v, _ in b.cell_verdicts(_cell(cond_p99=(eager + k, eager + k)))]
+    (first, *rest) = b.holm(alone + quiet)
+    deep = float(np.quantile(alone[0].figures.draws, 0.025 / 40))
+    if deep > 0.05:
+        assert first.outcome is Outcome.CONTRADICTED
+    else:
+        assert first.outcome is Outcome.INCONCLUSIVE and first.figures.holm == (0.025 / 40, 40)
+        assert "not after Holm over 40 parts" in words(first).key_figure
+    assert all(v.outcome is Outcome.SUPPORTED for v in rest)
+    assert b.holm(alone)[0].outcome is Outcome.CONTRADICTED  # one part: the plain rule
+
+
+def test_b_judges_f32_and_a_chain_worse_in_f32_reads_contradicted_on_the_first_screen():
+    """Fused worse in every f32 set (f16 and bf16 alike): the chain is CONTRADICTED, decided by an f32
+    part, and the matrix cell that groups chains names it with its interval."""
+    rng = np.random.default_rng(3)
+    alike = _gamma_cells(rng, ("f16", "bf16"))
+    f32 = []
+    for cell in _gamma_cells(rng, ("f32",)):
+        cell.per_set = {k: (e * 1.6 + 0.1, e) for k, (_, e) in cell.per_set.items()}
+        f32.append(cell)
+    v = b.decide(b.Chain("gelu", alike + tuple(f32)))
+    assert v.outcome is Outcome.CONTRADICTED
+    shown = words(v)
+    assert shown.key_figure.startswith("f32/") and shown.decider[1] > 0
+    quiet = words(b.decide(b.Chain("softmax", _gamma_cells(np.random.default_rng(4), ("f16",), sets=400))))
+    cell = grouped_verdict([("gelu", shown), ("softmax", quiet)])
+    assert cell.outcome is Outcome.CONTRADICTED
+    assert cell.key_figure.startswith("gelu (f32/") and "[" in cell.key_figure
 
 
 def test_torch_same_rule_known_answers():

@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from reports import fusion_switches, report
+from reports.claims.b import switch_recommendation
 from reports.results import load_results
 from reports.sections import attribution
 from reports.tests.switch_evidence import (
@@ -21,7 +22,9 @@ from reports.tests.switch_evidence import (
     TORCH_NA,
     UNEXPLAINED,
     add_attribution,
+    cpu_evidence,
     explained,
+    per_set_block,
     switch,
 )
 from reports.tests.switch_evidence import synthetic_run as make_synthetic_run
@@ -37,7 +40,7 @@ def synthetic_run(tmp_path) -> pathlib.Path:
 
 # ---- the switch file's format
 def test_validate_names_the_bad_entry(synthetic_run):
-    [(_, doc, problems)] = fusion_switches.write_switch_files(load_results(synthetic_run))
+    [(_, doc, problems)] = fusion_switches.write_switch_files(load_results(synthetic_run), switch_recommendation)
     assert problems == []
     bad = copy.deepcopy(doc)
     bad["entries"][1]["switch"] = "rounding=on tile=0 warp=32"
@@ -60,6 +63,31 @@ def test_validate_names_the_bad_entry(synthetic_run):
     assert fusion_switches.validate(good) == []
 
 
+def test_only_switches_answering_a_verdict_that_is_not_supported_are_recommended():
+    """The synthetic cpu case (fused's conditioned error 1.3× eager's in every set) is CONTRADICTED, so its
+    switches are recommended, each naming the verdict it answers; a case with the same counter-examples
+    but fused = eager in its per-set figures is SUPPORTED, and evidence from before the deciding-measure
+    rule has ULP counter-examples: both are listed as not recommended, with why."""
+    contradicted = cpu_evidence()
+    doc = fusion_switches.switch_document("cpu", "run", contradicted, switch_recommendation)
+    assert len(doc["entries"]) == 4 and doc["not_recommended"] == []
+    for entry in doc["entries"]:
+        assert entry["answers"]["outcome"] == "CONTRADICTED" and entry["answers"]["measure"] == "conditioned"
+        assert entry["removes_count"] == len(entry["removes"]) > 0
+    supported = copy.deepcopy(contradicted)
+    for e in supported:
+        e["per_set"] = per_set_block(100, 1.0)
+    doc = fusion_switches.switch_document("cpu", "run", supported, switch_recommendation)
+    assert doc["entries"] == [] and len(doc["not_recommended"]) == 4
+    assert all("SUPPORTED" in e["why_not_recommended"] for e in doc["not_recommended"])
+    assert fusion_switches.validate(doc) == []
+    older = copy.deepcopy(contradicted)
+    for e in older:
+        del e["counterexample_margin"]
+    doc = fusion_switches.switch_document("cpu", "run", older, switch_recommendation)
+    assert doc["entries"] == [] and all("ULP error" in e["why_not_recommended"] for e in doc["not_recommended"])
+
+
 # ---- the report's parts
 def test_first_screen_line_counts_each_outcome(synthetic_run):
     evidence_of = fusion_switches.b_evidence(load_results(synthetic_run))
@@ -69,7 +97,7 @@ def test_first_screen_line_counts_each_outcome(synthetic_run):
     assert line == (
         "cpu: 10 counter-examples: 6 explained by per-op rounding at layernorm7 (matmul_add_layernorm), matmul5 (matmul_add_layernorm), "
         "add6 (matmul_add_layernorm); 1 by FMA contraction at add6 (matmul_add_layernorm); 2 unexplained (in matmul_add_layernorm); "
-        "1 not attempted (attribution budget: 8 counter-examples per case)"
+        "1 not attempted (attribution budget: 8 counter-examples per case); 7 of 10 explained at an op"
     )
     torch = attribution.first_screen_line("torch", evidence_of["torch"])
     assert torch == "torch: 1 counter-example: 1 n/a (in layernorm: per-op switches are the cpu engine's)"
@@ -86,7 +114,21 @@ def test_first_screen_line_counts_each_outcome(synthetic_run):
     )
     assert line == (
         "torch: 2 counter-examples: 2 explained by kernel split at matmul5 (matmul_add_layernorm) "
-        "(1 of them also by pattern rewrite alone)"
+        "(1 of them also by pattern rewrite alone); 2 of 2 explained at an op"
+    )
+    simd = switch("(whole graph)", "compiler:cpp.simdlen=1", "vectorised code", kind="graph")
+    graph_wide = {"attribution": explained(simd)}
+    line = attribution.first_screen_line("torch", [{"chain": "mul_add_gelu_mul", "counterexamples": [graph_wide]}])
+    assert line == (
+        "torch: 1 counter-example: 1 explained by vectorised code over the whole graph of mul_add_gelu_mul "
+        "(not localised); 0 of 1 explained at an op"
+    )
+    beside = {"chain": "layernorm", "counterexamples": [], "attribution_summary": {}}
+    beside |= {"at_cancellation": {"count": 251}, "shared_errors": {"count": 12}}
+    line = attribution.first_screen_line("cpu", [{"chain": "softmax", "counterexamples": [graph_wide]}, beside])
+    assert line.endswith(
+        " — not counter-examples: 251 sets worse fused in ULP only, at cancellation (neither path accurate); "
+        "12 sets where both paths miss fp64 far beyond the bound (the kernels', not fusion's)"
     )
 
 
@@ -137,7 +179,7 @@ def test_report_shows_the_mechanism_column_section_and_first_screen_line(tmp_pat
     assert (
         "\ncpu: 40 counter-examples: 6 explained by per-op rounding at layernorm7 (matmul_add_layernorm), "
         "matmul5 (matmul_add_layernorm), add6 (matmul_add_layernorm); 1 by FMA contraction at add6 (matmul_add_layernorm); "
-        "2 unexplained (in matmul_add_layernorm); 31 not attempted\n"
+        "2 unexplained (in matmul_add_layernorm); 31 not attempted; 7 of 40 explained at an op\n"
     ) in first_screen
     assert first_screen.count("counter-examples:") == 1  # one line per device
     assert "| mechanism |" in md.split("## B —", 1)[1]
@@ -150,6 +192,10 @@ def test_report_shows_the_mechanism_column_section_and_first_screen_line(tmp_pat
     # the switch table: layernorm7's row with its merged count and cost from heavy (1.09×)
     row = next(l for l in section.splitlines() if l.startswith("| matmul_add_layernorm | layernorm7 |"))
     assert "| rounding=on | 5 | 0.0220 | 0.0240 | 0.0600 | 1.09 |" in row
+    # the fixture's counter-examples are the ULP error's: nothing is recommended, and the table says why
+    assert "No switch is recommended on cpu" in section and row.rstrip(" |").endswith(
+        "at cancellation where neither path is accurate"
+    )
     # sections after B keep their order: the attribution right after B
     headings = [l for l in md.splitlines() if l.startswith("## ")]
     assert (
@@ -164,3 +210,37 @@ def test_report_without_attribution_has_no_section_and_dashes(tmp_path):
     assert attribution.TITLE not in md and "counter-examples:" not in md.split("Contents:", 1)[0]
     assert "| mechanism |" in md and "| — |" in md
     assert not list(run.glob("fusion_switches.*"))
+
+
+def test_b_section_takes_counterexamples_on_the_deciding_measure_and_sets_the_rest_beside(tmp_path):
+    """Evidence that states its margin: the counter-example tables rank by the conditioned error in
+    units of the bound, and the sets at cancellation, within the margin and with shared errors get
+    their own tables, the shared ones with where they arise and the bound checked there."""
+    from reports.document import Document
+    from reports.sections import b as b_section
+
+    cases = cpu_evidence()
+    for e in cases:
+        for c in e["counterexamples"]:
+            c |= {"fused_cond_max": 6.0 + c["set"] / 100, "eager_cond_max": 2.0}
+    cases[0] |= {"at_cancellation": {"about": "…", "count": 251, "examples": []}}
+    cases[0] |= {"ulp_within_margin": {"about": "…", "count": 4, "examples": []}}
+    finding = "the bound holds: gelu's own condition at x = -9.1 is 3.2e4"
+    shared = {
+        "set": 7,
+        "eager_cond_max": 5.2e5,
+        "fused_cond_max": 5.1e5,
+        "eager_ulp_max": 2**24,
+        "fused_ulp_max": 2**24,
+    }
+    shared |= {"arises_at": "gelu3", "bound_check": {"op": "gelu3", "finding": finding}}
+    cases[1] |= {"shared_errors": {"about": "…", "threshold": 100, "count": 3, "examples": [shared]}}
+    s = Document(tmp_path).section("B", "B")
+    b_section._b_counterexamples(s, cases)
+    md = "".join(line for lines, _ in s.body for line in lines)
+    assert "Counter-examples: 10 input sets where fused worse by > 1 unit and > 10 %" in md
+    assert "| fused − eager (units of bound) |" in md
+    assert "| matmul_add_layernorm | f16 | uniform | 251 | 4 | — |" in md
+    assert "| matmul_add_layernorm | f16 | heavy | — | — | 3 |" in md
+    assert "exceeds the threshold 100 (shared errors" in md
+    assert f"| 7 | 520,000 | 510,000 | 16,777,216 | 16,777,216 | gelu3 | {finding} |" in md

@@ -10,6 +10,7 @@ import pathlib
 import pytest
 
 from reports import fusion_switches
+from reports.claims.b import switch_recommendation
 from reports.results import load_results
 from reports.tests.switch_evidence import synthetic_run as make_synthetic_run
 from tools import fusion_switches as fusion_switches_tool
@@ -63,5 +64,5 @@ def test_out_writes_elsewhere_and_no_switches_writes_nothing(synthetic_run, tmp_
         data = json.loads(e.read_text())
         del data["switches"]
         e.write_text(json.dumps(data))
-    assert fusion_switches.write_switch_files(load_results(synthetic_run)) == []
+    assert fusion_switches.write_switch_files(load_results(synthetic_run), switch_recommendation) == []
     assert not list(synthetic_run.glob("fusion_switches.*"))
