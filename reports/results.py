@@ -293,12 +293,31 @@ def is_framework(device: str) -> bool:
     return device.split(":")[0].split("/")[0] in ("torch", "xla")
 
 
+NA_MESSAGE = re.compile(r"n/a on \S+: (.*)")  # device names hold no spaces (torch:cuda/aot_eager)
+
+
+def is_failure(b: dict) -> bool:
+    """A benchmark that errored for a reason other than a declared n/a ("n/a on DEVICE: why": the device
+    cannot realise the case): something broke, and the case is a failure, not a skip."""
+    return bool(b.get("error_occurred")) and not NA_MESSAGE.match(b.get("error_message", ""))
+
+
+def failures(results: Results) -> list[tuple[str, str, str, str]]:
+    """(suite, device, benchmark, error message) for every failed case of the run (is_failure)."""
+    return [
+        (r.suite, r.device, b["name"], b.get("error_message", ""))
+        for r in results.by_key.values()
+        for b in r.data.get("benchmarks", [])
+        if is_failure(b)
+    ]
+
+
 def na_reasons(benchmarks_of_a_task: list[dict]) -> list[str]:
     """The distinct reasons of rows the device skipped as not applicable ("n/a on DEVICE: why")."""
     reasons = []
     for b in benchmarks_of_a_task:
         message = b.get("error_message", "") if b.get("error_occurred") else ""
-        m = re.match(r"n/a on \S+: (.*)", message)  # device names hold no spaces (torch:cuda/aot_eager)
+        m = NA_MESSAGE.match(message)
         if m and m.group(1) not in reasons:
             reasons.append(m.group(1))
     return reasons
