@@ -12,7 +12,7 @@ import pathlib
 import tempfile
 from dataclasses import dataclass, field
 
-from reports.claims.verdict import Wording
+from reports.claims.verdict import Wording, failures_of_any, with_failures
 
 FIGURE_DPI = 100  # CSS pixels per figure inch: a figure W inches wide shows W*100 px wide, unscaled
 PNG_SCALE = 2  # PNGs carry twice that, for sharp text on high-density screens
@@ -110,12 +110,31 @@ class Section:
     body: list[tuple[list[str], list[str]]] = field(default_factory=list)
     device: str = "cpu"
     show_device: bool = False
+    # verdicts given and not yet recorded (settle)
+    pending: list[tuple[str, str | None, str, Wording]] = field(default_factory=list)
 
     def _device_tag(self) -> str:
         return f" [{self.device}]" if self.show_device else ""
 
     def verdict(self, claim: str, member: str | None, statement: str, wording: Wording):
-        """A verdict: the claim in words, its outcome, then what decided it (the matrix reads it too)."""
+        """A verdict: the claim in words, its outcome, then what decided it (the matrix reads it too).
+        Held until settle(), when the failed cases that bear on it are known."""
+        self.pending.append((claim, member, statement, wording))
+
+    def settle(self, failed: list[tuple[str, str]] = ()):
+        """Records the verdicts given since the last settle (the current device's), each with the failed
+        cases (benchmark name, error) that bear on it (claims.verdict.with_failures): a member's, those
+        that name it; a claim without members, all of them; and a failure that names no member of the
+        section bears on every verdict."""
+        failed = list(failed)
+        members = {m for _, m, _, _ in self.pending if m}
+        unplaced = [f for f in failed if not failures_of_any(members, [f])]
+        for claim, member, statement, wording in self.pending:
+            bearing = failed if member is None else failures_of_any({member}, failed) + unplaced
+            self._record(claim, member, statement, with_failures(wording, bearing))
+        self.pending = []
+
+    def _record(self, claim: str, member: str | None, statement: str, wording: Wording):
         self.doc.verdicts.append(Cell(self.task, claim, member, statement, wording, self.device))
         label = f"{statement}{self._device_tag()}: {wording.label}."
         text = wording.sentence()
@@ -206,6 +225,11 @@ class Document:
         self.verdicts: list[Cell] = []
         self.sections: list[Section] = []
 
+    def settle(self):
+        """Records every section's pending verdicts (no failed case bears on them)."""
+        for s in self.sections:
+            s.settle()
+
     def section(self, task: str, title: str) -> Section:
         s = Section(task, title, self)
         self.sections.append(s)
@@ -214,6 +238,7 @@ class Document:
     def write(self, first_screen: tuple[list[str], list[str]]) -> tuple[pathlib.Path, pathlib.Path]:
         """report.md and report.html: the first screen (its Markdown lines and HTML elements), then every
         section: its title, its verdicts, its figures, the rest."""
+        self.settle()
         md, body = ["# fusebench report\n", *first_screen[0]], ["<h1>fusebench report</h1>", *first_screen[1]]
         for s in self.sections:
             md.append(f'<a id="{anchor(s.task)}"></a>\n\n## {s.title}\n')

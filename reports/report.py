@@ -21,7 +21,7 @@ import sys
 from reports import claims, fusion_switches
 from reports.document import Document, Section, anchor
 from reports.matrix import matrix_reason, verdict_table
-from reports.results import InputError, Results, load_results
+from reports.results import InputError, Results, failures, is_failure, load_results
 from reports.runline import run_line
 from reports.sections import a, attribution, b, c1, c2, c3, d, e, engine, gpu_mechanisms, s, show
 
@@ -84,6 +84,10 @@ def attribution_part(doc: Document, results: Results) -> list[tuple[str, str]]:
     return lines
 
 
+def failed_cases(result) -> list[dict]:
+    return [b for b in result.data.get("benchmarks", []) if is_failure(b)]
+
+
 def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
     if not results_dir.is_dir():
         raise ResultsError(f"{results_dir}: not a results directory")
@@ -111,7 +115,18 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
             continue
         for device in ran:
             section.device, section.show_device = device, len(ran) > 1
-            render_task(section, results.get(task.suite, device))
+            result = results.get(task.suite, device)
+            render_task(section, result)
+            failed = [(b["name"], b.get("error_message", "")) for b in failed_cases(result)]
+            section.settle(failed)
+            if failed:
+                section.table(
+                    ["case", "error"],
+                    [[name, message] for name, message in failed],
+                    caption=f"Failed cases: {len(failed)} cases of this task errored (something broke; a case the "
+                    "device cannot realise is a declared n/a, not a failure). The verdicts they bear on say so.",
+                    wrap=("error",),
+                )
     attribution_lines = attribution_part(doc, results)
     mechanisms = gpu_mechanisms.load(results_dir)
     if mechanisms is not None:  # a device run's probe of Inductor -> Triton (tools/gpu/inductor_mechanisms.py)
@@ -122,6 +137,7 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
         gpu_mechanisms.render_run(
             doc.section("DeviceRun", "Device run — what ran on the accelerator machine"), device_run
         )
+    doc.settle()
     verdict_md, verdict_html = verdict_table(doc, results)
     not_run = results.not_run()
     by_reason: dict[str, list[str]] = {}
@@ -133,6 +149,22 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
         else ""
     )
     line = run_line(results)
+    failed = failures(results)
+    if failed:
+        by_place: dict[str, int] = {}
+        for suite, device, _, _ in failed:
+            place = suite + ("" if len(results.devices) == 1 else f" on {device}")
+            by_place[place] = by_place.get(place, 0) + 1
+        first = failed[0][3]
+        attribution_lines.insert(
+            0,
+            (
+                f"Failed: {len(failed)} cases errored ("
+                + ", ".join(f"{place}: {n}" for place, n in by_place.items())
+                + f"); first error: {first}",
+                next((t.id for t, _ in SECTIONS if t.suite == failed[0][0]), failed[0][0]),
+            ),
+        )
     contents = " · ".join(f"[{x.title.split(' — ')[0]}](#{anchor(x.task)})" for x in doc.sections)
     contents_html = " · ".join(f"<a href='#{anchor(x.task)}'>{html.escape(x.title)}</a>" for x in doc.sections)
     md = [

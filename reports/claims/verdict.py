@@ -15,7 +15,7 @@ N/A with the reason, never SUPPORTED."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -126,6 +126,51 @@ class Wording:
                 + "."
             )
         return " ".join(parts)
+
+
+def failures_of_any(members: set[str], failed: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The failed cases (benchmark name, error) whose name holds one of the members as one of its
+    fields (B's chain:attention, an engine kernel's name)."""
+    return [(name, message) for name, message in failed if members & _name_values(name)]
+
+
+def _name_values(name: str) -> set[str]:
+    """The fields of a benchmark name, 'B/chain:attention/dtype:f16' -> {B, attention, f16, ...}."""
+    return {part.split(":", 1)[-1] for part in name.split("/")} | set(name.split("/"))
+
+
+def with_failures(wording: Wording, failed: list[tuple[str, str]]) -> Wording:
+    """A verdict some of whose cases failed (errored for a reason other than a declared n/a). What
+    was judged cannot stand for the claim: SUPPORTED, ABSENT and N/A become INCONCLUSIVE, naming the
+    failures; CONTRADICTED stands (the judged cases already contradict the claim) and names them."""
+    if not failed:
+        return wording
+    messages = list(dict.fromkeys(message for _, message in failed))
+    errors = "; ".join(short(m, 16) for m in messages[:2]) + (
+        f" (and {len(messages) - 2} other errors)" if len(messages) > 2 else ""
+    )
+    k = len(failed)
+    failed_text = f"{k} case{'' if k == 1 else 's'} failed: {errors}"
+    if wording.outcome is Outcome.CONTRADICTED:
+        evidence = f"{wording.evidence.rstrip('.')}; also {failed_text}" if wording.evidence else failed_text
+        return replace(wording, evidence=evidence)
+    judged = wording.cases if wording.outcome in JUDGED else 0
+    before = f"{wording.label} {wording.key_figure}".strip()
+    return Wording(
+        Outcome.INCONCLUSIVE,
+        f"{k} failed; on the {num_cases(judged)} judged: {before}",
+        wording.condition or "the claim's condition over every case of the task",
+        wording.evidence or wording.reason,
+        (judged or 0) + k,
+        interval=f"{failed_text}. Judged without them: {before}",
+        beside=wording.beside,
+        parts=wording.parts,
+        decider=wording.decider,
+    )
+
+
+def num_cases(n: int | None) -> str:
+    return f"{n or 0} case{'' if n == 1 else 's'}"
 
 
 def combine(outcomes: list[Outcome]) -> Outcome:
