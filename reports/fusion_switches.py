@@ -56,8 +56,8 @@ SWITCH_VALUES = {
     "acc": ("f32", "storage"),
     "rsqrt": APPROXIMATIONS,
     "div": APPROXIMATIONS,
-    "rsqrt_iters": str.isdigit,
-    "div_iters": str.isdigit,
+    "rsqrt_iters": lambda v: v.isdigit() and int(v) <= 3,
+    "div_iters": lambda v: v.isdigit() and int(v) <= 3,
 }
 ENTRY_FIELDS = ("chain", "dtype", "op", "kind", "switch", "mechanism", "removes", "cost")
 COST_FIELDS = ("fused_ms", "fused_with_switch_ms", "eager_ms", "slowdown")

@@ -126,6 +126,11 @@ def test_the_switch_list_removes_the_explained_counterexamples_and_says_its_cost
         ({"switch": "fuse=never"}, "fuse=never"),
         ({"chain": "nochain"}, "nochain"),
         ({"dtype": "f8"}, "f8"),
+        # a value outside its knob's domain, refused before anything runs rather than in each case
+        ({"switch": "tile=0"}, "tile=0: 0 is out of range (at least 1)"),
+        ({"switch": "rsqrt_iters=7"}, "rsqrt_iters=7: 7 is out of range (0..3)"),
+        # a switch the device cannot realise: cpu has no compile options
+        ({"op": "(whole graph)", "switch": "compiler:foo=1"}, "the device cannot realise it"),
     ],
 )
 def test_a_bad_entry_is_named_with_exit_2_and_nothing_is_written(plain, change, named):

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <numeric>
 #include <sstream>
 #include <utility>
@@ -33,6 +34,18 @@ std::int64_t parse_integer(const std::string& value, const std::string& token) {
   const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), out);
   if (error != std::errc() || end != value.data() + value.size())
     throw_input_error("fusion switch {}: {} is not an integer", token, value);
+  return out;
+}
+// An integer knob's value within its domain (EngineOptions::validate's), checked when the switch
+// is read, so that a list is refused before anything runs rather than failing in each case.
+std::int64_t parse_integer_in(const std::string& value, const std::string& token, std::int64_t low,
+                              std::int64_t high) {
+  const std::int64_t out = parse_integer(value, token);
+  if (out < low || out > high) {
+    if (high == std::numeric_limits<std::int64_t>::max())
+      throw_input_error("fusion switch {}: {} is out of range (at least {})", token, value, low);
+    throw_input_error("fusion switch {}: {} is out of range ({}..{})", token, value, low, high);
+  }
   return out;
 }
 bool parse_on_off(const std::string& value, const std::string& token) {
@@ -414,7 +427,7 @@ OpKnobs parse_switch(const std::string& text) {
       k.scalar_lowering =
           value == "immediate" ? ScalarLowering::ImmediateF32 : ScalarLowering::BroadcastTensor;
     } else if (key == "tile") {
-      k.reduce_tile = parse_integer(value, token);
+      k.reduce_tile = parse_integer_in(value, token, 1, std::numeric_limits<std::int64_t>::max());
     } else if (key == "acc") {
       if (value != "f32" && value != "storage")
         throw_input_error("fusion switch {}: expected acc=f32 or acc=storage", token);
@@ -426,9 +439,9 @@ OpKnobs parse_switch(const std::string& text) {
     } else if (key.rfind("compiler:", 0) == 0 && key.size() > 9 && !value.empty()) {
       k.compiler_options[key.substr(9)] = value;
     } else if (key == "rsqrt_iters") {
-      k.rsqrt_newton_iters = int(parse_integer(value, token));
+      k.rsqrt_newton_iters = int(parse_integer_in(value, token, 0, 3));
     } else if (key == "div_iters") {
-      k.div_newton_iters = int(parse_integer(value, token));
+      k.div_newton_iters = int(parse_integer_in(value, token, 0, 3));
     } else {
       throw_input_error(
           "unknown fusion switch {} (rounding=on|off, split, fma=on|off, "
