@@ -48,7 +48,7 @@ def first_screen_line(device: str, evidence: list[dict]) -> str | None:
     counterexamples = [c for e in evidence for c in e.get("counterexamples", [])]
     chain_of = {id(c): e.get("chain", "?") for e in evidence for c in e.get("counterexamples", [])}
     if not counterexamples:
-        return f"{device}: 0 counter-examples"
+        return f"{device}: 0 counter-examples" + _not_counted(evidence)
     groups: dict[tuple[str, ...], list[dict]] = {}
     by_status: dict[str, list[dict]] = {s: [] for s in STATUSES}
     for c in counterexamples:
