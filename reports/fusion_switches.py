@@ -317,6 +317,24 @@ def mechanisms_at(c: dict) -> dict[str, list[str]]:
     return out
 
 
+def candidate(c: dict) -> tuple[str, str, bool] | None:
+    """(op, mechanism in a few words, confirmed) of the candidate mechanism the suite names where no
+    switch at an op removes a counter-example, or None."""
+    cm = (c.get("attribution") or {}).get("candidate_mechanism")
+    if not isinstance(cm, dict) or not cm.get("op"):
+        return None
+    return cm["op"], str(cm.get("mechanism") or "?").split(":", 1)[0], bool(cm.get("confirmed"))
+
+
+def candidate_text(c: dict, lead: str = "") -> str:
+    """'candidate: function evaluation at gelu6, confirmed' ('' without one)."""
+    found = candidate(c)
+    if found is None:
+        return ""
+    op, mechanism, confirmed = found
+    return f"{lead}candidate: {mechanism} at {op}, {'confirmed' if confirmed else 'not confirmed'}"
+
+
 def _without_na_prefix(reason: str) -> str:
     # reasons read "n/a on torch: ..."; the cell already says n/a
     return reason.removeprefix("n/a").strip() or reason
@@ -336,6 +354,8 @@ def mechanism_text(c: dict) -> str:
             return f"{m} at {' + '.join(ops)}"
 
         text = " and ".join(where(m, ops, tokens.get(m, "?")) for m, ops in mechanisms_at(c).items())
+        if not c["attribution"].get("localised", True):
+            text += f" (not localised{candidate_text(c, '; ')})"
         also = [
             where(sw.get("mechanism") or "?", [sw.get("op", "?")], sw.get("switch", "?"))
             + ("" if sw.get("op") == WHOLE_GRAPH else f" ({sw.get('switch', '?')})")
@@ -343,7 +363,7 @@ def mechanism_text(c: dict) -> str:
         ]
         return f"{text}; also removed alone by {', '.join(also)}" if also else text
     if st == "unexplained":
-        return "unexplained"
+        return "unexplained" + (f" ({candidate_text(c)})" if candidate_text(c) else "")
     if st == "n/a":
         reason = _without_na_prefix(str(c["attribution"].get("reason") or ""))
         return f"n/a ({reason})" if reason else "n/a"

@@ -123,6 +123,23 @@ def test_first_screen_line_counts_each_outcome(synthetic_run):
         "torch: 1 counter-example: 1 explained by vectorised code over the whole graph of mul_add_gelu_mul "
         "(not localised); 0 of 1 explained at an op"
     )
+    # not localised, but the suite's experiment at the first divergent op names the mechanism there
+    found_there = {"op": "gelu6", "mechanism": "function evaluation: the kernel's formula at gelu6", "confirmed": True}
+    named = {"attribution": {**explained(simd), "localised": False, "candidate_mechanism": found_there}}
+    line = attribution.first_screen_line("torch", [{"chain": "mul_add_gelu_mul", "counterexamples": [named]}])
+    assert line == (
+        "torch: 1 counter-example: 1 explained by vectorised code over the whole graph of mul_add_gelu_mul "
+        "(not localised; candidate: function evaluation at gelu6, confirmed in 1 of 1); 0 of 1 explained at an op, "
+        "1 more named at an op by a confirmed candidate"
+    )
+    assert fusion_switches.mechanism_text(named) == (
+        "vectorised code over the whole graph (compiler:cpp.simdlen=1) (not localised; candidate: function "
+        "evaluation at gelu6, confirmed)"
+    )
+    unexplained = {"attribution": {**UNEXPLAINED, "candidate_mechanism": {**found_there, "confirmed": False}}}
+    assert fusion_switches.mechanism_text(unexplained) == (
+        "unexplained (candidate: function evaluation at gelu6, not confirmed)"
+    )
     beside = {"chain": "layernorm", "counterexamples": [], "attribution_summary": {}}
     beside |= {"at_cancellation": {"count": 251}, "shared_errors": {"count": 12}}
     line = attribution.first_screen_line("cpu", [{"chain": "softmax", "counterexamples": [graph_wide]}, beside])
