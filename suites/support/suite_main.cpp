@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "all_devices.hpp"
 #include "framework_devices.hpp"
@@ -20,6 +21,7 @@
 #include <fstream>
 #include <future>
 #include <optional>
+#include <ranges>
 #include <sstream>
 #include <string_view>
 #include <thread>
@@ -93,10 +95,12 @@ class InstanceTimingReporter : public benchmark::ConsoleReporter {
     if (!out) {
       fmt::print(stderr, "error: --instance-times={}: cannot write\n", path_.string());
       std::filesystem::remove(partial);
+      failed_ = true;
       return;
     }
     std::filesystem::rename(partial, path_);
   }
+  bool failed() const { return failed_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -104,7 +108,27 @@ class InstanceTimingReporter : public benchmark::ConsoleReporter {
   Clock::time_point last_ = Clock::now();
   std::vector<std::string> order_;
   std::map<std::string, double> seconds_;
+  bool failed_ = false;
 };
+
+// Google Benchmark writes --benchmark_out itself and does not report a failed write (a full disk
+// leaves a truncated file): the file must parse whole, or it is removed and the run fails.
+bool results_file_is_whole(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  try {
+    const nlohmann::json doc = nlohmann::json::parse(in);
+    if (doc.is_object() && doc.contains("benchmarks")) return true;
+  } catch (const nlohmann::json::exception&) {
+  }
+  fmt::print(stderr,
+             "error: --benchmark_out={}: the results file is incomplete (a failed write: disk "
+             "full?); removed\n",
+             path.string());
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec))
+    std::filesystem::remove(path, ec);  // not /dev/full
+  return false;
+}
 }  // namespace
 
 [[noreturn]] void usage_error(std::string_view message) {
@@ -167,7 +191,7 @@ void keep_freed_heap_memory() {
 int run_suite(int argc, char** argv, const char* suite_name) {
   keep_freed_heap_memory();
   SuiteConfig config;
-  std::filesystem::path instance_times;
+  std::filesystem::path instance_times, results_file;
   std::vector<char*> remaining;
   for (int i = 0; i < argc; ++i) {
     const std::string_view arg = argv[i];
@@ -193,11 +217,25 @@ int run_suite(int argc, char** argv, const char* suite_name) {
             *d, fmt::join(engine::device_names(), ", ")));
       }
       config.device = std::string(*d);
-    } else if (arg == "--list-devices") {
+    } else if (arg == "--list-devices" || value_of("--list-devices")) {
       // The devices that can run here, one per line (what `tools/run --device all` expands to);
-      // each unavailable one with its reason on stderr.
+      // each unavailable one with its reason on stderr. With =NAME,NAME only those are asked:
+      // asking starts a framework's worker (seconds each).
       register_all_devices();
-      for (const auto& [name, why] : device_availability(engine::device_names())) {
+      std::vector<std::string> asked;
+      if (auto names = value_of("--list-devices")) {
+        for (const auto part : std::views::split(*names, ',')) {
+          const std::string name(part.begin(), part.end());
+          if (name.empty()) continue;
+          if (!engine::device_known(name))
+            usage_error(fmt::format("--list-devices: unknown device {} (this build has: {})", name,
+                                    fmt::join(engine::device_names(), ", ")));
+          asked.push_back(name);
+        }
+      } else {
+        asked = engine::device_names();
+      }
+      for (const auto& [name, why] : device_availability(asked)) {
         if (why.empty())
           fmt::print("{}\n", name);
         else
@@ -206,6 +244,9 @@ int run_suite(int argc, char** argv, const char* suite_name) {
       std::exit(0);
     } else if (auto dir = value_of("--dump-dir")) {
       config.dump_dir = std::string(*dir);
+    } else if (auto out = value_of("--benchmark_out")) {
+      results_file = std::string(*out);
+      remaining.push_back(argv[i]);
     } else if (auto file = value_of("--instance-times")) {
       instance_times = std::string(*file);
     } else if (auto list = value_of("--fusion-switches")) {
@@ -267,14 +308,20 @@ int run_suite(int argc, char** argv, const char* suite_name) {
   }
   register_benchmarks(config);
   benchmark::AddCustomContext("fusebench_axes", registered_axes_json());
+  bool written = true;
+  std::size_t ran = 0;
   if (instance_times.empty()) {
-    benchmark::RunSpecifiedBenchmarks();
+    ran = benchmark::RunSpecifiedBenchmarks();
   } else {
     InstanceTimingReporter reporter(instance_times);
-    benchmark::RunSpecifiedBenchmarks(&reporter);
+    ran = benchmark::RunSpecifiedBenchmarks(&reporter);
+    written = !reporter.failed();
   }
   benchmark::Shutdown();
-  return 0;
+  // (a filter that matches nothing leaves an empty file, as Google Benchmark always has)
+  if (ran > 0 && !listing_only && !results_file.empty() && !results_file_is_whole(results_file))
+    written = false;
+  return written ? 0 : 1;
 }
 
 }  // namespace fusebench::suite
