@@ -42,6 +42,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 
@@ -235,17 +236,74 @@ def _owner_alive(pid):
     return True
 
 
+class _Shutdown:
+    """The server's exit on SIGTERM, prompt wherever the server is: its socket and pidfile removed,
+    then os._exit, never the interpreter's shutdown (joining a framework's threads and pools takes
+    seconds). The signal is seen twice, whichever comes first: by the Python handler (the main
+    thread, between bytecodes, also when accept/recv or a wait is interrupted) and by a thread
+    reading the signal wakeup fd (when the main thread sits in a framework call that ignores EINTR
+    and has released the GIL)."""
+
+    def __init__(self, socket_path, pidfile):
+        self.socket_path = socket_path
+        self.pidfile = pidfile
+        self.socket_inode = None  # the inode of the socket file this server made
+        self.lock = threading.Lock()
+
+    def cleanup(self):
+        """Removes the pidfile and socket when they are still this server's."""
+        try:
+            if self.pidfile:
+                with open(self.pidfile) as f:
+                    mine = f.read().strip() == str(os.getpid())
+                if mine:
+                    os.unlink(self.pidfile)
+        except OSError:
+            pass
+        try:
+            if self.socket_inode is not None and os.stat(self.socket_path).st_ino == self.socket_inode:
+                os.unlink(self.socket_path)
+        except OSError:
+            pass
+
+    def exit(self, *_):
+        if not self.lock.acquire(blocking=False):
+            return  # the other path is exiting already
+        try:
+            print(f"fusebench worker server {os.getpid()}: SIGTERM, exiting", file=sys.stderr, flush=True)
+        except Exception:
+            pass
+        self.cleanup()
+        os._exit(0)
+
+    def install(self):
+        signal.signal(signal.SIGTERM, self.exit)
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+
+        def watch():
+            while True:
+                data = os.read(read_fd, 64)
+                if not data or signal.SIGTERM in data:
+                    self.exit()
+
+        threading.Thread(target=watch, name="fusebench-sigterm", daemon=True).start()
+
+
 def serve(worker, socket_path):
     """Sessions one after another on a Unix socket, until SIGTERM or the owner's exit."""
     owner = int(os.environ.get("FUSEBENCH_WORKER_OWNER", "0") or 0)
+    pidfile = os.environ.get("FUSEBENCH_WORKER_PIDFILE")
+    shutdown = _Shutdown(socket_path, pidfile)
+    shutdown.install()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     # bound under a temporary name and renamed, so that a client never connects to a half-made server
     bound = f"{socket_path}.{os.getpid()}"
     listener.bind(bound)
     listener.listen(8)
+    shutdown.socket_inode = os.stat(bound).st_ino
     os.replace(bound, socket_path)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    pidfile = os.environ.get("FUSEBENCH_WORKER_PIDFILE")
     if pidfile:  # what tools/run stops at its end
         with open(pidfile, "w") as f:
             f.write(f"{os.getpid()}\n")
@@ -270,13 +328,7 @@ def serve(worker, socket_path):
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client went away mid-session; the next one is served
     finally:
-        if pidfile and os.path.exists(pidfile):
-            os.unlink(pidfile)
-        try:
-            if os.path.exists(socket_path) and os.stat(socket_path).st_ino == os.fstat(listener.fileno()).st_ino:
-                os.unlink(socket_path)
-        except OSError:
-            pass
+        shutdown.cleanup()
 
 
 def main():
