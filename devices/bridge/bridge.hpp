@@ -122,7 +122,10 @@ class Worker {
   const std::string& unavailable_reason() const { return unavailable_; }
   const std::string& framework_version() const { return version_; }
   const std::filesystem::path& scratch() const { return scratch_; }
-  // One request, one reply (FrameworkError when the worker died).
+  // One request, one reply (FrameworkError when the worker died: it names how, when known, and
+  // for a server the last lines of its log). A worker that `serverable` made (the shared one) is
+  // restarted once, on the request after its death; a second death in this process is final, and
+  // every later request fails naming it.
   nlohmann::json request(const nlohmann::json& message);
   std::mutex& mutex() { return mutex_; }
   // Writes input slot k's .npy in shared memory unless it already holds exactly these bytes (a
@@ -131,6 +134,12 @@ class Worker {
   std::filesystem::path stage_input(std::size_t k, const Tensor& tensor);
 
  private:
+  // Starts the process or the session with the server, and reads its hello.
+  void start();
+  // Closes this end of a dead worker's pipes or socket.
+  void close_connection();
+  // After a death: the restart (once), or a FrameworkError naming the deaths.
+  void revive();
   nlohmann::json read_reply();
   std::string describe_exit();
 
@@ -140,7 +149,16 @@ class Worker {
   // A request line to the worker; false when it is gone.
   bool send_line(const std::string& text);
 
-  std::string device_;
+  std::string device_, framework_, pip_install_;
+  std::filesystem::path python_;
+  std::vector<std::string> args_, env_entries_;  // the worker's command line and environment
+  std::filesystem::path server_dir_;             // $FUSEBENCH_WORKER_DIR for a server session
+  std::string identity_;                         // the server's, for its file names
+  std::filesystem::path server_log_, server_pidfile_;
+  pid_t server_pid_ = -1;  // the server, when this process started it (its exit status is ours)
+  bool restartable_ = false;
+  int restarts_ = 0;
+  std::string death_;     // how the worker died; empty while it lives
   pid_t pid_ = -1;        // this Worker's own process (-1 in a server session)
   bool session_ = false;  // a session with a run's worker server
   int socket_fd_ = -1;    // that session's socket

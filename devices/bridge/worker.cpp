@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "fusebench/engine/kernel_cache.hpp"
+#include "fusebench/engine/recoveries.hpp"
 #include "fusebench/error.hpp"
 #include "fusebench/hash.hpp"
 #include "fusebench/npy.hpp"
@@ -82,11 +83,14 @@ int spawn_process(pid_t& pid, const std::vector<std::string>& args,
 }  // namespace
 
 Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env, bool serverable)
-    : device_(spec.device) {
-  const fs::path python = python_executable();
-  if (!fs::exists(python)) {
+    : device_(spec.device),
+      framework_(spec.framework),
+      pip_install_(spec.pip_install),
+      restartable_(serverable) {
+  python_ = python_executable();
+  if (!fs::exists(python_)) {
     unavailable_ = fmt::format("no Python at {} (run tools/bootstrap, or set FUSEBENCH_PYTHON)",
-                               python.string());
+                               python_.string());
     return;
   }
   scratch_ = fs::path("/dev/shm").string().empty() || !fs::is_directory("/dev/shm")
@@ -98,11 +102,10 @@ Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env
 
   const std::string worker_script =
       (fs::path(FUSEBENCH_BRIDGE_DIR) / "fusebench_worker.py").string();
-  std::vector<std::string> args = {python.string(),  "-u",         worker_script,
-                                   "--backend",      spec.backend, "--backend-dir",
-                                   spec.backend_dir, "--target",   spec.target};
+  args_ = {python_.string(), "-u",       worker_script, "--backend", spec.backend, "--backend-dir",
+           spec.backend_dir, "--target", spec.target};
   if (!spec.compile_backend.empty())
-    args.insert(args.end(), {"--compile-backend", spec.compile_backend});
+    args_.insert(args_.end(), {"--compile-backend", spec.compile_backend});
   std::map<std::string, std::string> environment;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
@@ -112,16 +115,22 @@ Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env
   for (const auto& [k, v] : spec.worker_env_defaults) environment.try_emplace(k, v);
   for (auto& [k, v] : env) environment[k] = v;
   environment.erase("PYTHONHOME");  // a named interpreter finds its own standard library
-  std::vector<std::string> env_entries;
-  for (auto& [k, v] : environment) env_entries.push_back(k + "=" + v);
+  for (auto& [k, v] : environment) env_entries_.push_back(k + "=" + v);
 
   const char* server_dir = std::getenv("FUSEBENCH_WORKER_DIR");
   if (serverable && server_dir != nullptr && *server_dir != '\0') {
+    server_dir_ = server_dir;
     // The server's identity: its command line and the variables this Worker sets; the rest of its
     // environment is the run's, from the process that started it.
-    std::string identity = fmt::format("{}", fmt::join(args, "\n"));
-    for (const auto& [k, v] : env) identity += fmt::format("\n{}={}", k, v);
-    socket_fd_ = connect_to_server(server_dir, identity, args, env_entries);
+    identity_ = fmt::format("{}", fmt::join(args_, "\n"));
+    for (const auto& [k, v] : env) identity_ += fmt::format("\n{}={}", k, v);
+  }
+  start();
+}
+
+void Worker::start() {
+  if (!server_dir_.empty()) {
+    socket_fd_ = connect_to_server(server_dir_, identity_, args_, env_entries_);
     session_ = true;
     to_worker_ = ::fdopen(::dup(socket_fd_), "w");
     from_worker_ = ::fdopen(::dup(socket_fd_), "r");
@@ -135,7 +144,7 @@ Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, in_pipe[0], STDIN_FILENO);
     posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
-    const int spawned = spawn_process(pid_, args, env_entries, &actions);
+    const int spawned = spawn_process(pid_, args_, env_entries_, &actions);
     posix_spawn_file_actions_destroy(&actions);
     ::close(in_pipe[0]);
     ::close(out_pipe[1]);
@@ -143,7 +152,7 @@ Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env
       ::close(in_pipe[1]);
       ::close(out_pipe[0]);
       pid_ = -1;
-      throw InputError(fmt::format("{}: cannot start {} ({}): {}", device_, python.string(),
+      throw InputError(fmt::format("{}: cannot start {} ({}): {}", device_, python_.string(),
                                    python_origin(), std::strerror(spawned)));
     }
     to_worker_ = ::fdopen(in_pipe[1], "w");
@@ -155,18 +164,19 @@ Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env
     hello = read_reply();
   } catch (const FrameworkError& e) {
     throw InputError(fmt::format("{}: {} ({}) did not start fusebench's worker: {}", device_,
-                                 python.string(), python_origin(), e.what()));
+                                 python_.string(), python_origin(), e.what()));
   }
+  unavailable_.clear();
   if (!hello.value("ready", false) && hello.contains("target_error")) {
-    unavailable_ = fmt::format("{} imports, but cannot run device {} here: {}", spec.framework,
-                               spec.device, hello["target_error"].get<std::string>());
+    unavailable_ = fmt::format("{} imports, but cannot run device {} here: {}", framework_, device_,
+                               hello["target_error"].get<std::string>());
   } else if (!hello.value("ready", false)) {
     unavailable_ = fmt::format(
         "{} cannot be imported by {} ({}: {}): install it with `{} -m pip install {}` "
         "(tools/bootstrap "
         "installs the pinned version into .venv)",
-        spec.framework, python.string(), python_origin(), hello.value("error", std::string("?")),
-        python.string(), spec.pip_install);
+        framework_, python_.string(), python_origin(), hello.value("error", std::string("?")),
+        python_.string(), pip_install_);
   } else {
     version_ = hello.value("version", std::string());
   }
@@ -177,6 +187,8 @@ int Worker::connect_to_server(const fs::path& server_dir, const std::string& ide
   const std::string stem =
       fmt::format("{}-{}", device_file_name(device_), sha256_hex(identity).substr(0, 12));
   const fs::path socket_path = server_dir / (stem + ".sock");
+  server_log_ = server_dir / (stem + ".log");
+  server_pidfile_ = server_dir / (stem + ".pid");
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (socket_path.string().size() >= sizeof(address.sun_path)) {
@@ -224,12 +236,14 @@ int Worker::connect_to_server(const fs::path& server_dir, const std::string& ide
     throw InputError(fmt::format("{}: cannot start the worker server {} ({}): {}", device_, args[0],
                                  python_origin(), std::strerror(spawned)));
   }
+  server_pid_ = server;
   // It listens once the framework is imported: seconds (torch about ten here).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
   for (;;) {
     if (const int fd = try_connect(); fd >= 0) return fd;
     int status = 0;
     if (::waitpid(server, &status, WNOHANG) == server) {
+      server_pid_ = -1;
       std::ifstream log(log_path);
       std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
       if (text.size() > 2000) text = "..." + text.substr(text.size() - 2000);
@@ -249,7 +263,7 @@ int Worker::connect_to_server(const fs::path& server_dir, const std::string& ide
 }
 
 Worker::~Worker() {
-  if (to_worker_ != nullptr) {
+  if (to_worker_ != nullptr && death_.empty()) {
     // The session's compile counts go to this process's $FUSEBENCH_WORKER_STATS (a server has
     // the environment of the process that started it); the reply comes once they are written.
     nlohmann::json quit = {{"cmd", "quit"}};
@@ -261,14 +275,8 @@ Worker::~Worker() {
       (void)::getline(&line, &capacity, from_worker_);
       std::free(line);
     }
-    std::fclose(to_worker_);
   }
-  if (from_worker_ != nullptr) std::fclose(from_worker_);
-  if (socket_fd_ >= 0) ::close(socket_fd_);
-  if (pid_ > 0) {
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
+  close_connection();
   std::error_code ec;
   if (!scratch_.empty()) fs::remove_all(scratch_, ec);
 }
@@ -285,10 +293,95 @@ bool Worker::send_line(const std::string& text) {
   return true;
 }
 
+void Worker::close_connection() {
+  if (to_worker_ != nullptr) std::fclose(to_worker_);
+  if (from_worker_ != nullptr) std::fclose(from_worker_);
+  to_worker_ = from_worker_ = nullptr;
+  if (socket_fd_ >= 0) ::close(socket_fd_);
+  socket_fd_ = -1;
+  if (pid_ > 0) {
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  pid_ = -1;
+}
+
+namespace {
+// The worker's stream ended: it died (or closed the session).
+class WorkerGone : public FrameworkError {
+ public:
+  using FrameworkError::FrameworkError;
+};
+
+std::string exit_status_text(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status))
+    return fmt::format("was killed by signal {} ({})", WTERMSIG(status),
+                       strsignal(WTERMSIG(status)));
+  return fmt::format("ended with wait status {}", status);
+}
+
+// The last `lines` lines of a log file, or why there are none.
+std::string log_tail(const fs::path& path, std::size_t lines) {
+  std::ifstream log(path);
+  if (!log) return fmt::format("(cannot read {})", path.string());
+  std::vector<std::string> kept;
+  for (std::string line; std::getline(log, line);) {
+    kept.push_back(std::move(line));
+    if (kept.size() > lines) kept.erase(kept.begin());
+  }
+  if (kept.empty()) return "(empty)";
+  return fmt::format("{}", fmt::join(kept, "\n"));
+}
+
+// Whether process `pid` still runs (a zombie does not).
+bool process_running(pid_t pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string text;
+  if (!stat || !std::getline(stat, text)) return ::kill(pid, 0) == 0;
+  const auto paren = text.rfind(')');
+  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z';
+}
+}  // namespace
+
 std::string Worker::describe_exit() {
-  if (session_)
-    return fmt::format("the run's worker server closed the session (its log is in {})",
-                       std::getenv("FUSEBENCH_WORKER_DIR"));
+  if (session_) {
+    std::string how;
+    if (server_pid_ > 0) {
+      // this process started it: its exit status is ours to read (its socket closes a moment
+      // before the process is reapable)
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      int status = 0;
+      for (;;) {
+        if (::waitpid(server_pid_, &status, WNOHANG) == server_pid_) {
+          how = fmt::format("(pid {}) {}", server_pid_, exit_status_text(status));
+          server_pid_ = -1;
+          break;
+        }
+        if (std::chrono::steady_clock::now() > deadline) {
+          how = fmt::format("(pid {}) closed the session and still runs", server_pid_);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    } else {
+      pid_t pid = -1;
+      std::ifstream pidfile(server_pidfile_);
+      if (pidfile >> pid && pid > 0) {
+        how = process_running(pid)
+                  ? fmt::format("(pid {}) closed the session and still runs", pid)
+                  : fmt::format(
+                        "(pid {}) is gone (another process started it; its exit status is "
+                        "that process's)",
+                        pid);
+      } else {
+        how = "is gone (no pidfile names it)";
+      }
+    }
+    return fmt::format(
+        "the run's worker server {} during this request; the last lines of its log {}:\n{}", how,
+        server_log_.string(), log_tail(server_log_, 20));
+  }
   int status = 0;
   if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_) {
     pid_ = -1;
@@ -296,7 +389,8 @@ std::string Worker::describe_exit() {
       return fmt::format("the Python worker exited with status {} (its stderr is above)",
                          WEXITSTATUS(status));
     if (WIFSIGNALED(status))
-      return fmt::format("the Python worker was killed by signal {}", WTERMSIG(status));
+      return fmt::format("the Python worker was killed by signal {} ({})", WTERMSIG(status),
+                         strsignal(WTERMSIG(status)));
   }
   return "the Python worker closed its pipe";
 }
@@ -307,7 +401,7 @@ nlohmann::json Worker::read_reply() {
   const ssize_t length = ::getline(&line, &capacity, from_worker_);
   std::string text = length > 0 ? std::string(line, std::size_t(length)) : std::string();
   std::free(line);
-  if (length <= 0) throw FrameworkError(describe_exit());
+  if (length <= 0) throw WorkerGone(describe_exit());
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception&) {
@@ -316,16 +410,50 @@ nlohmann::json Worker::read_reply() {
   }
 }
 
+void Worker::revive() {
+  if (!restartable_)
+    throw FrameworkError(fmt::format("{}: the Python worker is gone: {}", device_, death_));
+  if (restarts_ >= 1) {
+    throw FrameworkError(fmt::format(
+        "{}: the Python worker died again after its restart and is not restarted a second time "
+        "in this process; its second death: {}",
+        device_, death_));
+  }
+  ++restarts_;
+  const std::string first_line = death_.substr(0, death_.find('\n'));
+  fmt::print(stderr, "fusebench: {}: restarting the Python worker once; it died: {}\n", device_,
+             first_line);
+  close_connection();
+  session_ = false;
+  try {
+    start();
+  } catch (const std::exception& e) {
+    death_ = fmt::format("its restart failed: {} (it had died: {})", e.what(), first_line);
+    throw FrameworkError(fmt::format("{}: the Python worker died and {}", device_, death_));
+  }
+  death_.clear();
+  engine::record_recovery("worker_restarted");
+}
+
 nlohmann::json Worker::request(const nlohmann::json& message) {
+  if (!death_.empty()) revive();
   if (!unavailable_.empty())
     throw InputError(fmt::format("device {} is unavailable: {}", device_, unavailable_));
   if (to_worker_ == nullptr || (!session_ && pid_ <= 0))
     throw FrameworkError(fmt::format("{}: the Python worker is gone", device_));
-  if (!send_line(message.dump() + "\n")) {
-    throw FrameworkError(fmt::format("{}: {}", device_, describe_exit()));
-  }
+  const auto died = [&](std::string how) {
+    death_ = std::move(how);
+    const std::string next = !restartable_    ? ""
+                             : restarts_ == 0 ? "; it is restarted once, for the next request"
+                                              : "; it had been restarted once already in this "
+                                                "process, and is not restarted again";
+    return FrameworkError(fmt::format("{}: {}{}", device_, death_, next));
+  };
+  if (!send_line(message.dump() + "\n")) throw died(describe_exit());
   try {
     return read_reply();
+  } catch (const WorkerGone& e) {
+    throw died(e.what());
   } catch (const FrameworkError& e) {
     throw FrameworkError(fmt::format("{}: {}", device_, e.what()));
   }

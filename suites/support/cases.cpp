@@ -1,9 +1,12 @@
 #include "support/cases.hpp"
 
 #include <exception>
+#include <map>
 #include <mutex>
 
 #include <nlohmann/json.hpp>
+
+#include "fusebench/engine/recoveries.hpp"
 
 namespace fusebench::suite {
 namespace {
@@ -13,6 +16,12 @@ std::mutex registry_mutex;
 nlohmann::ordered_json& registry() {
   static nlohmann::ordered_json cases = nlohmann::ordered_json::object();
   return cases;
+}
+
+// Per case: the recoveries its runs needed (engine/recoveries.hpp).
+std::map<std::string, std::map<std::string, int>>& case_recoveries() {
+  static std::map<std::string, std::map<std::string, int>> recoveries;
+  return recoveries;
 }
 
 nlohmann::ordered_json axes_object(const Axes& axes) {
@@ -39,8 +48,15 @@ benchmark::internal::Benchmark* register_case(std::string_view family, const Axe
   }
   return benchmark::RegisterBenchmark(
       name.c_str(), [name, body = std::move(body)](benchmark::State& state) {
+        (void)engine::take_recoveries();  // an earlier case's, reported there
         try {
           body(state, name);
+          // A fault the device repaired while this case ran is part of its result; Google
+          // Benchmark calls the body more than once (iteration estimates) and reports the last.
+          std::lock_guard lock(registry_mutex);
+          auto& repaired = case_recoveries()[name];
+          for (const auto& [counter, count] : engine::take_recoveries()) repaired[counter] += count;
+          for (const auto& [counter, count] : repaired) state.counters[counter] = double(count);
         } catch (const std::exception& e) {
           state.SkipWithError(
               e.what());  // e.g. "n/a on <device>: ..." for a knob the device cannot realise
