@@ -16,6 +16,7 @@
 
 #include "framework_devices.hpp"
 #include "fusebench/engine/kernel_cache.hpp"
+#include "fusebench/engine/recoveries.hpp"
 #include "fusebench/error.hpp"
 #include "fusebench/hash.hpp"
 #include "fusebench/npy.hpp"
@@ -102,6 +103,17 @@ class FrameworkExecutor final : public engine::Executor {
           "device {} ({}, {}): {}{} [repro: {}]", spec_.device, fused_ ? "fused" : "eager",
           worker_->framework_version(), node.empty() ? "" : "node " + node + ": ",
           reply.value("error", std::string("unknown error")), source.string()));
+    }
+    if (const auto& recovered = reply.value("recovered", nlohmann::json()); recovered.is_object()) {
+      // a corrupt compiled artifact in the framework's cache: moved aside, the graph recompiled
+      fmt::print(stderr,
+                 "fusebench: device {} ({}): a corrupt compiled artifact in {}'s cache ({}): moved "
+                 "{} aside to {} and recompiled the graph [repro: {}]\n",
+                 spec_.device, fused_ ? "fused" : "eager", spec_.framework,
+                 recovered.value("error", std::string("?")),
+                 recovered.value("moved", std::string("?")),
+                 recovered.value("to", std::string("?")), source.string());
+      engine::record_recovery("framework_cache_recovered");
     }
     for (std::size_t o = 0; o < graph.outputs().size(); ++o) {
       Tensor t = read_npy(out[o].get<std::string>());

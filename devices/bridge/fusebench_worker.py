@@ -17,7 +17,9 @@ Requests:
    optional "repeat": N (runs; the outputs written are the last run's) and "hash": {"header",
    "chunk_bytes"} (each run's output 0 hashed as tensor_chunked_md5_hex, here)}
       -> {"ok": true, "run_ms", "compile_ms", "compiled", "evidence": {...}
-          [, "digests": [one per run], "hash_s", "hash_threads"]}
+          [, "digests": [one per run], "hash_s", "hash_threads"]
+          [, "recovered": {"error", "moved", "to"}: a corrupt artifact in the framework's cache was
+             moved aside (renamed, never deleted) and the graph compiled once more]}
   {"cmd": "stats"} -> {"ok": true, "compiles", "compile_s"}
   {"cmd": "quit", "stats": PATH} -> {"ok": true}: the session ends (a server's, or the process);
       its compile counts are appended to PATH ($FUSEBENCH_WORKER_STATS when not given) first
@@ -28,7 +30,9 @@ The backend module (devices/<framework>/<name>_backend.py) provides: VERSION, lo
 dtype name) -> framework tensor, save(tensor, path), to_host(tensor) -> contiguous numpy array
 (bf16 as its uint16 bits), compile(fn, settings) ->
 callable (fused), call(fn, args, settings) -> outputs (timed around), sync(outputs), and
-evidence(compiled fn state) -> dict.
+evidence(compiled fn state) -> dict. Optional: corrupt_cache_entry(error text) -> (the cache entry or
+the whole cache directory to move aside, the error's telling line) when the error is the framework
+loading a corrupt artifact from its on-disk cache, else None; cache_moved(path) after the move.
 """
 
 import argparse
@@ -103,6 +107,44 @@ class Worker:
         self.modules = {}  # source path -> module
         self.compiled = {}  # key -> compiled state
 
+    def _compile(self, fn, settings, inputs):
+        """The compiled state and the seconds of compiling and the first call, timed together:
+        torch.compile compiles lazily, in the first call; the xla backend compiles ahead of it,
+        in backend.compile."""
+        start = time.perf_counter()
+        state = self.backend.compile(fn, settings, inputs)
+        outputs = self.backend.call(state, inputs, settings)
+        self.backend.sync(outputs)
+        return state, time.perf_counter() - start
+
+    def _move_corrupt_artifact(self, error):
+        """When `error` is the framework loading a corrupt artifact from its on-disk cache
+        (backend.corrupt_cache_entry names the entry, or the whole cache when it cannot tell which):
+        renames that to <path>.corrupt-<UTC time>, never deletes it, and returns
+        {"error", "moved", "to"}; None for any other error."""
+        finder = getattr(self.backend, "corrupt_cache_entry", None)
+        if finder is None:
+            return None
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        found = finder(text)
+        if not found:
+            return None
+        entry, sign = found
+        if not os.path.exists(entry):
+            return None
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        moved_to = f"{entry}.corrupt-{stamp}-{os.getpid()}"
+        os.rename(entry, moved_to)
+        if hasattr(self.backend, "cache_moved"):
+            self.backend.cache_moved(entry)
+        print(
+            f"fusebench {self.args.backend} worker: a corrupt compiled artifact ({sign}): moved "
+            f"{entry} aside to {moved_to}; compiling the graph once more",
+            file=sys.stderr,
+            flush=True,
+        )
+        return {"error": sign, "moved": entry, "to": moved_to}
+
     def hello(self):
         if self.failure:
             return {"ready": False, "python": sys.executable, **self.failure}
@@ -138,6 +180,7 @@ class Worker:
                 reply({"ok": True, "compiles": compiles, "compile_s": compile_s})
                 continue
             source = os.path.abspath(request.get("source", ""))
+            recovered = None  # the corrupt cache entry this request moved aside
             try:
                 if source not in self.modules:
                     spec = importlib.util.spec_from_file_location(f"fusebench_graph_{len(self.modules)}", source)
@@ -160,13 +203,15 @@ class Worker:
                 if request["fused"]:
                     key = request["key"]
                     if key not in self.compiled:
-                        # Compiling and the first call, timed together: torch.compile compiles lazily,
-                        # in the first call; the xla backend compiles ahead of it, in backend.compile.
-                        start = time.perf_counter()
-                        state = backend.compile(fn, settings, inputs)
-                        outputs = backend.call(state, inputs, settings)
-                        backend.sync(outputs)
-                        elapsed = time.perf_counter() - start
+                        try:
+                            state, elapsed = self._compile(fn, settings, inputs)
+                        except Exception as first:
+                            # A corrupt artifact in the framework's on-disk cache fails every
+                            # compile of this graph from then on: moved aside, compiled once more.
+                            recovered = self._move_corrupt_artifact(first)
+                            if recovered is None:
+                                raise
+                            state, elapsed = self._compile(fn, settings, inputs)
                         compile_ms = elapsed * 1e3
                         compiles += 1
                         compile_s += elapsed
@@ -200,9 +245,16 @@ class Worker:
                 }
                 if "hash" in request:
                     answer.update(digests=digests, hash_s=hash_s, hash_threads=HASH_THREADS)
+                if recovered:
+                    answer["recovered"] = recovered
                 reply(answer)
             except Exception as e:
                 last = traceback.format_exception_only(type(e), e)[-1].strip()
+                if recovered:  # the recompile failed too: a real error, and what came before it
+                    last = (
+                        f"{last} (the second failure: the first, {recovered['error']}, moved "
+                        f"{recovered['moved']} aside to {recovered['to']} and the graph was compiled again)"
+                    )
                 reply(
                     {
                         "ok": False,

@@ -162,6 +162,45 @@ def cache_stats():
     }
 
 
+def _inductor_cache_dir():
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    from torch._inductor.runtime.cache_dir_utils import cache_dir as inductor_cache_dir
+
+    return inductor_cache_dir()
+
+
+# What the dynamic loader says of a file that is not a loadable library (a .so truncated or
+# overwritten in Inductor's cache): the error the worker recovers from by moving the entry aside.
+_CORRUPT_LIBRARY = (
+    "invalid ELF header",
+    "file too short",
+    "ELF load command",
+    "wrong ELF class",
+    "only ET_DYN and ET_EXEC can be loaded",
+    "ELF file's phentsize not the expected size",
+    "unexpected PLT reloc type",
+)
+
+
+def corrupt_cache_entry(error_text):
+    """(the cache entry to move aside, the loader's line) when the error is a corrupt library in
+    Inductor's cache: the directory under TORCHINDUCTOR_CACHE_DIR that holds the library the loader
+    names (Inductor keeps each artifact in <cache>/<2 characters of its key>/), or the whole cache
+    when the line names no file there. None for any other error."""
+    cache = os.path.realpath(_inductor_cache_dir())
+    for line in error_text.splitlines():
+        if not any(sign in line for sign in _CORRUPT_LIBRARY):
+            continue
+        sign = line.strip()[:500]
+        for path in re.findall(r"(/[^\s:'\"]+)", line):
+            real = os.path.realpath(path)
+            if real.startswith(cache + os.sep):
+                return os.path.join(cache, os.path.relpath(real, cache).split(os.sep)[0]), sign
+        return cache, sign
+    return None
+
+
 _CODE_LIMIT = 20000  # characters of a kernel's C++ kept in its evidence
 
 
