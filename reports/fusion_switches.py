@@ -264,6 +264,9 @@ def _atomic_write_json(path: pathlib.Path, doc: dict):
             f.write("\n")
         os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the file from other users of a shared results folder
         os.replace(tmp, path)
+    except OSError as e:  # the file it was for, not the temporary's (a full disk fails the write, not the open)
+        os.unlink(tmp)
+        raise OSError(e.errno, e.strerror, str(path)) from e
     except BaseException:
         os.unlink(tmp)
         raise

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from reports.claims import FAMILIES, claim
-from reports.claims.verdict import JUDGED, Outcome, Wording, combine
+from reports.claims.verdict import JUDGED, Outcome, Wording, combine, short
 from reports.document import Cell, Document, anchor
 from reports.results import Results
 
@@ -44,6 +44,18 @@ def not_judged(reason: str) -> Wording:
     """A cell with no verdict of its own, and why."""
     words = reason.split()
     return Wording(Outcome.NA, " ".join(words[:8]) + (" …" if len(words) > 8 else ""), reason=reason)
+
+
+def suite_failed(suite: str, device: str, why: str) -> Wording:
+    """A claim none of whose cases finished because its suite failed as a whole (a crash, a signal)."""
+    return Wording(
+        Outcome.INCONCLUSIVE,
+        f"suite failed: {short(why, 6)}",
+        "the claim's condition over every case of the task",
+        f"{suite} on {device} failed as a whole ({why}) before any case of this claim finished",
+        1,
+        interval=f"no case was judged: the suite failed ({why})",
+    )
 
 
 def grouped_verdict(members: list[tuple[str, Wording]]) -> Wording:
@@ -165,6 +177,9 @@ def verdict_table(doc: Document, results: Results) -> tuple[list[str], list[str]
         # the claim was judged on another device only: this one gives no figure for it
         suite = suite_of[key[0]]
         ran = results.get(suite, device) is not None
+        crash = next((why for su, d, why in results.failed_suites() if (su, d) == (suite, device)), None)
+        if crash is not None:  # a failure is not an n/a: undecided, naming it
+            return suite_failed(suite, device, crash)
         reason = next((r for su, d, r in results.not_run() if (su, d) == (suite, device)), "no result file")
         return not_judged(
             "the suite ran, but gave no case of this claim on this device"

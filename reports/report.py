@@ -8,7 +8,9 @@ verdicts, then its figures, then its tables (long ones collapsed). Results are f
 (suite, device), so a device that appears in the results appears as a column with no change here.
 The claims are decided in reports/claims/; the page is written by reports/document.py.
 
-Usage: python -m reports.report RESULTS_DIR   (from the repository root, or with it on PYTHONPATH)
+Usage: python -m reports.report [--allow-incomplete] RESULTS_DIR   (from the repository root, or with it on
+PYTHONPATH). An incomplete run (reports/results.py incomplete_reason) is exit 2 unless --allow-incomplete; the
+report then says so first. A file that cannot be written is exit 1 naming it; nothing half-written is left.
 """
 
 from __future__ import annotations
@@ -88,11 +90,13 @@ def failed_cases(result) -> list[dict]:
     return [b for b in result.data.get("benchmarks", []) if is_failure(b)]
 
 
-def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+def render(
+    results_dir: pathlib.Path, allow_incomplete: bool = False, completing: bool = False
+) -> tuple[pathlib.Path, pathlib.Path]:
     if not results_dir.is_dir():
         raise ResultsError(f"{results_dir}: not a results directory")
     try:
-        results = load_results(results_dir)
+        results = load_results(results_dir, allow_incomplete, completing)
     except InputError as err:
         raise ResultsError(str(err)) from err
     doc = Document(results_dir)
@@ -118,6 +122,12 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
             result = results.get(task.suite, device)
             render_task(section, result)
             failed = [(b["name"], b.get("error_message", "")) for b in failed_cases(result)]
+            # a suite that failed as a whole after these cases: the cases it never reached bear on every verdict
+            failed += [
+                (f"{su} on {dev} (the suite as a whole)", why)
+                for su, dev, why in results.failed_suites()
+                if (su, dev) == (task.suite, device)
+            ]
             section.settle(failed)
             if failed:
                 section.table(
@@ -150,6 +160,18 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
     )
     line = run_line(results)
     failed = failures(results)
+    failed_suites = [(su, dev, why) for su, dev, why in results.failed_suites()]
+    if failed_suites:
+        attribution_lines.insert(
+            0,
+            (
+                "Failed suites: "
+                + "; ".join(
+                    f"{su}{'' if len(results.devices) == 1 else f' on {dev}'} ({why})" for su, dev, why in failed_suites
+                ),
+                next((t.id for t, _ in SECTIONS if t.suite == failed_suites[0][0]), failed_suites[0][0]),
+            ),
+        )
     if failed:
         by_place: dict[str, int] = {}
         for suite, device, _, _ in failed:
@@ -167,13 +189,22 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
         )
     contents = " · ".join(f"[{x.title.split(' — ')[0]}](#{anchor(x.task)})" for x in doc.sections)
     contents_html = " · ".join(f"<a href='#{anchor(x.task)}'>{html.escape(x.title)}</a>" for x in doc.sections)
+    incomplete_md, incomplete_html = [], []
+    if results.incomplete:
+        warning = f"Incomplete run: {results.incomplete}. Its verdicts cover only what finished."
+        incomplete_md, incomplete_html = (
+            [f"**{warning}**\n"],
+            [f"<p class='incomplete'><b>{html.escape(warning)}</b></p>"],
+        )
     md = [
+        *incomplete_md,
         *verdict_md,
         *(text + "\n" for text, _ in attribution_lines),
         f"Contents: {contents}\n",
         line + "\n",
     ]
     body = [
+        *incomplete_html,
         *verdict_html,
         *attribution.first_screen_html([(text, anchor(task)) for text, task in attribution_lines]),
         f"<p class='contents'><b>Contents:</b> {contents_html}</p>",
@@ -188,12 +219,20 @@ def render(results_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results_dir", type=pathlib.Path)
+    parser.add_argument(
+        "--allow-incomplete", action="store_true", help="report on a run that did not finish, saying so first"
+    )
+    # tools/run writing the report of its own run, whose .in-progress marker it removes once this succeeds
+    parser.add_argument("--completing", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
-        md_path, html_path = render(args.results_dir)
+        md_path, html_path = render(args.results_dir, args.allow_incomplete, args.completing)
     except ResultsError as err:
         print(f"report: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # a full disk: atomic_write left nothing under the final name
+        print(f"report: error: cannot write {err.filename or args.results_dir}: {err.strerror or err}", file=sys.stderr)
+        return 1
     print(f"report: {md_path}\nreport: {html_path}")
     return 0
 

@@ -2,8 +2,13 @@
 results directory or single Google Benchmark JSON files, keyed by (suite, device) from each file's
 context (`fusebench_suite`, `fusebench_device`), never by file name. Both layouts load:
 `<run>/<suite>@<device>.json` (tools/run since devices) and the older `<run>/bench_<suite>.json`.
-`<run>/run.json` is tools/run's manifest (profile, devices, filter, suites run or skipped, per-suite
+`<run>/run.json` is tools/run's manifest (profile, devices, filter, suites run, skipped or failed, per-suite
 times); it is optional. Errors name the file and the problem (exit status 2 in the tools).
+
+A run directory is complete or says it is not: tools/run writes `.in-progress` when it starts and removes it
+once the report is written; a suite's `*.json.tmp` or tools/run's `.entries.tsv` left behind means the run was
+cut off; a merge of incomplete shards says so in run.json ("incomplete"). The readers refuse such a directory
+unless asked (`allow_incomplete`), and then carry the reason (`Results.incomplete`) to label what they print.
 
 Within one suite's JSON: its benchmark rows (`benchmarks`, medians standing for repetitions), each
 row's axes (`axes`, from the record the suites write), and the evidence files in its dump directory
@@ -18,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 MANIFEST = "run.json"
+IN_PROGRESS = ".in-progress"
 # What the report writes beside the suites' files (reports/fusion_switches.py): not results, and a
 # report or merge run again over the directory must not read them as such.
 DERIVED_PREFIXES = ("fusion_switches.",)
@@ -36,6 +42,10 @@ KNOWN_SUITES = [
 
 
 class InputError(Exception):
+    pass
+
+
+class IncompleteRun(InputError):
     pass
 
 
@@ -81,6 +91,7 @@ class Results:
     manifest: dict | None = None
     devices: list[str] = field(default_factory=list)
     whole_run: bool = True  # False when loaded from single files: nothing can be said about other suites
+    incomplete: str | None = None  # why the run directory is incomplete, when it was read anyway
 
     def get(self, suite: str, device: str) -> SuiteResult | None:
         return self.by_key.get((suite, device))
@@ -92,7 +103,9 @@ class Results:
         """(suite, device, reason) for every known suite × device with no result in this run."""
         if not self.whole_run:
             return []
-        skipped = {(s["suite"], s["device"]): s.get("reason", "") for s in (self.manifest or {}).get("skipped", [])}
+        manifest = self.manifest or {}
+        skipped = {(s["suite"], s["device"]): s.get("reason", "") for s in manifest.get("skipped", [])}
+        skipped |= {(s["suite"], s["device"]): f"failed: {s.get('reason', '')}" for s in manifest.get("failed", [])}
         out = []
         for device in self.devices:
             for suite in KNOWN_SUITES:
@@ -100,25 +113,86 @@ class Results:
                     out.append((suite, device, skipped.get((suite, device), "no result file")))
         return out
 
+    def failed_suites(self) -> list[tuple[str, str, str]]:
+        """(suite, device, reason) for every suite that failed as a whole (a crash, a signal, a write error):
+        the cases it finished, if any, are in its results file; the others never ran."""
+        return [(s["suite"], s["device"], s.get("reason", "")) for s in (self.manifest or {}).get("failed", [])]
+
+
+MANIFEST_LISTS = ("devices", "ran", "skipped", "failed")
+
+
+def read_manifest(path: pathlib.Path) -> dict:
+    """A run.json, checked for the shape its readers rely on; errors name the file and what was expected."""
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: malformed JSON ({e})") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read it ({e})") from e
+    if not isinstance(manifest, dict):
+        raise InputError(f"{path}: expected a JSON object (tools/run's manifest), found {type(manifest).__name__}")
+    for key in MANIFEST_LISTS:
+        value = manifest.setdefault(key, [])
+        if not isinstance(value, list):
+            raise InputError(f"{path}: '{key}' must be a list, found {type(value).__name__} {json.dumps(value)[:60]}")
+    if not all(isinstance(d, str) for d in manifest["devices"]):
+        raise InputError(f"{path}: 'devices' must be a list of device names")
+    for key in ("ran", "skipped", "failed"):
+        for entry in manifest[key]:
+            if (
+                not isinstance(entry, dict)
+                or not isinstance(entry.get("suite"), str)
+                or not isinstance(entry.get("device"), str)
+            ):
+                raise InputError(f"{path}: each entry of '{key}' must be an object with 'suite' and 'device' names")
+    return manifest
+
+
+def incomplete_reason(run_dir: pathlib.Path, completing: bool = False) -> str | None:
+    """Why a results directory is not a complete run, or None. completing: the caller is the tools/run that
+    owns the directory's .in-progress marker, writing its report."""
+    marker = run_dir / IN_PROGRESS
+    if marker.exists() and not completing:
+        lines = marker.read_text(errors="replace").strip().splitlines()
+        return f"{run_dir} is a run in progress or one that was stopped ({IN_PROGRESS}: {'; '.join(lines)})"
+    leftovers = sorted(p.name for p in run_dir.glob("*.json.tmp")) + [
+        name for name in (".entries.tsv",) if (run_dir / name).exists()
+    ]
+    if leftovers:
+        return f"{run_dir} was cut off: {', '.join(leftovers)} left by a run that did not finish"
+    manifest_path = run_dir / MANIFEST
+    if manifest_path.exists():
+        try:
+            why = json.loads(manifest_path.read_text()).get("incomplete")
+        except (json.JSONDecodeError, AttributeError, OSError):
+            why = None  # read_manifest names the problem
+        if why:
+            return f"{run_dir}: {why}"
+    return None
+
 
 def suite_files(path: pathlib.Path) -> list[pathlib.Path]:
     return sorted(p for p in path.glob("*.json") if p.name != MANIFEST and not p.name.startswith(DERIVED_PREFIXES))
 
 
-def load_results(target: str | pathlib.Path) -> Results:
-    """A results directory, or one suite JSON file."""
+def load_results(target: str | pathlib.Path, allow_incomplete: bool = False, completing: bool = False) -> Results:
+    """A results directory, or one suite JSON file. An incomplete run directory (incomplete_reason) is an
+    IncompleteRun unless allow_incomplete; read anyway, its Results.incomplete says why."""
     path = pathlib.Path(target)
     manifest = None
+    incomplete = None
     if path.is_dir():
+        incomplete = incomplete_reason(path, completing)
+        if incomplete and not allow_incomplete:
+            raise IncompleteRun(f"{incomplete}; pass --allow-incomplete to read it anyway")
         files = suite_files(path)
         manifest_path = path / MANIFEST
         if manifest_path.exists():
-            try:
-                manifest = json.loads(manifest_path.read_text())
-            except json.JSONDecodeError as e:
-                raise InputError(f"{manifest_path}: malformed JSON ({e})") from e
+            manifest = read_manifest(manifest_path)
         if not files and manifest is None:
-            raise InputError(f"{path}: no suite JSON files in this directory")
+            cut_off = f" ({incomplete})" if incomplete else ""
+            raise InputError(f"{path}: no suite JSON files in this directory{cut_off}")
         root = path
     elif path.exists():
         files, root = [path], path.parent
@@ -137,7 +211,7 @@ def load_results(target: str | pathlib.Path) -> Results:
             )
         by_key[(suite, device)] = SuiteResult(suite, device, f, data)
     devices = list(dict.fromkeys((manifest or {}).get("devices", []) + sorted({d for _, d in by_key})))
-    return Results(root, by_key, manifest, devices or ["cpu"], path.is_dir())
+    return Results(root, by_key, manifest, devices or ["cpu"], path.is_dir(), incomplete)
 
 
 def dump_dir(result: SuiteResult) -> pathlib.Path:

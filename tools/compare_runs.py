@@ -14,6 +14,8 @@ Timings are noisy, so a plain percentage of two single measurements decides noth
     was as a whole (robust to one benchmark that really changed; blind to a change of all of them);
   - a suite with neither is shown, not gated.
 Suites or benchmarks present on one side only are listed, never silently dropped.
+A run that did not finish (reports/results.py incomplete_reason) is bad input unless --allow-incomplete,
+which compares it labelled INCOMPLETE.
 Exit 1 on a regression, 2 on bad input."""
 
 from __future__ import annotations
@@ -250,10 +252,19 @@ def main(argv=None) -> int:
         default=THRESHOLDS,
         help="its 'compare' section names each suite's yardstick and the tolerance",
     )
+    parser.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="compare runs that did not finish (each is labelled; what it lacks is not compared)",
+    )
     args = parser.parse_args(argv)
     try:
         settings = load_settings(args.thresholds)
-        base_runs, contender_runs = load_results(args.base), load_results(args.contender)
+        base_runs = load_results(args.base, args.allow_incomplete)
+        contender_runs = load_results(args.contender, args.allow_incomplete)
+        for side, results in (("base", base_runs), ("contender", contender_runs)):
+            if results.incomplete:
+                print(f"compare: the {side} run is INCOMPLETE: {results.incomplete}")
         common = [k for k in base_runs.by_key if k in contender_runs.by_key]
         if not common:
             raise InputError(f"no suite and device in common between {args.base} and {args.contender}")

@@ -1,5 +1,6 @@
 """tools/gate RESULTS [--thresholds FILE] (python -m tools.gate): check a results directory against the checked-in
-thresholds; prints one row per check and device and exits 1 when any fails, 2 on bad input.
+thresholds; prints one row per check and device and exits 1 when any fails, 2 on bad input. An incomplete run
+(one tools/run did not finish) is exit 2, or with --allow-incomplete checked, labelled and failed.
 A check applies to the devices it lists ("devices": [...]), by default to cpu, the engine whose
 claims the thresholds encode; results are found by their context (suite, device), whatever the
 file names. Each check is filed under the claim it belongs to (reports/claims/); reports/claims/checks.py
@@ -20,9 +21,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("results")
     parser.add_argument("--thresholds", default=str(THRESHOLDS))
+    parser.add_argument(
+        "--allow-incomplete", action="store_true", help="check a run that did not finish (labelled; it cannot pass)"
+    )
     args = parser.parse_args(argv)
     try:
-        results = load_results(args.results)
+        results = load_results(args.results, args.allow_incomplete)
+        if results.incomplete:
+            print(f"gate: the run is INCOMPLETE: {results.incomplete}")
         thresholds = checks(pathlib.Path(args.thresholds))
         failures = 0
         print(f"{'check':<55} {'value':>12} {'threshold':>12}  result")
@@ -40,6 +46,9 @@ def main(argv=None) -> int:
         print(f"gate: error: {e}", file=sys.stderr)
         return 2
     print(f"gate: {failures} failing checks")
+    if results.incomplete:
+        print("gate: FAIL: an incomplete run cannot pass the gate (what did not run was not checked)")
+        return 1
     return 1 if failures else 0
 
 

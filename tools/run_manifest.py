@@ -1,12 +1,15 @@
 """A results directory's run.json: what ran, what was skipped and why, per-suite and per-instance wall
 times, the machine and the timing loops. Written by tools/run and tools/device-run from the lines
 they append while the suites run:
-  .entries.tsv    suite, device, ran|skipped, seconds, reason, [worker stats as a JSON list]
+  .entries.tsv    suite, device, ran|skipped|failed, seconds, reason, [worker stats as a JSON list]
   .instances.tsv  suite, device, benchmark name, seconds
 Both files are consumed (deleted) once run.json is written through a temporary file.
 
 Usage: python -m tools.run_manifest RUN_DIR PROFILE FILTER SECONDS DEVICE... (TIMING, FRAMEWORK_TIMING,
-SHARD and UNAVAILABLE from the environment, as tools/run sets them)."""
+SHARD and UNAVAILABLE from the environment, as tools/run sets them); exit 1 naming the file when it cannot
+be written.
+       python -m tools.run_manifest --failures RUN_DIR: prints how many cases and suites of the run failed,
+exit 1 when any did (tools/run's exit status)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import os
 import pathlib
 import sys
 
+from reports.results import failures, load_results
 from tools.shards import machine_description
 
 ENTRIES = ".entries.tsv"
@@ -40,6 +44,7 @@ def write_run_manifest(
         "seconds": seconds,
         "ran": [],
         "skipped": [],
+        "failed": [],
     }
     revisions = {json.loads(p.read_text())["context"].get("git_revision") for p in sorted(run_dir.glob("*@*.json"))}
     manifest["git_revision"] = sorted(r for r in revisions if r)[0] if any(revisions) else None
@@ -56,7 +61,7 @@ def write_run_manifest(
     for line in entries.read_text().splitlines() if entries.exists() else []:
         suite, device, status, secs, reason, *stats = line.split("\t")
         entry = {"suite": suite, "device": device, "seconds": int(float(secs))}
-        if status == "skipped":
+        if status in ("skipped", "failed"):
             entry["reason"] = reason
         try:
             workers = json.loads(stats[0]) if stats and stats[0] else []
@@ -68,7 +73,7 @@ def write_run_manifest(
                 k: round(sum(w.get(k, 0) for w in workers), 2)
                 for k in ("compiles", "compile_s", "cache_hits", "cache_misses")
             }
-        manifest["ran" if status == "ran" else "skipped"].append(entry)
+        manifest[status if status in ("ran", "failed") else "skipped"].append(entry)
     # each benchmark instance's wall time (setup and compiles included): what --shard-costs balances by
     instances = run_dir / INSTANCES
     manifest["instances"] = [
@@ -79,27 +84,52 @@ def write_run_manifest(
     ]
     manifest.update(extra or {})
     tmp = run_dir / ".run.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
-    os.replace(tmp, run_dir / "run.json")
+    try:
+        tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+        os.replace(tmp, run_dir / "run.json")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     if consume:
         instances.unlink(missing_ok=True)
         entries.unlink(missing_ok=True)
     return manifest
 
 
+def report_failures(run_dir: pathlib.Path) -> int:
+    """Prints the run's failed cases and suites (the report lists them); 1 when there are any."""
+    results = load_results(run_dir, allow_incomplete=True)
+    cases, suites = failures(results), results.failed_suites()
+    if not cases and not suites:
+        return 0
+    places: dict[str, int] = {}
+    for suite, device, _, _ in cases:
+        places[f"{suite} on {device}"] = places.get(f"{suite} on {device}", 0) + 1
+    parts = [f"{len(cases)} cases failed ({', '.join(f'{p}: {n}' for p, n in places.items())})"] if cases else []
+    parts += [f"{suite} on {device} failed as a whole ({why})" for suite, device, why in suites]
+    print(f"run: {'; '.join(parts)}; listed in {run_dir / 'report.md'}", file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--failures"]:
+        return report_failures(pathlib.Path(argv[1]))
     run_dir, profile, filt, total, *devices = argv
     unavailable = dict(line.split(": ", 1) for line in os.environ.get("UNAVAILABLE", "").splitlines() if ": " in line)
-    write_run_manifest(
-        pathlib.Path(run_dir),
-        profile,
-        filt,
-        int(total),
-        devices,
-        {"engine": os.environ["TIMING"], "framework": os.environ["FRAMEWORK_TIMING"]},
-        shard=json.loads(os.environ["SHARD"]) if os.environ.get("SHARD") else None,
-        unavailable=unavailable,
-    )
+    try:
+        write_run_manifest(
+            pathlib.Path(run_dir),
+            profile,
+            filt,
+            int(total),
+            devices,
+            {"engine": os.environ["TIMING"], "framework": os.environ["FRAMEWORK_TIMING"]},
+            shard=json.loads(os.environ["SHARD"]) if os.environ.get("SHARD") else None,
+            unavailable=unavailable,
+        )
+    except OSError as e:
+        print(f"run: cannot write {pathlib.Path(run_dir) / 'run.json'}: {e.strerror or e}", file=sys.stderr)
+        return 1
     return 0
 
 

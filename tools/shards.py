@@ -25,7 +25,8 @@ import statistics
 import sys
 from collections import defaultdict
 
-from reports.results import MANIFEST, InputError
+from reports.results import MANIFEST, InputError, incomplete_reason, load_json
+from reports.results import read_manifest as read_manifest_file
 
 # Instances of one suite whose figures read state an earlier instance of the same process left:
 # task E's peer comparison divides by the engine's fused tokens/s that the alignment case of the
@@ -62,12 +63,12 @@ def instance_key(suite: str, device: str, name: str) -> str:
 def read_manifest(run_dir: pathlib.Path, label: str) -> dict:
     """A results directory's run.json; errors name the directory (label: the flag that named it)."""
     path = run_dir / MANIFEST
+    if not path.is_file():
+        raise InputError(f"{label}{run_dir}: no {MANIFEST} (not a tools/run results directory)")
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError as e:
-        raise InputError(f"{label}{run_dir}: no {MANIFEST} (not a tools/run results directory)") from e
-    except json.JSONDecodeError as e:
-        raise InputError(f"{label}{path}: malformed JSON ({e})") from e
+        return read_manifest_file(path)
+    except InputError as e:
+        raise InputError(f"{label}{e}") from e
 
 
 def read_costs(run_dir: pathlib.Path | None) -> dict[str, float]:
@@ -174,10 +175,33 @@ def plan_command(args: argparse.Namespace) -> int:
 # ---- merge
 
 
-def _manifest(run_dir: pathlib.Path) -> dict:
+SHARD_FIELDS = {
+    "index": int,
+    "count": int,
+    "listing_sha256": str,
+    "partition_sha256": str,
+    "listing": list,
+    "instances": list,
+}
+
+
+def _manifest(run_dir: pathlib.Path, allow_incomplete: bool = False) -> dict:
+    why = incomplete_reason(run_dir)
+    if why and not allow_incomplete:
+        raise InputError(
+            f"{why}; pass --allow-incomplete to merge it anyway (the merged run is then marked incomplete)"
+        )
     manifest = read_manifest(run_dir, "")
     if "shard" not in manifest:
         raise InputError(f"{run_dir}: not a shard ({MANIFEST} has no 'shard'; run with tools/run --shard K/N)")
+    shard = manifest["shard"]
+    wrong = [k for k, kind in SHARD_FIELDS.items() if not isinstance(shard, dict) or not isinstance(shard.get(k), kind)]
+    if wrong:
+        raise InputError(
+            f"{run_dir / MANIFEST}: 'shard' lacks or mistypes {', '.join(wrong)} (tools/run --shard writes them)"
+        )
+    if why:
+        manifest["incomplete"] = why
     return manifest
 
 
@@ -204,8 +228,10 @@ def _copy_tree(source: pathlib.Path, target: pathlib.Path) -> None:
         shutil.copy2(path, destination)
 
 
-def merge(run_dirs: list[pathlib.Path], out: pathlib.Path, allow_machines: bool = False) -> dict:
-    shards = [(d, _manifest(d)) for d in run_dirs]
+def merge(
+    run_dirs: list[pathlib.Path], out: pathlib.Path, allow_machines: bool = False, allow_incomplete: bool = False
+) -> dict:
+    shards = [(d, _manifest(d, allow_incomplete)) for d in run_dirs]
     _same(shards, "shard count", lambda m: m["shard"]["count"])
     _same(shards, "instance listing (profile, filter or build)", lambda m: m["shard"]["listing_sha256"])
     _same(shards, "partition (the cost table of --shard-costs)", lambda m: m["shard"]["partition_sha256"])
@@ -237,7 +263,7 @@ def merge(run_dirs: list[pathlib.Path], out: pathlib.Path, allow_machines: bool 
     found: dict[str, pathlib.Path] = {}
     for run_dir, manifest in shards:
         for path in sorted(run_dir.glob("*@*.json")):
-            data = json.loads(path.read_text())
+            data = load_json(path)
             context = data["context"]
             suite, device = context["fusebench_suite"], context["fusebench_device"]
             merged = files.setdefault(path.name, {"context": dict(context), "benchmarks": []})
@@ -298,6 +324,7 @@ def merged_manifest(shards: list[tuple[pathlib.Path, dict]]) -> dict:
             for k, v in e.get("framework_compiles", {}).items():
                 compiles = entry.setdefault("framework_compiles", {})
                 compiles[k] = round(compiles.get(k, 0) + v, 2)
+    failed = [e for _, m in shards for e in m.get("failed", [])]
     skipped = {}
     for _, m in shards:
         for e in m.get("skipped", []):
@@ -322,8 +349,12 @@ def merged_manifest(shards: list[tuple[pathlib.Path, dict]]) -> dict:
         ],
         "ran": sorted(ran.values(), key=lambda e: (devices.index(e["device"]) if e["device"] in devices else 0,)),
         "skipped": list(skipped.values()),
+        "failed": failed,
         "instances": [i for _, m in shards for i in m.get("instances", [])],
     }
+    incomplete = [m["incomplete"] for _, m in shards if m.get("incomplete")]
+    if incomplete:
+        manifest["incomplete"] = "merged from incomplete shards: " + "; ".join(incomplete)
     if "unavailable" in first:
         manifest["unavailable"] = first["unavailable"]
     return manifest
@@ -358,19 +389,27 @@ def main(argv: list[str] | None = None) -> int:
     join.add_argument("dirs", nargs="+", type=pathlib.Path)
     join.add_argument("--out", required=True, type=pathlib.Path)
     join.add_argument("--allow-machines", action="store_true", help="merge shards that ran on different machines")
+    join.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="merge shards whose runs did not finish (the merged run.json then says it is incomplete)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "plan":
             return plan_command(args)
         if args.command == "filter":
             return filter_command(args)
-        manifest = merge(args.dirs, args.out, args.allow_machines)
+        manifest = merge(args.dirs, args.out, args.allow_machines, args.allow_incomplete)
         instances = len(manifest["instances"])
         print(f"merge: {len(args.dirs)} shards, {instances} instances -> {args.out}")
         return 0
     except InputError as e:
-        print(f"{parser.prog}: {e}", file=sys.stderr)
+        print(f"{'run' if args.command != 'merge' else 'merge'}: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a full disk or a read-only --out: nothing was left under the final name
+        print(f"merge: cannot write {e.filename or args.out}: {e.strerror or e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

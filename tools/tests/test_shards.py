@@ -222,3 +222,48 @@ def test_merge_command_exits_2_with_the_reason(tmp_path, capsys):
     one = write_shard(tmp_path, 1, 2, keys)
     assert shards.main(["merge", str(one), "--out", str(tmp_path / "m")]) == 2
     assert "shard 2/2 missing" in capsys.readouterr().err
+
+
+def test_merge_names_a_truncated_shard_file(tmp_path, capsys):
+    keys = listing(12)
+    dirs = [write_shard(tmp_path, i, 2, keys) for i in (1, 2)]
+    victim = sorted(dirs[1].glob("*@*.json"))[0]
+    victim.write_text(victim.read_text()[:40])
+    assert shards.main(["merge", *map(str, dirs), "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("merge: ") and str(victim) in err and "malformed JSON" in err, err
+    assert not (tmp_path / "m").exists() and not (tmp_path / ".m.partial").exists()
+
+
+def test_merge_refuses_an_incomplete_shard_unless_allowed_and_then_says_so(tmp_path):
+    keys = listing(12)
+    dirs = [write_shard(tmp_path, i, 2, keys) for i in (1, 2)]
+    (dirs[0] / ".in-progress").write_text("tools/run pid 1 on node1, started 2026-12-05T00:00:00Z\n")
+    with pytest.raises(InputError, match=r"run in progress or one that was stopped.*--allow-incomplete"):
+        shards.merge(dirs, tmp_path / "merged")
+    manifest = shards.merge(dirs, tmp_path / "merged", allow_incomplete=True)
+    assert "merged from incomplete shards" in manifest["incomplete"]
+    assert str(dirs[0]) in manifest["incomplete"]
+
+
+@pytest.mark.parametrize(
+    ("shard", "wrong"), [("no", "index, count"), ({"index": 1, "count": "2"}, "count, listing_sha256")]
+)
+def test_merge_names_a_wrong_shaped_shard_description(tmp_path, shard, wrong):
+    keys = listing(12)
+    one = write_shard(tmp_path, 1, 2, keys)
+    manifest = json.loads((one / "run.json").read_text())
+    manifest["shard"] = shard
+    (one / "run.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match=f"'shard' lacks or mistypes {wrong}"):
+        shards.merge([one], tmp_path / "merged")
+
+
+def test_a_shard_from_the_environment_without_one_names_run_not_merge(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("SLURM_ARRAY_TASK_ID", raising=False)
+    monkeypatch.delenv("JOB_COMPLETION_INDEX", raising=False)
+    (tmp_path / "listing").write_text("a@cpu x\n")
+    args = ["--listing", str(tmp_path / "listing"), "--selected", str(tmp_path / "s"), "--describe", str(tmp_path / "d")]
+    assert shards.main(["plan", "--shard", "env/2", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("run: --shard env/2: neither") and "merge" not in err, err
