@@ -9,7 +9,7 @@ Usage: python -m tools.run_manifest RUN_DIR PROFILE FILTER SECONDS DEVICE... (TI
 SHARD and UNAVAILABLE from the environment, as tools/run sets them); exit 1 naming the file when it cannot
 be written.
        python -m tools.run_manifest --failures RUN_DIR: prints how many cases and suites of the run failed,
-exit 1 when any did (tools/run's exit status)."""
+exit 3 when any did (FAILED_CASES: tools/run's and tools/merge's exit status for a complete run with failures)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from reports.results import failures, load_results
 from tools.shards import machine_description
 
 ENTRIES = ".entries.tsv"
+FAILED_CASES = 3
 INSTANCES = ".instances.tsv"
 
 
@@ -97,7 +98,7 @@ def write_run_manifest(
 
 
 def report_failures(run_dir: pathlib.Path) -> int:
-    """Prints the run's failed cases and suites (the report lists them); 1 when there are any."""
+    """Prints the run's failed cases and suites (the report lists them); FAILED_CASES when there are any."""
     results = load_results(run_dir, allow_incomplete=True)
     cases, suites = failures(results), results.failed_suites()
     if not cases and not suites:
@@ -107,8 +108,8 @@ def report_failures(run_dir: pathlib.Path) -> int:
         places[f"{suite} on {device}"] = places.get(f"{suite} on {device}", 0) + 1
     parts = [f"{len(cases)} cases failed ({', '.join(f'{p}: {n}' for p, n in places.items())})"] if cases else []
     parts += [f"{suite} on {device} failed as a whole ({why})" for suite, device, why in suites]
-    print(f"run: {'; '.join(parts)}; listed in {run_dir / 'report.md'}", file=sys.stderr)
-    return 1
+    print(f"{'; '.join(parts)}; listed in {run_dir / 'report.md'}", file=sys.stderr)
+    return FAILED_CASES
 
 
 def main(argv: list[str]) -> int:

@@ -193,7 +193,7 @@ def test_a_suite_killed_mid_run_is_a_failed_result_and_the_run_goes_on(tmp_path)
     proc = tools_run(runs, "--filter", f"^(C1/dtype:f16/scalar:0\\.7/|{QUICK_FILTER[1:]})")
     os.kill(wait_for_suite(runs, "bench_data_movement"), signal.SIGKILL)
     code, _, err = finish(proc)
-    assert code == 1, err[-800:]
+    assert code == 3, err[-800:]
     assert "data_movement on cpu failed as a whole (killed by SIGKILL (signal 9))" in err
     run_dir = (runs / "latest").resolve()
     assert not (run_dir / ".in-progress").exists(), "a run whose report was written is complete"
