@@ -158,7 +158,7 @@ def with_failures(wording: Wording, failed: list[tuple[str, str]]) -> Wording:
     before = f"{wording.label} {wording.key_figure}".strip()
     return Wording(
         Outcome.INCONCLUSIVE,
-        f"{k} failed; on the {num_cases(judged)} judged: {before}",
+        f"{k} failed; on the {num_cases(judged)} judged: {before}" if judged else f"{k} failed; none judged",
         wording.condition or "the claim's condition over every case of the task",
         wording.evidence or wording.reason,
         (judged or 0) + k,

@@ -226,3 +226,23 @@ def test_a_run_whose_out_fills_up_fails_and_leaves_nothing_truncated(tmp_path):
         assert "No space left on device" in err or "cannot write" in err, err[-800:]
     finally:
         subprocess.run(["umount", str(mount)], check=True)
+
+
+@needs_suites
+def test_a_read_only_kernel_cache_fails_the_cases_that_need_a_new_kernel_and_says_so(tmp_path):
+    cache = tmp_path / "read-only-cache"
+    cache.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(cache)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here (root needed): {made.stderr.decode().strip()}")
+    try:
+        env = {**os.environ, "FUSEBENCH_KERNEL_CACHE": str(cache)}
+        code, _, err = finish(tools_run(tmp_path / "runs", "--filter", "^C1/dtype:f16/scalar:0\\.7/", env=env))
+    finally:
+        subprocess.run(["umount", str(cache)], check=True)
+    assert code == 3, err[-800:]
+    assert "cases failed (scalar_lowering on cpu: " in err
+    report = ((tmp_path / "runs" / "latest") / "report.md").read_text()
+    assert "Read-only file system" in report and "Failed: " in report
+    c1_row = next(line for line in report.splitlines() if line.startswith("| [C1]"))
+    assert "**INCONCLUSIVE** " in c1_row and "failed" in c1_row, c1_row
