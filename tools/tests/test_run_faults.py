@@ -8,6 +8,7 @@ Each asserts the exit status, the message, that no truncated file carries a fina
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -209,14 +210,22 @@ def test_a_suite_killed_mid_run_is_a_failed_result_and_the_run_goes_on(tmp_path)
     assert "**INCONCLUSIVE** suite failed" in d_row and "N/A" not in d_row, d_row
 
 
+@contextlib.contextmanager
+def tmpfs(path: pathlib.Path, options: str):
+    """A tmpfs mounted at path for the test (root only: skipped elsewhere)."""
+    path.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs -o {options} here (root needed): {made.stderr.decode().strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=True)
+
+
 @needs_suites
 def test_a_run_whose_out_fills_up_fails_and_leaves_nothing_truncated(tmp_path):
-    mount = tmp_path / "tiny"
-    mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24k", "tmpfs", str(mount)], capture_output=True)
-    if made.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (root needed): {made.stderr.decode().strip()}")
-    try:
+    with tmpfs(tmp_path / "tiny", "size=24k") as mount:
         code, out, err = finish(tools_run(mount, "--filter", QUICK_FILTER))
         assert code not in (0, 2), f"exit {code}\n{out[-600:]}\n{err[-600:]}"
         run_dir = only_run_dir(mount)
@@ -224,22 +233,13 @@ def test_a_run_whose_out_fills_up_fails_and_leaves_nothing_truncated(tmp_path):
         assert not (mount / "latest").exists(), "latest points at a run that could not be written"
         assert (run_dir / ".in-progress").exists() or (run_dir / "report.html").exists()
         assert "No space left on device" in err or "cannot write" in err, err[-800:]
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
 
 
 @needs_suites
 def test_a_read_only_kernel_cache_fails_the_cases_that_need_a_new_kernel_and_says_so(tmp_path):
-    cache = tmp_path / "read-only-cache"
-    cache.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(cache)], capture_output=True)
-    if made.returncode != 0:
-        pytest.skip(f"cannot mount a read-only tmpfs here (root needed): {made.stderr.decode().strip()}")
-    try:
+    with tmpfs(tmp_path / "read-only-cache", "ro,size=64k") as cache:
         env = {**os.environ, "FUSEBENCH_KERNEL_CACHE": str(cache)}
         code, _, err = finish(tools_run(tmp_path / "runs", "--filter", "^C1/dtype:f16/scalar:0\\.7/", env=env))
-    finally:
-        subprocess.run(["umount", str(cache)], check=True)
     assert code == 3, err[-800:]
     assert "cases failed (scalar_lowering on cpu: " in err
     report = ((tmp_path / "runs" / "latest") / "report.md").read_text()
