@@ -106,13 +106,16 @@ class FrameworkExecutor final : public engine::Executor {
     }
     if (const auto& recovered = reply.value("recovered", nlohmann::json()); recovered.is_object()) {
       // a corrupt compiled artifact in the framework's cache: moved aside, the graph recompiled
+      const std::string what = recovered.contains("action")
+                                   ? recovered.value("action", std::string("?"))
+                                   : fmt::format("moved {} aside to {} and recompiled the graph",
+                                                 recovered.value("moved", std::string("?")),
+                                                 recovered.value("to", std::string("?")));
       fmt::print(stderr,
-                 "fusebench: device {} ({}): a corrupt compiled artifact in {}'s cache ({}): moved "
-                 "{} aside to {} and recompiled the graph [repro: {}]\n",
+                 "fusebench: device {} ({}): a corrupt compiled artifact in {}'s cache ({}): {} "
+                 "[repro: {}]\n",
                  spec_.device, fused_ ? "fused" : "eager", spec_.framework,
-                 recovered.value("error", std::string("?")),
-                 recovered.value("moved", std::string("?")),
-                 recovered.value("to", std::string("?")), source.string());
+                 recovered.value("error", std::string("?")), what, source.string());
       engine::record_recovery("framework_cache_recovered");
     }
     for (std::size_t o = 0; o < graph.outputs().size(); ++o) {

@@ -19,7 +19,8 @@ Requests:
       -> {"ok": true, "run_ms", "compile_ms", "compiled", "evidence": {...}
           [, "digests": [one per run], "hash_s", "hash_threads"]
           [, "recovered": {"error", "moved", "to"}: a corrupt artifact in the framework's cache was
-             moved aside (renamed, never deleted) and the graph compiled once more]}
+             moved aside (renamed, never deleted) and the graph compiled once more; or {"error",
+             "action"}: the framework repaired it itself (backend.compile's state["recovered"])]}
   {"cmd": "stats"} -> {"ok": true, "compiles", "compile_s"}
   {"cmd": "quit", "stats": PATH} -> {"ok": true}: the session ends (a server's, or the process);
       its compile counts are appended to PATH ($FUSEBENCH_WORKER_STATS when not given) first
@@ -212,6 +213,15 @@ class Worker:
                             if recovered is None:
                                 raise
                             state, elapsed = self._compile(fn, settings, inputs)
+                        if isinstance(state, dict) and state.get("recovered"):
+                            # the framework repaired an unreadable cache entry itself (JAX)
+                            recovered = state["recovered"]
+                            print(
+                                f"fusebench {self.args.backend} worker: a corrupt compiled artifact "
+                                f"({recovered['error']}): {recovered['action']}",
+                                file=sys.stderr,
+                                flush=True,
+                            )
                         compile_ms = elapsed * 1e3
                         compiles += 1
                         compile_s += elapsed

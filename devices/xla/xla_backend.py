@@ -17,6 +17,7 @@ import hashlib
 import os
 import re
 import sys
+import warnings
 
 import fusebench_arrays as arrays
 import jax
@@ -140,17 +141,36 @@ class _Stages:
         return args
 
 
+# What JAX warns when an entry of its persistent cache cannot be read (a corrupt or truncated file):
+# it compiles the graph anew and overwrites the entry itself, so the case goes on; the run says so.
+_UNREADABLE_CACHE_ENTRY = "Error reading persistent compilation cache entry"
+
+
 def compile(fn, settings, inputs):
     options = settings.get("xla", {})
     compiled = []
     args = inputs
-    # graph_fn.stages: a split after an op (the emitted module says where); else graph_fn whole
-    for stage in getattr(fn, "stages", [fn]):
-        lowered = jax.jit(stage).lower(*args)
-        compiled.append(lowered.compile(compiler_options=options) if options else lowered.compile())
-        if len(compiled) < len(getattr(fn, "stages", [fn])):
-            args = compiled[-1](*args)  # the next stage is lowered for these values
-    return {"fn": compiled[0] if len(compiled) == 1 else _Stages(compiled), "stages": compiled, "options": options}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        # graph_fn.stages: a split after an op (the emitted module says where); else graph_fn whole
+        for stage in getattr(fn, "stages", [fn]):
+            lowered = jax.jit(stage).lower(*args)
+            compiled.append(lowered.compile(compiler_options=options) if options else lowered.compile())
+            if len(compiled) < len(getattr(fn, "stages", [fn])):
+                args = compiled[-1](*args)  # the next stage is lowered for these values
+    unreadable = []
+    for w in caught:
+        if str(w.message).startswith(_UNREADABLE_CACHE_ENTRY):
+            unreadable.append(str(w.message))
+        else:  # every other warning as it would have been shown
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    state = {"fn": compiled[0] if len(compiled) == 1 else _Stages(compiled), "stages": compiled, "options": options}
+    if unreadable:
+        state["recovered"] = {
+            "error": unreadable[0][:500],
+            "action": f"JAX compiled the graph anew and overwrote the entry ({len(unreadable)} unreadable)",
+        }
+    return state
 
 
 def call(state, inputs, settings):

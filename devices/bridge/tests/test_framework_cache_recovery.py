@@ -29,14 +29,16 @@ def needs_torch():
         pytest.skip(f"torch is not importable from {sys.executable}: {e}")
 
 
-def run_case(tmp_path: pathlib.Path, cache: pathlib.Path, name: str, **env_extra) -> tuple[dict, str]:
+def run_case(
+    tmp_path: pathlib.Path, cache: pathlib.Path, name: str, device: str = "torch", **env_extra
+) -> tuple[dict, str]:
     binary = BIN / "bench_scalar_lowering"
     assert binary.exists(), f"{binary} is missing: build it with tools/build release"
     out = tmp_path / f"{name}.json"
     env = {k: v for k, v in os.environ.items() if k != "FUSEBENCH_WORKER_DIR"}  # a worker of its own
     env.update(TORCHINDUCTOR_CACHE_DIR=str(cache), **env_extra)
     done = subprocess.run(
-        [str(binary), "--device=torch", f"--benchmark_filter={FILTER}", "--benchmark_min_time=0.001",
+        [str(binary), f"--device={device}", f"--benchmark_filter={FILTER}", "--benchmark_min_time=0.001",
          f"--benchmark_out={out}", "--benchmark_out_format=json"],
         env=env, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
@@ -87,3 +89,25 @@ def test_a_second_failure_is_an_error(tmp_path):
     assert "invalid ELF header" in message and "the second failure" in message and ".corrupt-" in message, (
         f"the error does not name both failures and the moved entry: {message}"
     )
+
+
+def test_an_unreadable_jax_cache_entry_is_recompiled_and_the_case_says_so(tmp_path):
+    """JAX repairs an unreadable entry of its persistent cache itself (it warns, compiles anew and
+    overwrites the entry); the worker catches the warning so that the case says so."""
+    try:
+        import jax  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"jax is not importable from {sys.executable}: {e}")
+    cache = tmp_path / "jax"
+    first, _ = run_case(tmp_path, tmp_path / "inductor", "xla-cold", device="xla", JAX_COMPILATION_CACHE_DIR=str(cache))
+    assert not first.get("error_occurred"), first.get("error_message")
+    entries = sorted(p for p in cache.rglob("*") if p.is_file())
+    assert entries, f"JAX left no entry in {cache}"
+    for entry in entries:
+        entry.write_bytes(os.urandom(256))
+    case, stderr = run_case(
+        tmp_path, tmp_path / "inductor", "xla-corrupt", device="xla", JAX_COMPILATION_CACHE_DIR=str(cache)
+    )
+    assert not case.get("error_occurred"), f"the case failed on a corrupt cache: {case.get('error_message')}"
+    assert case.get("framework_cache_recovered", 0) >= 1, f"the case does not say it recovered: {case}"
+    assert "Error reading persistent compilation cache entry" in stderr and "JAX compiled the graph anew" in stderr
