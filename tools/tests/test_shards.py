@@ -263,7 +263,14 @@ def test_a_shard_from_the_environment_without_one_names_run_not_merge(tmp_path, 
     monkeypatch.delenv("SLURM_ARRAY_TASK_ID", raising=False)
     monkeypatch.delenv("JOB_COMPLETION_INDEX", raising=False)
     (tmp_path / "listing").write_text("a@cpu x\n")
-    args = ["--listing", str(tmp_path / "listing"), "--selected", str(tmp_path / "s"), "--describe", str(tmp_path / "d")]
+    args = [
+        "--listing",
+        str(tmp_path / "listing"),
+        "--selected",
+        str(tmp_path / "s"),
+        "--describe",
+        str(tmp_path / "d"),
+    ]
     assert shards.main(["plan", "--shard", "env/2", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("run: --shard env/2: neither") and "merge" not in err, err
