@@ -48,7 +48,9 @@ def first_screen_line(device: str, evidence: list[dict]) -> str | None:
     counterexamples = [c for e in evidence for c in e.get("counterexamples", [])]
     chain_of = {id(c): e.get("chain", "?") for e in evidence for c in e.get("counterexamples", [])}
     if not counterexamples:
-        return f"{device}: 0 counter-examples" + _not_counted(evidence)
+        sets = sum(int((e.get("per_set") or {}).get("sets") or 0) for e in evidence)
+        judged = f" in {num(sets)} input sets" if sets else ""
+        return f"{device}: 0 counter-examples{judged}" + _not_counted(evidence)
     groups: dict[tuple[str, ...], list[dict]] = {}
     by_status: dict[str, list[dict]] = {s: [] for s in STATUSES}
     for c in counterexamples:
@@ -140,19 +142,23 @@ def is_localised(c: dict) -> bool:
 
 
 def _not_counted(evidence: list[dict]) -> str:
-    """What the evidence sets beside the counter-examples, never counted among them: ULP-only
+    """What the evidence sets beside the counter-examples, never counted among them (those it found): ULP-only
     differences at cancellation, and sets where both paths miss fp64 far beyond the bound."""
 
     def count(key: str) -> int:
         return sum(int((e.get(key) or {}).get("count") or 0) for e in evidence)
 
-    if not any(key in e for e in evidence for key in ("at_cancellation", "shared_errors")):
-        return ""
-    return (
-        f" — not counter-examples: {num(count('at_cancellation'))} sets worse fused in ULP only, at cancellation "
-        f"(neither path accurate); {num(count('shared_errors'))} sets where both paths miss fp64 far beyond the "
-        "bound (the kernels', not fusion's)"
-    )
+    parts = []
+    if count("at_cancellation"):
+        parts.append(
+            f"{num(count('at_cancellation'))} sets worse fused in ULP only, at cancellation (neither path accurate)"
+        )
+    if count("shared_errors"):
+        parts.append(
+            f"{num(count('shared_errors'))} sets where both paths miss fp64 far beyond the bound "
+            "(the kernels', not fusion's)"
+        )
+    return " — not counter-examples: " + "; ".join(parts) if parts else ""
 
 
 def counts_table(evidence: list[dict]) -> tuple[list[str], list[list]]:

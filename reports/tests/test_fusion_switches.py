@@ -147,6 +147,9 @@ def test_first_screen_line_counts_each_outcome(synthetic_run):
         " — not counter-examples: 251 sets worse fused in ULP only, at cancellation (neither path accurate); "
         "12 sets where both paths miss fp64 far beyond the bound (the kernels', not fusion's)"
     )
+    nothing_beside = {**beside, "at_cancellation": {"count": 0}, "shared_errors": {"count": 0}}
+    clean = {**nothing_beside, "per_set": {"sets": 100}}
+    assert attribution.first_screen_line("torch", [clean]) == "torch: 0 counter-examples in 100 input sets"
 
 
 def test_mechanism_cell_of_each_status():
