@@ -160,7 +160,7 @@ def render(
     )
     line = run_line(results)
     failed = failures(results)
-    failed_suites = [(su, dev, why) for su, dev, why in results.failed_suites()]
+    failed_suites = results.failed_suites()
     if failed_suites:
         attribution_lines.insert(
             0,

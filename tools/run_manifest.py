@@ -13,6 +13,7 @@ exit 3 when any did (FAILED_CASES: tools/run's and tools/merge's exit status for
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import pathlib
@@ -103,9 +104,7 @@ def report_failures(run_dir: pathlib.Path) -> int:
     cases, suites = failures(results), results.failed_suites()
     if not cases and not suites:
         return 0
-    places: dict[str, int] = {}
-    for suite, device, _, _ in cases:
-        places[f"{suite} on {device}"] = places.get(f"{suite} on {device}", 0) + 1
+    places = collections.Counter(f"{suite} on {device}" for suite, device, _, _ in cases)
     parts = [f"{len(cases)} cases failed ({', '.join(f'{p}: {n}' for p, n in places.items())})"] if cases else []
     parts += [f"{suite} on {device} failed as a whole ({why})" for suite, device, why in suites]
     print(f"{'; '.join(parts)}; listed in {run_dir / 'report.md'}", file=sys.stderr)
