@@ -113,16 +113,13 @@ class Section:
     body: list[tuple[list[str], list[str]]] = field(default_factory=list)
     device: str = "cpu"
     show_device: bool = False
-    # verdicts given and not yet recorded (settle)
-    pending: list[tuple[str, str | None, str, Wording]] = field(default_factory=list)
-
-    def _device_tag(self) -> str:
-        return f" [{self.device}]" if self.show_device else ""
+    # verdicts given and not yet recorded (settle), each with the device it was given for
+    pending: list[tuple[str, str | None, str, Wording, str, bool]] = field(default_factory=list)
 
     def verdict(self, claim: str, member: str | None, statement: str, wording: Wording):
         """A verdict: the claim in words, its outcome, then what decided it (the matrix reads it too).
         Held until settle(), when the failed cases that bear on it are known."""
-        self.pending.append((claim, member, statement, wording))
+        self.pending.append((claim, member, statement, wording, self.device, self.show_device))
 
     def settle(self, failed: list[tuple[str, str]] = ()):
         """Records the verdicts given since the last settle (the current device's), each with the failed
@@ -130,16 +127,16 @@ class Section:
         that name it; a claim without members, all of them; and a failure that names no member of the
         section bears on every verdict."""
         failed = list(failed)
-        members = {m for _, m, _, _ in self.pending if m}
+        members = {m for _, m, *_ in self.pending if m}
         unplaced = [f for f in failed if not failures_of_any(members, [f])]
-        for claim, member, statement, wording in self.pending:
+        for claim, member, statement, wording, device, show_device in self.pending:
             bearing = failed if member is None else failures_of_any({member}, failed) + unplaced
-            self._record(claim, member, statement, with_failures(wording, bearing))
+            self._record(claim, member, statement, with_failures(wording, bearing), device, show_device)
         self.pending = []
 
-    def _record(self, claim: str, member: str | None, statement: str, wording: Wording):
-        self.doc.verdicts.append(Cell(self.task, claim, member, statement, wording, self.device))
-        label = f"{statement}{self._device_tag()}: {wording.label}."
+    def _record(self, claim: str, member: str | None, statement: str, wording: Wording, device: str, show_device: bool):
+        self.doc.verdicts.append(Cell(self.task, claim, member, statement, wording, device))
+        label = f"{statement}{f' [{device}]' if show_device else ''}: {wording.label}."
         text = wording.sentence()
         self.verdicts.append(
             (

@@ -75,3 +75,15 @@ def test_the_report_lists_failed_cases_and_the_verdict_says_so(tmp_path):
     assert "Failed cases: 1 cases of this task errored" in section
     assert f"| D/subgraph:transpose/dtype:bf16/shape:2x16x32/device:cpu | {WORKER_DIED} |" in section
     assert "no such layout" not in section.split("Failed cases", 1)[1]  # the n/a is not a failure
+
+
+def test_a_verdict_keeps_the_device_it_was_given_for_until_settled(tmp_path):
+    doc = Document(tmp_path)
+    section = doc.section("E", "E — training")
+    na = Wording(Outcome.NA, "not run", reason="the training suite did not run")
+    for device in ("cpu", "torch", "xla"):  # as E's not-run path gives them: one settle for all
+        section.device, section.show_device = device, True
+        section.verdict("E-gap", None, "training metrics align", na)
+    section.settle()
+    assert [cell.device for cell in doc.verdicts] == ["cpu", "torch", "xla"]
+    assert [md[0].split("]")[0].split("[")[-1] for md, _ in section.verdicts] == ["cpu", "torch", "xla"]
