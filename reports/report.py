@@ -90,15 +90,20 @@ def failed_cases(result) -> list[dict]:
     return [b for b in result.data.get("benchmarks", []) if is_failure(b)]
 
 
-def render(
-    results_dir: pathlib.Path, allow_incomplete: bool = False, completing: bool = False
-) -> tuple[pathlib.Path, pathlib.Path]:
+def load(results_dir: pathlib.Path, allow_incomplete: bool = False, completing: bool = False) -> Results:
+    """The run as the report reads it: what is not what the run wrote becomes failures (Results.integrity)."""
     if not results_dir.is_dir():
         raise ResultsError(f"{results_dir}: not a results directory")
     try:
-        results = load_results(results_dir, allow_incomplete, completing)
+        return load_results(results_dir, allow_incomplete, completing, strict=False)
     except InputError as err:
         raise ResultsError(str(err)) from err
+
+
+def render(
+    results_dir: pathlib.Path, allow_incomplete: bool = False, completing: bool = False, results: Results | None = None
+) -> tuple[pathlib.Path, pathlib.Path]:
+    results = results or load(results_dir, allow_incomplete, completing)
     doc = Document(results_dir)
     for task, render_task in SECTIONS:
         ran = [device for device in results.devices if results.get(task.suite, device) is not None]
@@ -172,6 +177,17 @@ def render(
                 next((t.id for t, _ in SECTIONS if t.suite == failed_suites[0][0]), failed_suites[0][0]),
             ),
         )
+    if results.integrity:
+        first = results.integrity[0]
+        attribution_lines.insert(
+            0,
+            (
+                f"Results integrity: {len(results.integrity)} "
+                f"{'problem makes' if len(results.integrity) == 1 else 'problems make'} the verdicts they bear on "
+                f"INCONCLUSIVE (not what the run wrote); first: {first}",
+                next((t.id for t, _ in SECTIONS if (t.suite + "@") in first.file), SECTIONS[0][0].id),
+            ),
+        )
     if failed:
         by_place: dict[str, int] = {}
         for suite, device, _, _ in failed:
@@ -226,7 +242,8 @@ def main(argv=None) -> int:
     parser.add_argument("--completing", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
-        md_path, html_path = render(args.results_dir, args.allow_incomplete, args.completing)
+        results = load(args.results_dir, args.allow_incomplete, args.completing)
+        md_path, html_path = render(args.results_dir, results=results)
     except ResultsError as err:
         print(f"report: error: {err}", file=sys.stderr)
         return 2
@@ -234,7 +251,12 @@ def main(argv=None) -> int:
         print(f"report: error: cannot write {err.filename or args.results_dir}: {err.strerror or err}", file=sys.stderr)
         return 1
     print(f"report: {md_path}\nreport: {html_path}")
-    return 0
+    problems = results.integrity
+    for problem in problems:
+        print(f"report: results integrity: {problem}", file=sys.stderr)
+    # A run's own report counts these as failed cases (tools.run_manifest --failures: exit 3); a report of a
+    # directory read afterwards is bad input.
+    return 2 if problems and not args.completing else 0
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import pathlib
 import re
 from dataclasses import dataclass, field
 
+from reports import integrity
+
 MANIFEST = "run.json"
 IN_PROGRESS = ".in-progress"
 # What the report writes beside the suites' files (reports/fusion_switches.py): not results, and a
@@ -92,6 +94,7 @@ class Results:
     devices: list[str] = field(default_factory=list)
     whole_run: bool = True  # False when loaded from single files: nothing can be said about other suites
     incomplete: str | None = None  # why the run directory is incomplete, when it was read anyway
+    integrity: list = field(default_factory=list)  # what is not what the run wrote (reports/integrity.py)
 
     def get(self, suite: str, device: str) -> SuiteResult | None:
         return self.by_key.get((suite, device))
@@ -176,9 +179,16 @@ def suite_files(path: pathlib.Path) -> list[pathlib.Path]:
     return sorted(p for p in path.glob("*.json") if p.name != MANIFEST and not p.name.startswith(DERIVED_PREFIXES))
 
 
-def load_results(target: str | pathlib.Path, allow_incomplete: bool = False, completing: bool = False) -> Results:
+def load_results(
+    target: str | pathlib.Path, allow_incomplete: bool = False, completing: bool = False, strict: bool = True
+) -> Results:
     """A results directory, or one suite JSON file. An incomplete run directory (incomplete_reason) is an
-    IncompleteRun unless allow_incomplete; read anyway, its Results.incomplete says why."""
+    IncompleteRun unless allow_incomplete; read anyway, its Results.incomplete says why.
+
+    Results that are not what the run wrote (reports/integrity.py) are an IntegrityError when strict (compare,
+    gate, merge: nothing is decided from them). Not strict (the report), each problem becomes a failure that the
+    verdicts it bears on name: a file that is not the run's is a suite that failed as a whole (its rows unread);
+    a duplicated case or a counter outside its domain is a failed case. Results.integrity lists them."""
     path = pathlib.Path(target)
     manifest = None
     incomplete = None
@@ -211,7 +221,71 @@ def load_results(target: str | pathlib.Path, allow_incomplete: bool = False, com
             )
         by_key[(suite, device)] = SuiteResult(suite, device, f, data)
     devices = list(dict.fromkeys((manifest or {}).get("devices", []) + sorted({d for _, d in by_key})))
-    return Results(root, by_key, manifest, devices or ["cpu"], path.is_dir(), incomplete)
+    results = Results(root, by_key, manifest, devices or ["cpu"], path.is_dir(), incomplete)
+    problems = check_integrity(results)
+    if problems and strict:
+        raise IntegrityError(integrity.summary(problems), problems)
+    if problems:
+        apply_integrity_problems(results, problems)
+    return results
+
+
+class IntegrityError(InputError):
+    """Results that are not what the run wrote; .problems names each (file, case, field, why)."""
+
+    def __init__(self, message: str, problems: list[integrity.Problem]):
+        super().__init__(message)
+        self.problems = problems
+
+
+def check_integrity(results: Results) -> list[integrity.Problem]:
+    problems = []
+    if results.whole_run:
+        contexts = {r.path.name: r.context for r in results.by_key.values()}
+        problems += integrity.file_problems(results.root, results.manifest, contexts)
+        problems += integrity.ran_without_file(
+            results.manifest, set(results.by_key), lambda suite, device: f"{suite}@{file_device_name(device)}.json"
+        )
+    for r in results.by_key.values():
+        problems += integrity.row_problems(r.path.name, r.data.get("benchmarks", []))
+    return problems
+
+
+def apply_integrity_problems(results: Results, problems: list[integrity.Problem]) -> None:
+    """Each problem made a failure the verdicts name (load_results, not strict)."""
+    results.integrity = problems
+    manifest = results.manifest = results.manifest if results.manifest is not None else {"failed": []}
+    manifest.setdefault("failed", [])
+    by_file = {r.path.name: key for key, r in results.by_key.items()}
+    for p in problems:
+        if p.case is not None:
+            continue
+        key = by_file.get(p.file)
+        if key is None:  # a file that is missing: its suite, when run.json names it, failed
+            suite, _, device = p.file.removesuffix(".json").partition("@")
+            ran = {(e["suite"], file_device_name(e["device"])): e["device"] for e in manifest.get("ran", [])}
+            key = (suite, ran.get((suite, device), device))
+        results.by_key.pop(key, None)
+        manifest["failed"] = [e for e in manifest["failed"] if (e["suite"], e["device"]) != key]
+        manifest["failed"].append({"suite": key[0], "device": key[1], "reason": f"results integrity: {p}"})
+    for r in results.by_key.values():
+        benchmarks = r.data.get("benchmarks", [])
+        kept, seen = [], {}
+        for b in benchmarks:
+            key = (b.get("name"), b.get("run_type", "iteration"), b.get("aggregate_name"), b.get("repetition_index"))
+            if key in seen:  # the first row stands for the case, marked failed below
+                continue
+            seen[key] = b
+            kept.append(b)
+        r.data["benchmarks"] = kept
+        for p in problems:
+            if p.file != r.path.name or p.case is None:
+                continue
+            for b in kept:
+                if b.get("name") == p.case and integrity.is_read_row(b):
+                    b["error_occurred"] = True
+                    previous = b.get("error_message", "")
+                    b["error_message"] = f"results integrity: {p}" + (f"; {previous}" if previous else "")
 
 
 def dump_dir(result: SuiteResult) -> pathlib.Path:

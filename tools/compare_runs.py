@@ -28,7 +28,7 @@ import re
 import statistics
 import sys
 
-from reports.results import InputError, load_results, plain, seconds
+from reports.results import InputError, Results, load_results, plain, seconds
 
 GBENCH_DIR = pathlib.Path("/usr/share/benchmark")
 THRESHOLDS = pathlib.Path(__file__).resolve().parent / "thresholds.json"
@@ -235,6 +235,51 @@ def load_settings(path: pathlib.Path) -> dict:
         raise InputError(f"{path}: cannot read the thresholds ({e})") from e
 
 
+def run_profiles(results: Results, keys) -> dict[str, list[str]]:
+    """profile -> the suites (on their devices) that ran it, as their contexts say (run.json's as a fallback)."""
+    out: dict[str, list[str]] = {}
+    fallback = (results.manifest or {}).get("profile")
+    for suite, device in keys:
+        profile = results.by_key[(suite, device)].context.get("fusebench_profile") or fallback or "unknown"
+        out.setdefault(profile, []).append(f"{suite} on {device}")
+    return out
+
+
+def provenance(results: Results, field: str) -> set[str]:
+    values = {r.context.get(field) for r in results.by_key.values()}
+    if field == "git_revision" and results.manifest and results.manifest.get("git_revision"):
+        values.add(results.manifest["git_revision"])
+    return {v for v in values if v}
+
+
+def check_comparable(base: Results, contender: Results, common: list[tuple[str, str]]) -> None:
+    """Refuses runs that measured different things (InputError, exit 2); says where commits or machines differ."""
+    base_profiles, contender_profiles = run_profiles(base, common), run_profiles(contender, common)
+    if len(base_profiles) != 1 or base_profiles.keys() != contender_profiles.keys():
+        raise InputError(
+            "the runs ran different profiles (different numbers of sets, sizes and repetitions, so their figures "
+            "differ by design): base "
+            + "; ".join(f"{p} ({', '.join(w)})" for p, w in base_profiles.items())
+            + ", contender "
+            + "; ".join(f"{p} ({', '.join(w)})" for p, w in contender_profiles.items())
+            + "; compare runs of one profile"
+        )
+    cases = 0
+    for key in common:
+        a = {b["name"] for b in plain(base.by_key[key].data.get("benchmarks", []))}
+        b = {b["name"] for b in plain(contender.by_key[key].data.get("benchmarks", []))}
+        cases += len(a & b)
+    if not cases:
+        raise InputError(
+            f"no case in common: the runs share {len(common)} suite(s) ({', '.join(f'{s} on {d}' for s, d in common)}) "
+            "but no benchmark of the same name (different filters?); nothing to compare"
+        )
+    for field, what in (("git_revision", "commits"), ("host_name", "machines"), ("cpu_model", "processors")):
+        a, b = provenance(base, field), provenance(contender, field)
+        if a and b and a != b:
+            print(f"compare: the runs differ in {what}: base {', '.join(sorted(a))}; contender {', '.join(sorted(b))}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("base")
@@ -268,6 +313,7 @@ def main(argv=None) -> int:
         common = [k for k in base_runs.by_key if k in contender_runs.by_key]
         if not common:
             raise InputError(f"no suite and device in common between {args.base} and {args.contender}")
+        check_comparable(base_runs, contender_runs, common)
         time_regressions = precision_regressions = 0
         for suite, device in common:
             a, b = base_runs.by_key[(suite, device)], contender_runs.by_key[(suite, device)]
