@@ -49,10 +49,11 @@ ROW_FIELDS = frozenset(
 # unknown is written -1 by its suite and is not named here (`sources_differ`, `instructions_differ`).
 COUNT = re.compile(
     r"^(sets|kernels|compiles|mismatches|interleaved_rounds|interleaved_fused_wins|bytes_moved|bytes_copied"
-    r"|.*counterexamples.*|.*_count|n_.*)$"
+    r"|.*counterexamples.*|.*_count|.*_rounds|.*_wins|n_.*)$"
 )
-# Counters that are shares of a whole: within [0, 1].
-SHARE = re.compile(r"(^|_)frac(_|$)|^fused_le_eager_|^bit_equal$|^promoted$|(^|_)share(_|$)")
+# Counters that are fractions of a whole (of elements, sets or cases): within [0, 1]. A speed's share of the copy
+# is not one: a kernel may outrun the copy it is set against.
+FRACTION = re.compile(r"(^|_)frac(_|$)|^fused_le_eager_|^bit_equal$|^promoted$")
 PROFILES = ("quick", "full")  # what tools/run's --profile takes, and what the suites write
 # Timings and rates Google Benchmark computes: finite and never negative.
 NONNEGATIVE_FIELDS = ("real_time", "cpu_time", "bytes_per_second", "items_per_second", "iterations")
@@ -102,16 +103,21 @@ def counter_problem(name: str, value) -> str | None:
             return f"{value:g}: a count cannot be negative"
         if value != int(value):
             return f"{value:g}: a count must be whole"
-    if SHARE.search(name) and not 0 <= value <= 1:
-        return f"{value:g}: a share must lie within [0, 1]"
+    if FRACTION.search(name) and not 0 <= value <= 1:
+        return f"{value:g}: a fraction must lie within [0, 1]"
     if name in NONNEGATIVE_FIELDS and value < 0:
         return f"{value:g}: cannot be negative"
     return None
 
 
+def case_of(b: dict) -> str:
+    """The case a row belongs to: its repetitions and their aggregates share Google Benchmark's run_name."""
+    return b.get("run_name", b["name"])
+
+
 def row_problems(file: str, benchmarks: list) -> list[Problem]:
-    """Duplicated cases and counters outside their domain, in one suite file's rows."""
-    problems = []
+    """Duplicated cases and counters outside their domain, in one suite file's rows (each named once per case)."""
+    problems: list[Problem] = []
     seen: set[tuple] = set()
     for b in benchmarks:
         if not isinstance(b, dict) or not isinstance(b.get("name"), str):
@@ -119,7 +125,7 @@ def row_problems(file: str, benchmarks: list) -> list[Problem]:
             continue
         key = (b["name"], b.get("run_type", "iteration"), b.get("aggregate_name"), b.get("repetition_index"))
         if key in seen:
-            problems.append(Problem(file, b["name"], None, "the case appears twice in this file"))
+            problems.append(Problem(file, case_of(b), None, "the case appears twice in this file"))
         seen.add(key)
         if not is_read_row(b) or b.get("error_occurred"):
             continue
@@ -128,8 +134,8 @@ def row_problems(file: str, benchmarks: list) -> list[Problem]:
                 continue
             why = counter_problem(name, value)
             if why:
-                problems.append(Problem(file, b["name"], name, why))
-    return problems
+                problems.append(Problem(file, case_of(b), name, why))
+    return list(dict.fromkeys(problems))
 
 
 def file_problems(run_dir: pathlib.Path, manifest: dict | None, contexts: dict[str, dict]) -> list[Problem]:

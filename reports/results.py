@@ -278,14 +278,18 @@ def apply_integrity_problems(results: Results, problems: list[integrity.Problem]
             seen[key] = b
             kept.append(b)
         r.data["benchmarks"] = kept
+        by_case: dict[str, list[str]] = {}
         for p in problems:
-            if p.file != r.path.name or p.case is None:
-                continue
-            for b in kept:
-                if b.get("name") == p.case and integrity.is_read_row(b):
-                    b["error_occurred"] = True
-                    previous = b.get("error_message", "")
-                    b["error_message"] = f"results integrity: {p}" + (f"; {previous}" if previous else "")
+            if p.file == r.path.name and p.case is not None:
+                by_case.setdefault(p.case, []).append(str(p))
+        for case, why in by_case.items():
+            # the rows the claims read for the case: its median when repetitions were aggregated, else its run
+            rows_of_case = [b for b in kept if integrity.case_of(b) == case and integrity.is_read_row(b)]
+            medians = [b for b in rows_of_case if b.get("aggregate_name") == "median"]
+            for b in medians or rows_of_case:
+                previous = b.get("error_message", "") if b.get("error_occurred") else ""
+                b["error_occurred"] = True
+                b["error_message"] = "results integrity: " + "; ".join(why) + (f"; {previous}" if previous else "")
 
 
 def dump_dir(result: SuiteResult) -> pathlib.Path:

@@ -25,7 +25,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-from reports.results import MANIFEST, InputError, incomplete_reason, load_json
+from reports.results import MANIFEST, InputError, incomplete_reason, load_json, load_results
 from reports.results import read_manifest as read_manifest_file
 
 # Instances of one suite whose figures read state an earlier instance of the same process left:
@@ -232,6 +232,8 @@ def merge(
     run_dirs: list[pathlib.Path], out: pathlib.Path, allow_machines: bool = False, allow_incomplete: bool = False
 ) -> dict:
     shards = [(d, _manifest(d, allow_incomplete)) for d in run_dirs]
+    for run_dir, _ in shards:  # files that are not what the shard's run wrote: IntegrityError naming them
+        load_results(run_dir, allow_incomplete=allow_incomplete)
     _same(shards, "shard count", lambda m: m["shard"]["count"])
     _same(shards, "instance listing (profile, filter or build)", lambda m: m["shard"]["listing_sha256"])
     _same(shards, "partition (the cost table of --shard-costs)", lambda m: m["shard"]["partition_sha256"])

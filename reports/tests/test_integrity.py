@@ -81,7 +81,7 @@ def test_a_clean_run_with_identity_reads_as_before(run):
         ("mismatches", float("nan"), "field mismatches: NaN where a number is expected"),
         ("bit_equal", float("inf"), "field bit_equal: +∞ where a finite number is expected"),
         ("mismatches", -3, "field mismatches: -3: a count cannot be negative"),
-        ("bit_equal", 1.5, "field bit_equal: 1.5: a share must lie within [0, 1]"),
+        ("bit_equal", 1.5, "field bit_equal: 1.5: a fraction must lie within [0, 1]"),
     ],
 )
 def test_a_counter_outside_its_domain_is_inconclusive_and_named(run, capsys, field, value, words):
@@ -182,3 +182,19 @@ def test_compare_says_when_commits_differ(tmp_path, capsys):
     (contender / "run.json").write_text(json.dumps(manifest | {"git_revision": "feedfacecafe"}))
     compare_runs.main([str(base), str(contender)])
     assert "compare: the runs differ in commits: base" in capsys.readouterr().out
+
+
+def test_merge_refuses_a_shard_whose_counter_was_edited(tmp_path):
+    from tools import shards
+    from tools.tests.test_shards import listing, write_shard
+
+    keys = listing(24)
+    dirs = [write_shard(tmp_path, i, 3, keys) for i in (1, 2, 3)]
+    planted = sorted(dirs[1].glob("*@*.json"))[0]
+    data = json.loads(planted.read_text())
+    data["benchmarks"][0]["ulp_max"] = float("nan")
+    planted.write_text(json.dumps(data))
+    case = data["benchmarks"][0]["name"]
+    with pytest.raises(IntegrityError, match=f"{planted.name}: case {case}: field ulp_max: NaN"):
+        shards.merge(dirs, tmp_path / "merged")
+    assert not (tmp_path / "merged").exists()
