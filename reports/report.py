@@ -23,7 +23,7 @@ import sys
 from reports import claims, fusion_switches
 from reports.document import Document, Section, anchor
 from reports.matrix import matrix_reason, verdict_table
-from reports.results import InputError, Results, failures, is_failure, load_results
+from reports.results import INTEGRITY_PREFIX, InputError, Results, failures, is_failure, load_results
 from reports.runline import run_line
 from reports.sections import a, attribution, b, c1, c2, c3, d, e, engine, gpu_mechanisms, s, show
 
@@ -164,8 +164,9 @@ def render(
         else ""
     )
     line = run_line(results)
-    failed = failures(results)
-    failed_suites = results.failed_suites()
+    # what integrity made failures is said once, on its own line below
+    failed = [f for f in failures(results) if not f[3].startswith(INTEGRITY_PREFIX)]
+    failed_suites = [f for f in results.failed_suites() if not f[2].startswith(INTEGRITY_PREFIX)]
     if failed_suites:
         attribution_lines.insert(
             0,
@@ -197,7 +198,7 @@ def render(
         attribution_lines.insert(
             0,
             (
-                f"Failed: {len(failed)} cases errored ("
+                f"Failed: {len(failed)} {'case' if len(failed) == 1 else 'cases'} errored ("
                 + ", ".join(f"{place}: {n}" for place, n in by_place.items())
                 + f"); first error: {first}",
                 next((t.id for t, _ in SECTIONS if t.suite == failed[0][0]), failed[0][0]),

@@ -230,6 +230,9 @@ def load_results(
     return results
 
 
+INTEGRITY_PREFIX = "results integrity: "  # the error message of a case or suite that integrity made a failure
+
+
 class IntegrityError(InputError):
     """Results that are not what the run wrote; .problems names each (file, case, field, why)."""
 
@@ -267,7 +270,7 @@ def apply_integrity_problems(results: Results, problems: list[integrity.Problem]
             key = (suite, ran.get((suite, device), device))
         results.by_key.pop(key, None)
         manifest["failed"] = [e for e in manifest["failed"] if (e["suite"], e["device"]) != key]
-        manifest["failed"].append({"suite": key[0], "device": key[1], "reason": f"results integrity: {p}"})
+        manifest["failed"].append({"suite": key[0], "device": key[1], "reason": f"{INTEGRITY_PREFIX}{p}"})
     for r in results.by_key.values():
         benchmarks = r.data.get("benchmarks", [])
         kept, seen = [], {}
@@ -289,7 +292,7 @@ def apply_integrity_problems(results: Results, problems: list[integrity.Problem]
             for b in medians or rows_of_case:
                 previous = b.get("error_message", "") if b.get("error_occurred") else ""
                 b["error_occurred"] = True
-                b["error_message"] = "results integrity: " + "; ".join(why) + (f"; {previous}" if previous else "")
+                b["error_message"] = INTEGRITY_PREFIX + "; ".join(why) + (f"; {previous}" if previous else "")
 
 
 def dump_dir(result: SuiteResult) -> pathlib.Path:

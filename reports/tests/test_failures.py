@@ -70,7 +70,7 @@ def test_the_report_lists_failed_cases_and_the_verdict_says_so(tmp_path):
     assert (
         "| [D](#task-d) | pure data movement is bit-identical between eager and fused | **INCONCLUSIVE** 1 failed" in md
     )
-    assert f"Failed: 1 cases errored (data_movement: 1); first error: {WORKER_DIED}" in first_screen
+    assert f"Failed: 1 case errored (data_movement: 1); first error: {WORKER_DIED}" in first_screen
     section = md.split("## D —", 1)[1].split("\n## ", 1)[0]
     assert "Failed cases: 1 cases of this task errored" in section
     assert f"| D/subgraph:transpose/dtype:bf16/shape:2x16x32/device:cpu | {WORKER_DIED} |" in section
