@@ -238,6 +238,8 @@ class FrameworkDevice final : public engine::Device {
   }
   std::unique_ptr<engine::Executor> fused(const engine::EngineOptions& options) const override {
     options.validate();
+    // Its compile cache lies beside the kernel cache: fusebench-cache clears neither under a run.
+    engine::KernelCache::hold_for_use(engine::KernelCache::default_dir());
     return std::make_unique<FrameworkExecutor>(spec_, options, true, shared_worker(spec_));
   }
   // The engine's per-op switches have no framework counterpart here: a framework's own switches

@@ -1,24 +1,34 @@
 // fusebench-cache: list, verify or clear the kernel cache and the framework devices' compile caches.
-// Usage: fusebench-cache [list|verify|clear|dir] [--dir DIR]
+// Usage: fusebench-cache [--dir DIR] [list|verify|clear [--wait SECONDS]|dir]
 //
 // The framework caches are where the framework devices keep them (devices/bridge/worker.cpp,
 // default_cache_dir): $TORCHINDUCTOR_CACHE_DIR (torch's Inductor) and $JAX_COMPILATION_CACHE_DIR
 // (xla's JAX persistent cache) when set, else <kernel cache>-torch, -torch-cuda, -jax, -jax-cuda
-// beside the default kernel cache.
+// beside the default kernel cache. With --dir, every cache is taken from DIR alone (DIR-torch ...):
+// what the environment names is not touched, so `--dir` never reaches past the directory given.
+//
+// clear and verify take the cache's use lock exclusively (kernel_cache.hpp): a run holds it shared,
+// so they refuse (exit 75, EX_TEMPFAIL) naming its holders rather than work under a run.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include <array>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "fusebench/engine/kernel_cache.hpp"
+#include "fusebench/error.hpp"
 
 namespace {
 namespace fs = std::filesystem;
+
+constexpr int kExitInUse = 75;  // EX_TEMPFAIL: a run holds the cache; try again later
 
 struct FrameworkCache {
   std::string device;  // the device that uses it: torch, torch:cuda, xla, xla:cuda
@@ -28,8 +38,8 @@ struct FrameworkCache {
 };
 
 // The directories the framework devices use, each once (one variable may name it for both targets).
-std::vector<FrameworkCache> framework_caches() {
-  const fs::path kernels = fusebench::engine::KernelCache::default_dir();
+// `only_beside_kernels` (--dir given): all beside `kernels`, whatever the environment says.
+std::vector<FrameworkCache> framework_caches(const fs::path& kernels, bool only_beside_kernels) {
   struct Kind {
     const char* device;
     const char* what;
@@ -44,7 +54,7 @@ std::vector<FrameworkCache> framework_caches() {
       Kind{"xla:cuda", "JAX persistent", "JAX_COMPILATION_CACHE_DIR", "-jax-cuda", false}};
   std::vector<FrameworkCache> out;
   for (const Kind& k : kinds) {
-    const char* set = std::getenv(k.env);
+    const char* set = only_beside_kernels ? nullptr : std::getenv(k.env);
     const fs::path dir =
         set != nullptr && *set != '\0' ? fs::path(set) : fs::path(kernels.string() + k.suffix);
     bool seen = false;
@@ -98,42 +108,67 @@ std::string corruption(const FrameworkCache& cache, const fs::path& file) {
   if (file.filename().string().ends_with("-atime")) return {};
   return in.gcount() == 0 ? "is empty" : "";
 }
-}  // namespace
 
-int main(int argc, char** argv) {
-  CLI::App app{
-      "List, verify or clear fusebench's kernel cache ($FUSEBENCH_KERNEL_CACHE, else "
-      "~/.cache/fusebench/kernels) and the framework devices' compile caches (Inductor's: "
-      "$TORCHINDUCTOR_CACHE_DIR, else <kernel cache>-torch[-cuda]; JAX's: "
-      "$JAX_COMPILATION_CACHE_DIR, else <kernel cache>-jax[-cuda])."};
-  std::string dir = fusebench::engine::KernelCache::default_dir().string();
-  app.add_option("--dir", dir, "kernel cache directory");
-  auto* list = app.add_subcommand(
-      "list",
-      "one line per kernel: key, size, whether its artifact checks out; then each framework "
-      "cache's size and entry count");
-  auto* verify = app.add_subcommand(
-      "verify",
-      "check every kernel, every Inductor .so (ELF magic) and every JAX entry (not empty); exit 1 "
-      "naming each corrupt one");
-  auto* clear = app.add_subcommand("clear", "remove every cached kernel and the framework caches");
-  app.add_subcommand("dir", "print the cache directory");
-  app.require_subcommand(1);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
+// "left 1 file that is not a cache entry: DIR/ab/notes.txt"
+std::string describe_left(const std::vector<fs::path>& left) {
+  std::size_t folders = 0;
+  for (const auto& p : left) {
+    std::error_code ec;
+    if (fs::is_directory(fs::symlink_status(p, ec))) ++folders;
   }
+  const std::size_t n = left.size();
+  const std::string noun = folders == 0   ? (n == 1 ? "file" : "files")
+                           : folders == n ? (n == 1 ? "folder" : "folders")
+                                          : "entries";
+  std::string listed;
+  for (std::size_t i = 0; i < n && i < 10; ++i) listed += (i ? ", " : "") + left[i].string();
+  if (n > 10) listed += fmt::format(" and {} more", n - 10);
+  return fmt::format("left {} {} that {} not {}: {}", n, noun, n == 1 ? "is" : "are",
+                     n == 1 ? "a cache entry" : "cache entries", listed);
+}
+
+// The use lock, exclusively, for `command`; null, after saying why, when runs hold it.
+std::unique_ptr<fusebench::engine::ExclusiveCacheLock> exclusive(const fs::path& dir,
+                                                                 const std::string& command,
+                                                                 double wait_seconds) {
+  auto lock = std::make_unique<fusebench::engine::ExclusiveCacheLock>(
+      dir, std::chrono::milliseconds(std::llround(wait_seconds * 1000)));
+  if (lock->acquired()) return lock;
+  fmt::print(stderr,
+             "fusebench-cache {}: refused: the kernel cache {} is in use by {}{} (a run holds {}); "
+             "nothing was {}. Run it again when the run has ended, or pass --wait SECONDS to "
+             "wait for it.\n",
+             command, dir.string(),
+             fusebench::engine::describe_holders(lock->holders(), lock->path()),
+             wait_seconds > 0 ? fmt::format(", still after waiting {} s", wait_seconds) : "",
+             lock->path().string(), command == "clear" ? "removed" : "checked");
+  return nullptr;
+}
+
+int run(bool list, bool verify, bool clear, const fs::path& dir, bool dir_given,
+        double wait_seconds) {
   fusebench::engine::KernelCache cache(dir);
-  if (list->parsed()) {
+  const auto frameworks = framework_caches(dir, dir_given);
+  if (dir_given) {
+    std::vector<std::string> unused;
+    for (const char* env :
+         {"FUSEBENCH_KERNEL_CACHE", "TORCHINDUCTOR_CACHE_DIR", "JAX_COMPILATION_CACHE_DIR"}) {
+      if (const char* set = std::getenv(env);
+          set != nullptr && *set != '\0' && fs::path(set) != dir)
+        unused.push_back(fmt::format("{}={}", env, set));
+    }
+    if (!unused.empty())
+      fmt::print(stderr,
+                 "fusebench-cache: --dir {0}: every cache is taken from it ({0}-torch, {0}-jax "
+                 "...); not used: {1}\n",
+                 dir.string(), fmt::join(unused, ", "));
+  }
+  if (list) {
     const auto entries = cache.list();
     for (const auto& e : entries)
       fmt::print("{}  {:>9} bytes  {}\n", e.key, e.bytes, e.valid ? "ok" : "CORRUPT");
     fmt::print("{} kernels in {}\n", entries.size(), cache.dir().string());
-    for (const auto& f : framework_caches()) {
+    for (const auto& f : frameworks) {
       std::error_code ec;
       if (!fs::is_directory(f.dir, ec)) {
         fmt::print("{} cache ({}): none at {}\n", f.what, f.device, f.dir.string());
@@ -144,7 +179,9 @@ int main(int argc, char** argv) {
                  f.inductor ? fmt::format(" ({} .so libraries)", u.libraries) : "", u.bytes,
                  f.dir.string());
     }
-  } else if (verify->parsed()) {
+  } else if (verify) {
+    const auto lock = exclusive(dir, "verify", wait_seconds);
+    if (!lock) return kExitInUse;
     std::size_t corrupt = 0;
     const auto entries = cache.list();
     for (const auto& e : entries) {
@@ -154,7 +191,13 @@ int main(int argc, char** argv) {
                  cache.dir().string());
     }
     fmt::print("{} kernels checked in {}\n", entries.size(), cache.dir().string());
-    for (const auto& f : framework_caches()) {
+    if (const auto temporaries = cache.temporaries(); !temporaries.empty()) {
+      std::vector<std::string> names;
+      for (const auto& t : temporaries) names.push_back(t.string());
+      fmt::print("{} temporaries of interrupted builds, not kernels (clear removes them): {}\n",
+                 temporaries.size(), fmt::join(names, ", "));
+    }
+    for (const auto& f : frameworks) {
       std::error_code ec;
       if (!fs::is_directory(f.dir, ec)) continue;
       std::size_t checked = 0;
@@ -176,9 +219,13 @@ int main(int argc, char** argv) {
       fmt::print("{} corrupt (fusebench-cache clear removes every cache)\n", corrupt);
       return 1;
     }
-  } else if (clear->parsed()) {
-    fmt::print("removed {} kernels from {}\n", cache.clear(), cache.dir().string());
-    for (const auto& f : framework_caches()) {
+  } else if (clear) {
+    const auto lock = exclusive(dir, "clear", wait_seconds);
+    if (!lock) return kExitInUse;
+    std::vector<fs::path> left;
+    fmt::print("removed {} kernels from {}\n", cache.clear(&left), cache.dir().string());
+    if (!left.empty()) fmt::print("{}\n", describe_left(left));
+    for (const auto& f : frameworks) {
       std::error_code ec;
       if (!fs::is_directory(f.dir, ec)) continue;
       const Usage u = usage(f);
@@ -195,4 +242,62 @@ int main(int argc, char** argv) {
     fmt::print("{}\n", cache.dir().string());
   }
   return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "List, verify or clear fusebench's kernel cache ($FUSEBENCH_KERNEL_CACHE, else "
+      "~/.cache/fusebench/kernels) and the framework devices' compile caches (Inductor's: "
+      "$TORCHINDUCTOR_CACHE_DIR, else <kernel cache>-torch[-cuda]; JAX's: "
+      "$JAX_COMPILATION_CACHE_DIR, else <kernel cache>-jax[-cuda]). Exit 0; 1 when verify finds a "
+      "corrupt entry or a cache cannot be removed; 2 on bad input; 75 when a run holds the cache "
+      "(clear and verify refuse, naming its processes, and change nothing)."};
+  std::string dir = fusebench::engine::KernelCache::default_dir().string();
+  auto* dir_option = app.add_option(
+      "--dir", dir,
+      "kernel cache directory; with it, the framework caches are DIR-torch, DIR-torch-cuda, "
+      "DIR-jax, DIR-jax-cuda, and FUSEBENCH_KERNEL_CACHE, TORCHINDUCTOR_CACHE_DIR and "
+      "JAX_COMPILATION_CACHE_DIR are not used");
+  double wait_seconds = 0;
+  auto* list = app.add_subcommand(
+      "list",
+      "one line per kernel: key, size, whether its artifact checks out; then each framework "
+      "cache's size and entry count");
+  auto* verify = app.add_subcommand(
+      "verify",
+      "check every kernel, every Inductor .so (ELF magic) and every JAX entry (not empty); exit 1 "
+      "naming each corrupt one. Temporaries of interrupted builds are named, not counted corrupt");
+  auto* clear = app.add_subcommand(
+      "clear",
+      "remove the kernel cache's own entries (<key[0:2]>/<key>.{cpp,cu,so,cubin,log,sha256,lock} "
+      "and their temporaries), naming whatever else it leaves in DIR, and the framework caches");
+  for (auto* sub : {verify, clear}) {
+    sub->add_option("--wait", wait_seconds,
+                    "wait up to SECONDS for runs using the cache to end (default 0: refuse at "
+                    "once, exit 75, naming the processes that hold it)")
+        ->check(CLI::NonNegativeNumber);
+  }
+  auto* print_dir = app.add_subcommand("dir", "print the cache directory");
+  // `clear --dir DIR` as well as `--dir DIR clear`
+  for (auto* sub : {list, verify, clear, print_dir}) sub->fallthrough();
+  app.require_subcommand(1);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  try {
+    return run(list->parsed(), verify->parsed(), clear->parsed(), dir, dir_option->count() > 0,
+               wait_seconds);
+  } catch (const fusebench::InputError& e) {
+    fmt::print(stderr, "fusebench-cache: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "fusebench-cache: {}\n", e.what());
+    return 1;
+  }
 }

@@ -134,9 +134,21 @@ KernelFunction JitCompiler::load(const engine::CachedArtifact& artifact) const {
   auto it = loaded().find(artifact.key);
   if (it != loaded().end()) return it->second;
   void* handle = ::dlopen(artifact.library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr)
+  if (handle == nullptr) {
+    const std::string why = ::dlerror();
+    std::error_code error;
+    if (!fs::exists(artifact.library, error)) {
+      const fs::path dir = artifact.library.parent_path().parent_path();
+      throw engine::CompileError(fmt::format(
+          "cannot load kernel {}: the file is gone: the kernel cache {} was cleared or changed "
+          "under this run (fusebench-cache clear refuses while a run holds {}; something else "
+          "removed it). dlopen: {}",
+          artifact.library.string(), dir.string(), (dir / engine::kKernelCacheUseLock).string(),
+          why));
+    }
     throw engine::CompileError(
-        fmt::format("cannot load kernel {}: {}", artifact.library.string(), ::dlerror()));
+        fmt::format("cannot load kernel {}: {}", artifact.library.string(), why));
+  }
   auto* fn = reinterpret_cast<KernelFunction>(::dlsym(handle, "fusebench_kernel"));
   if (fn == nullptr)
     throw engine::CompileError(

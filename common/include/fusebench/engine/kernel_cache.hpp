@@ -6,8 +6,14 @@
 // on every hit, so a corrupt or truncated artifact is detected and rebuilt.
 // Directory: $FUSEBENCH_KERNEL_CACHE, else $XDG_CACHE_HOME/fusebench/kernels, else
 // ~/.cache/fusebench/kernels.
+//
+// The use lock, <dir>/.fusebench-cache.lock: a process that looks a kernel up holds a shared flock
+// on it until it exits (the kernels it loaded stay mapped, their paths in its traces); whoever
+// clears or verifies the cache (fusebench-cache) takes it exclusively, so neither happens under a
+// run. Its holders are read from /proc/locks, so a killed holder leaves no stale record.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -16,6 +22,7 @@
 namespace fusebench::engine {
 
 inline constexpr int kKernelCacheFormatVersion = 1;
+inline constexpr const char* kKernelCacheUseLock = ".fusebench-cache.lock";
 
 struct CachedArtifact {
   std::string key;
@@ -55,10 +62,55 @@ class KernelCache {
     bool valid = false;  // library present and its SHA-256 matches
   };
   std::vector<Entry> list() const;
-  std::size_t clear();  // removes every entry; returns how many
+  // Removes the files and build directories the cache writes (<key[0:2]>/<key>.<ext>, their
+  // temporaries) and the shard folders it empties; returns how many kernels it removed. Anything
+  // else in the directory is left, and listed in `not_cache_entries` when given. The use lock is
+  // not taken here: fusebench-cache takes it, and an executor clearing its own cold-start
+  // directory already holds it shared.
+  std::size_t clear(std::vector<std::filesystem::path>* not_cache_entries = nullptr);
+  // The temporaries of builds under way or interrupted: build directories <key>.tmp<pid> and
+  // files <key>.<ext>.tmp.<pid>. Not kernels: list() and verification leave them out.
+  std::vector<std::filesystem::path> temporaries() const;
+
+  // Takes the shared use lock on `dir` for the rest of the process (once per directory); waits,
+  // saying so on stderr, while fusebench-cache holds it exclusively.
+  static void hold_for_use(const std::filesystem::path& dir);
 
  private:
   std::filesystem::path dir_;
 };
+
+struct CacheLockHolder {
+  int pid = 0;
+  std::string command;  // its program's name (an interpreter's: with its script's)
+};
+
+// The use lock taken exclusively (fusebench-cache clear, verify), released on destruction. It
+// polls for up to `wait`; when users still hold it then, acquired() is false and holders() names
+// them. A directory that does not exist has no users: acquired, and nothing is created.
+class ExclusiveCacheLock {
+ public:
+  ExclusiveCacheLock(const std::filesystem::path& dir, std::chrono::milliseconds wait);
+  ~ExclusiveCacheLock();
+  ExclusiveCacheLock(const ExclusiveCacheLock&) = delete;
+  ExclusiveCacheLock& operator=(const ExclusiveCacheLock&) = delete;
+  bool acquired() const { return acquired_; }
+  const std::filesystem::path& path() const { return path_; }
+  const std::vector<CacheLockHolder>& holders() const { return holders_; }
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+  bool acquired_ = false;
+  std::vector<CacheLockHolder> holders_;
+};
+
+// The processes holding a flock on `lock_file` (from /proc/locks; waiters excluded), this one
+// excluded.
+std::vector<CacheLockHolder> flock_holders(const std::filesystem::path& lock_file);
+// "pid 1234 (bench_scalar_lowering), pid 99 (python3 holder.py)"; a fallback sentence when none
+// could be named.
+std::string describe_holders(const std::vector<CacheLockHolder>& holders,
+                             const std::filesystem::path& lock_file);
 
 }  // namespace fusebench::engine
