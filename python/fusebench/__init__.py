@@ -33,7 +33,7 @@ except ImportError as _error:  # e.g. `import fusebench` from python/ in a check
         "probably the source tree: install the package (pip install ./python from the repository root) "
         "and import it from elsewhere"
     ) from _error
-from ._judge import Inputs, JudgeError, Judgment
+from ._judge import Inputs, JudgeError, Judgment, ModelError
 from ._operands import Operand, check_same_dtype, check_same_shape, operand
 from ._results import (
     AgainstRef,
@@ -62,6 +62,7 @@ __all__ = [
     "Inputs",
     "Judgment",
     "JudgeError",
+    "ModelError",
     "BitEqualResult",
     "UlpDiffResult",
     "UlpHistogram",
@@ -216,19 +217,29 @@ def judge(fn, sample, *, sets=32, compile="inductor", options=None, seed=0, dtyp
       tensors with each element redrawn from [min, max] with probability perturbation, constant
       tensors and booleans kept. Or a sampler: a callable taking (set_index, torch.Generator) and
       returning one set's inputs.
-    compile: a torch.compile backend name ("inductor", "aot_eager", ...) or a callable taking fn and
-      returning the compiled callable; options: Inductor's config options ({"cpp.simdlen": 1});
-      compiled: an already compiled callable (then compile only names it).
-    dtype: bf16 / f16 / f32 to judge a copy of the model and the sample cast to it.
+    compile: a torch.compile backend name ("inductor", "aot_eager", ...), a backend callable
+      `backend(gm, example_inputs)` (passed as torch.compile(fn, backend=...)), or a compiler of the
+      model `compiler(fn)` returning the compiled callable. The two callables are told apart by their
+      signatures: exactly two required positional parameters make a backend; one positional
+      parameter, at most one required (torch.compile itself), a compiler; anything else is a
+      JudgeError. options: Inductor's config options ({"cpp.simdlen": 1}); compiled: an already
+      compiled callable (then compile only names it).
+    dtype: bf16 / f16 / f32 to judge a copy of the model and the sample cast to it. A float64 model
+      is refused (JudgeError): torch has no more precise dtype for its reference.
     tolerance: the relative change of a statistic's mean over sets that still counts as "not
       worse" (task B's 0.05 by default); the share of sets worse keeps its 0.1.
 
+    Raises JudgeError for bad input, ModelError when the model raises in one of its runs.
+
+    Every output is judged, whatever its dtype: integer and bool outputs exactly (a differing
+    element is CONTRADICTED); a floating output that is non-finite where eager is finite is
+    CONTRADICTED, naming the count and the first element, before any statistic.
     For every set: eager, compiled, and float64 with a running error bound per ATen op
     (docs/conditioned-error.md); each floating output's conditioned error and ULP error per set; a
     paired bootstrap over sets decides, with task B's tolerances and Holm's rule across outputs
     and statistics: SUPPORTED, CONTRADICTED or INCONCLUSIVE (bool(judgment) is True only for
     SUPPORTED; judgment.exit_status is 0 / 1 / 3). Beside it: the ULP measure's verdict, the plan's
-    literal rule, torch._dynamo.utils.same's rule, msprobe's metrics, eager-vs-compiled bit equality
+    literal rule, torch._dynamo.utils.same's result per set, msprobe's metrics, eager-vs-compiled bit equality
     and ulp_diff, sanity checks (eager twice bit-equal, else JudgeError naming train mode / dropout /
     nondeterminism; cancellation at the worst elements), compile time and speed from interleaved
     runs. print(judgment), judgment.to_dict(), judgment.report(directory)."""

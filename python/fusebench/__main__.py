@@ -6,7 +6,9 @@ sample): the model (an nn.Module or a callable) and its example inputs (a tensor
 arguments, a dict of keyword arguments, fusebench.Inputs, or a sampler). The judgment is printed;
 with --out DIR, DIR gets judgment.md, judgment.html and judgment.json.
 
-Exit status: 0 SUPPORTED, 1 CONTRADICTED, 3 INCONCLUSIVE, 2 bad input (the reason on stderr).
+Exit status: 0 SUPPORTED, 1 CONTRADICTED, 3 INCONCLUSIVE, 2 bad input (the reason on stderr), 4 a
+failure inside the model (it raised in its eager, compiled or float64 run) or inside the judge
+(the traceback on stderr).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import sys
 
 EXIT_BAD_INPUT = 2
+EXIT_FAILURE = 4  # the model or the judge failed: distinct from the verdicts (0, 1, 3) and bad input (2)
 
 
 class BadInput(Exception):
@@ -84,8 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_BAD_INPUT
 
+    import traceback
+
     import fusebench
-    from fusebench._judge import JudgeError
+    from fusebench._judge import JudgeError, ModelError
 
     try:
         options = dict(_option(o) for o in args.option) or None
@@ -119,6 +124,16 @@ def main(argv: list[str] | None = None) -> int:
     except (BadInput, JudgeError) as error:
         print(f"fusebench judge: bad input: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except ModelError as error:
+        cause = error.__cause__
+        if cause is not None:
+            traceback.print_exception(cause, file=sys.stderr)
+        print(f"fusebench judge: the model failed: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    except Exception as error:  # the judge's own failure: never read as a verdict or as bad input
+        traceback.print_exc(file=sys.stderr)
+        print(f"fusebench judge: the judge failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return EXIT_FAILURE
     print(judgment)
     if args.out:
         path = judgment.report(args.out)

@@ -188,7 +188,19 @@ class BoundMode(TorchDispatchMode):
             return out
         rule = _RULES.get(packet)
         if rule is not None:
-            return rule(self, func, args, kwargs, explicit_vdtype)
+            try:
+                return rule(self, func, args, kwargs, explicit_vdtype)
+            except NoRule as why:
+                return self._unknown(func, func(*args, **kwargs), explicit_vdtype, args, kwargs, str(why))
+            except Exception as error:
+                if "fusebench:" in str(error):  # a refusal of the rule's own (dropout): stands
+                    raise
+                # a rule that cannot bound this form of its op: the op is named and its outputs fall
+                # back to ULP error; if the op itself fails, that is the model's error and propagates
+                out = func(*args, **kwargs)
+                return self._unknown(
+                    func, out, explicit_vdtype, args, kwargs, f"its bound rule failed: {type(error).__name__}: {error}"
+                )
         if packet in DATA_MOVEMENT:
             return self._data_movement(func, args, kwargs)
         if func._schema.is_mutable:
@@ -207,10 +219,11 @@ class BoundMode(TorchDispatchMode):
                 return decomposition(*args, **kwargs)
         return self._unknown(func, func(*args, **kwargs), explicit_vdtype, args, kwargs)
 
-    def _unknown(self, func, out, explicit_vdtype, args, kwargs):
-        """An op without a rule: named, and its floating outputs carry a NaN bound."""
+    def _unknown(self, func, out, explicit_vdtype, args, kwargs, why: str = ""):
+        """An op without a rule (or a form of it its rule does not cover, why says which): named,
+        and its floating outputs carry a NaN bound."""
         if any(_floating(t) for t in _tensors(out)):
-            self.unknown[str(func)] += 1
+            self.unknown[f"{func} ({why})" if why else str(func)] += 1
             vd = explicit_vdtype or self._result_vdtype(args, kwargs)
             for t in _tensors(out):
                 if _floating(t):
@@ -270,6 +283,9 @@ class BoundMode(TorchDispatchMode):
             else:
                 d = _central_difference(func, args, kwargs, i)
             term = _abs(d) * self.bound(a)
+            if func.overloadpacket in EXACT and isinstance(d, torch.Tensor):
+                # a selection: an element not selected carries none of its error, even an infinite one
+                term = torch.where(d == 0, torch.zeros_like(term), term)
             carried = term if carried is None else carried + term
         if formula is not None and func.overloadpacket not in EXACT:
             # a Python float operand is stored at the op's precision first (mul_scalar: 2u|z|)
@@ -593,6 +609,8 @@ def _rule_var(mode: BoundMode, func, args, kwargs, explicit_vdtype):
 def _softmax_bound(x, z, e, dim, u, log=False):
     m = torch.amax(x, dim, keepdim=True)
     finite = torch.isfinite(x)
+    if e is not None:  # a masked (-inf) score stays -inf and its weight exactly 0, whatever its bound
+        e = torch.where(finite, e, torch.zeros_like(e))
     shift = torch.where(finite, (x - m).abs(), torch.zeros_like(x))
     p = torch.exp(x - m)
     p = p / p.sum(dim, keepdim=True)
@@ -654,26 +672,54 @@ def _rule_layer_norm(mode: BoundMode, func, args, kwargs, explicit_vdtype):
     return out
 
 
+# the attention ops whose tensors are laid out (batch, sequence, heads, head dim), not (batch, heads,
+# sequence, head dim); their variable-length and windowed forms have no rule
+_SEQUENCE_MAJOR = _packets("_flash_attention_forward", "_efficient_attention_forward")
+
+
+class NoRule(Exception):
+    """A form of an op that its rule does not cover: the op is named and judged on ULP error."""
+
+
 def _rule_attention(mode: BoundMode, func, args, kwargs, explicit_vdtype):
-    """Scaled dot-product attention (the fused ATen kernels): decomposed into its ops, each bounded
-    by its rule; the result is the decomposition's fp64 value (the same function)."""
-    q, k, v = args[0], args[1], args[2]
+    """Scaled dot-product attention, every kernel of torch's family (math, flash, efficient, cuDNN,
+    the CPU's flash, the overrideable one, and the sequence-major forward kernels): decomposed into
+    its ops, each bounded by its rule; the result is the decomposition's fp64 value (the same
+    function). Grouped-query attention (fewer key/value heads than query heads, whether or not the
+    kernel takes enable_gqa) repeats each key/value head over its group; a boolean mask keeps where
+    True, a float mask is added; is_causal keeps the lower triangle aligned top-left (torch's
+    convention); dropout is refused (a random op has no reference)."""
     names = [a.name for a in func._schema.arguments]
     values = dict(zip(names, args))
     values.update(kwargs)
+    q, k, v = values["query"], values["key"], values["value"]
     dropout = values.get("dropout_p", 0.0) or 0.0
     if dropout:
         raise RuntimeError(f"fusebench: {func} with dropout_p={dropout}: a random op has no reference (train mode?)")
-    is_causal = bool(values.get("is_causal", False))
-    mask = values.get("attn_mask")
+    sequence_major = func.overloadpacket in _SEQUENCE_MAJOR
+    for name in ("cum_seq_q", "cum_seq_k", "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "seqlen_k", "block_table"):
+        if values.get(name) is not None:
+            raise NoRule(f"{func} with {name} (variable-length sequences)")
+    for name in ("window_size_left", "window_size_right", "window_size"):
+        if values.get(name) not in (None, -1):
+            raise NoRule(f"{func} with {name}={values.get(name)} (a sliding window)")
+    custom_mask = values.get("custom_mask_type", 0) or 0
+    if custom_mask not in (0, 1):
+        raise NoRule(f"{func} with custom_mask_type={custom_mask} (causal aligned bottom-right)")
+    is_causal = bool(values.get("is_causal", False)) or custom_mask == 1
+    mask = next((values[n] for n in ("attn_mask", "attn_bias", "bias", "mask") if values.get(n) is not None), None)
     scale = values.get("scale")
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     with mode:
-        if values.get("enable_gqa") and q.shape[-3] != k.shape[-3]:
-            rep = q.shape[-3] // k.shape[-3]
-            k = k.repeat_interleave(rep, -3)
-            v = v.repeat_interleave(rep, -3)
+        if sequence_major:
+            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        if q.dim() >= 3 and k.dim() >= 3 and q.shape[-3] != k.shape[-3]:
+            if q.shape[-3] % k.shape[-3]:
+                raise NoRule(f"{func}: {q.shape[-3]} query heads are not a multiple of {k.shape[-3]} key heads")
+            group = q.shape[-3] // k.shape[-3]
+            k = k.repeat_interleave(group, -3)
+            v = v.repeat_interleave(group, -3)
         scores = torch.matmul(q, k.transpose(-2, -1)) * scale
         if is_causal:
             L, S = q.shape[-2], k.shape[-2]
@@ -681,13 +727,30 @@ def _rule_attention(mode: BoundMode, func, args, kwargs, explicit_vdtype):
             scores = scores.masked_fill(~keep, -math.inf)
         if mask is not None:
             scores = scores.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else scores + mask
-        p = torch.softmax(scores, -1)
+        # a row with every key masked gives 0, as torch's kernels give it (aten._safe_softmax)
+        none_kept = (scores == -math.inf).all(-1, keepdim=True)
+        p = torch.softmax(scores.masked_fill(none_kept, 0.0), -1).masked_fill(none_kept, 0.0)
         out = torch.matmul(p, v)
         lse = torch.logsumexp(scores, -1)
-    results = [r.type for r in func._schema.returns]
-    if len(results) == 1:
+        if sequence_major:
+            out = out.transpose(1, 2)
+    # the kernel returns the query's dtype: a mask of a finer dtype (promoted above) does not spare
+    # the result its rounding to it
+    query_dtype, reached = mode.vdtype(values["query"]), mode.vdtype(out)
+    if _coarser(query_dtype, reached):
+        mode._set(out, mode.bound(out) + unit_roundoff(query_dtype) * out.abs(), query_dtype)
+    returns = func._schema.returns
+    if len(returns) == 1:
         return out
-    extra = [lse] + [torch.empty(0, dtype=F64) for _ in results[2:]]
+    extra = []
+    for index, r in enumerate(returns[1:], start=1):
+        kind = str(r.type)
+        if index == 1 and kind == "Tensor":
+            extra.append(lse)  # logsumexp
+        elif kind in ("SymInt", "int"):
+            extra.append(q.shape[-2] if "q" in (r.name or "") else k.shape[-2])  # max_q / max_k
+        else:
+            extra.append(torch.empty(0, dtype=F64))  # sequence offsets, RNG state, debug mask: unused
     return (out, *extra)
 
 
@@ -708,7 +771,7 @@ def _rule_logsumexp(mode: BoundMode, func, args, kwargs, explicit_vdtype):
     )
     ex = mode.info.get(x, (None, None))[0]
     if ex is not None:
-        total = total + (p * ex).sum(dims_list, keepdim=True)
+        total = total + (p * torch.where(torch.isfinite(x), ex, torch.zeros_like(ex))).sum(dims_list, keepdim=True)
     if not keepdim:
         total = total.squeeze(dims_list)
     mode._set(out, torch.where(torch.isfinite(out), total.reshape(out.shape), torch.zeros_like(out)), vd)
@@ -744,7 +807,7 @@ _RULES = {
     **{p: _rule_cumsum for p in _packets("cumsum")},
     **{p: _rule_extreme for p in _packets("amax", "amin", "max", "min")},
     **{p: _rule_var for p in _packets("var", "std", "var_mean", "std_mean")},
-    **{p: _rule_softmax for p in _packets("_softmax", "softmax", "_log_softmax", "log_softmax")},
+    **{p: _rule_softmax for p in _packets("_softmax", "softmax", "_safe_softmax", "_log_softmax", "log_softmax")},
     **{p: _rule_layer_norm for p in _packets("native_layer_norm")},
     **{p: _rule_logsumexp for p in _packets("logsumexp")},
     **{
@@ -755,7 +818,11 @@ _RULES = {
             "_scaled_dot_product_efficient_attention",
             "_scaled_dot_product_cudnn_attention",
             "_scaled_dot_product_attention_math",
+            "_scaled_dot_product_attention_math_for_mps",
+            "_scaled_dot_product_fused_attention_overrideable",
             "scaled_dot_product_attention",
+            "_flash_attention_forward",
+            "_efficient_attention_forward",
         )
     },
 }

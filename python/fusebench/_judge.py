@@ -37,6 +37,23 @@ class JudgeError(ValueError):
     """Bad input for judge / explain (the CLI's exit status 2): the message says why."""
 
 
+class ModelError(RuntimeError):
+    """The model raised while judge ran it (eagerly, compiled, or in float64 with bounds): the CLI's
+    exit status 4. The message names the run and the input set; the model's exception is the cause."""
+
+
+def run_model(what: str, fn, inputs: Inputs, set_index: int, title: str):
+    """inputs.call(fn), a failure raised as ModelError naming the run (eager, compiled, fp64) and the set."""
+    try:
+        return inputs.call(fn)
+    except (JudgeError, ModelError):
+        raise
+    except Exception as error:
+        raise ModelError(
+            f"judge: {title} raised in its {what} run on input set {set_index}: {type(error).__name__}: {error}"
+        ) from error
+
+
 # ---- inputs
 @dataclass
 class Inputs:
@@ -284,6 +301,15 @@ class Worst:
         return {k: _json_number(v) for k, v in self.__dict__.items()} | {"cancellation": self.cancellation}
 
 
+def _json_tree(value):
+    """value with every non-finite float written as a string ("inf", "nan"): JSON has neither."""
+    if isinstance(value, dict):
+        return {k: _json_tree(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_tree(v) for v in value]
+    return _json_number(value)
+
+
 def _json_number(x):
     if isinstance(x, np.generic):
         x = x.item()
@@ -293,11 +319,31 @@ def _json_number(x):
 
 
 @dataclass
+class Element:
+    """One element named in a finding: where, and both paths' values."""
+
+    set: int
+    index: int
+    compiled: Any
+    eager: Any
+
+    def text(self) -> str:
+        return f"set {self.set}, index {self.index}: compiled {_value(self.compiled)}, eager {_value(self.eager)}"
+
+    def to_dict(self) -> dict:
+        return {k: _json_number(v) for k, v in self.__dict__.items()}
+
+
+def _value(x) -> str:
+    return f"{x:.7g}" if isinstance(x, float) else str(x)
+
+
+@dataclass
 class OutputJudgment:
     name: str
     dtype: str
     shape: tuple
-    measure: str  # the deciding measure: "conditioned" or "ulp" (no bound: an op without a rule)
+    measure: str  # "conditioned", "ulp" (no bound: an op without a rule) or "exact" (integer, bool)
     parts: list[Part] = field(default_factory=list)
     outcome: Outcome | None = None
     other_parts: list[Part] = field(default_factory=list)  # the other measure's parts (not deciding)
@@ -306,10 +352,18 @@ class OutputJudgment:
     eager: dict[str, list[float]] = field(default_factory=dict)
     bit_equal_sets: int = 0
     mismatches: list[int] = field(default_factory=list)  # elements differing eager vs compiled, per set
+    first_mismatch: Element | None = None  # an exact output's first differing element
     ulp_diff_max: int = 0
-    allclose_1e4: list[bool] = field(default_factory=list)
+    # compiled non-finite where eager is finite, per set (a finding of its own, decided before any
+    # statistic), and the first such element; eager non-finite where compiled is finite (noted only)
+    nonfinite: list[int] = field(default_factory=list)
+    first_nonfinite: Element | None = None
+    eager_only_nonfinite: list[int] = field(default_factory=list)
+    same: list[bool] = field(default_factory=list)  # torch._dynamo.utils.same(eager, compiled, fp64), per set
+    same_message: str = ""  # what same() logged on its first failing set
     worst: list[Worst] = field(default_factory=list)
     no_bound_reason: str = ""
+    finding: str = ""  # what decided the output when no statistic did (exact or non-finite)
     numel: int = 0
 
     @property
@@ -320,6 +374,10 @@ class OutputJudgment:
     def bit_equal(self) -> bool:
         return self.bit_equal_sets == self.sets
 
+    @property
+    def exact(self) -> bool:
+        return self.measure == "exact"
+
     # -- rules shown beside the verdict
     def plan_rule(self, pooled: dict[str, tuple[float, float]]) -> tuple[bool, str]:
         (cp99, ep99), (cmax, emax) = pooled["p99"], pooled["max"]
@@ -327,13 +385,27 @@ class OutputJudgment:
         sampled = " (P99 from a strided sample of each set)" if pooled.get("sampled") else ""
         return ok, f"P99 {_num(cp99)} vs {_num(ep99)}{sampled}, max {_num(cmax)} vs {_num(emax)} ULP"
 
-    def same_rule(self) -> list[bool]:
-        m = D.TORCH_SAME["multiplier"]
-        if self.dtype in ("f16", "bf16") or self.numel < 1000:
-            m = D.TORCH_SAME["multiplier_low_precision"]
-        tol = D.TORCH_SAME["tol"]
-        c, e = self.compiled["rmse_vs_fp64"], self.eager["rmse_vs_fp64"]
-        return [a or (ci <= m * ei + tol / 10) for a, ci, ei in zip(self.allclose_1e4, c, e)]
+
+def torch_same(eager, compiled, fp64, torch) -> tuple[bool, str]:
+    """torch._dynamo.utils.same(eager, compiled, fp64) with its defaults, as Dynamo's accuracy
+    checks call it: (its result, what it logged)."""
+    from torch._dynamo.utils import same
+
+    logged: list[str] = []
+
+    def log_error(message, *args):
+        logged.append(str(message) % args if args else str(message))
+
+    import logging
+
+    logger = logging.getLogger("torch._dynamo.utils")  # its warnings per call ("Found nan in reference")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        passed = bool(same(eager, compiled, fp64, log_error=log_error))
+    finally:
+        logger.setLevel(level)
+    return passed, "; ".join(logged)
 
 
 def _num(x, sig: int = 3) -> str:
@@ -472,8 +544,12 @@ class Judgment:
             Outcome.CONTRADICTED: "compiled is less accurate than eager",
             Outcome.INCONCLUSIVE: "the sets cannot tell whether compiled is less accurate than eager",
         }[self.outcome]
+        found = [o for o in self.outputs if o.finding and o.outcome is self.outcome]
         deciding = self.deciding_parts()
-        figure = f" ({deciding[0].output}: {deciding[0].shown})" if deciding else ""
+        if found and (self.outcome is not Outcome.SUPPORTED or not deciding):
+            figure = f" ({found[0].name}: {found[0].finding})"
+        else:
+            figure = f" ({deciding[0].output}: {deciding[0].shown})" if deciding else ""
         return f"{self.outcome.label}: {what}{figure}"
 
     def rule_text(self) -> str:
@@ -497,22 +573,36 @@ class Judgment:
         eq = "compiled = eager, bit-equal" if self.bit_equal else "compiled differs from eager"
         out.append(f"eager vs compiled: {eq}")
         for o in self.outputs:
-            if not o.bit_equal:
+            if o.exact:
+                out.append(f"  {o.name}: {o.finding}")
+            elif not o.bit_equal:
                 out.append(
                     f"  {o.name}: differs in {o.sets - o.bit_equal_sets} of {o.sets} sets, median "
                     f"{_num(float(np.median(o.mismatches)))} of {_num(o.numel)} elements per set, max ulp_diff "
                     f"{_num(o.ulp_diff_max)}"
                 )
+            if any(o.nonfinite):
+                out.append(f"  {o.name}: CONTRADICTED, {o.finding} (decided before any statistic)")
+            elif not o.exact and o.finding:
+                out.append(f"  {o.name}: {o.outcome.label}, {o.finding}")
+            if any(o.eager_only_nonfinite):
+                out.append(
+                    f"  {o.name}: eager non-finite where compiled is finite: {_num(sum(o.eager_only_nonfinite))} "
+                    "elements (left out of the statistics)"
+                )
         header = ("output", "measure", "statistic", "compiled − eager [95 % interval]", "tol", "verdict")
         rows = []
         for o in self.outputs:
+            if o.finding:
+                rows.append(_finding_row(o))
             for p in o.parts:
-                rows.append(_part_row(o, p, o.measure))
+                row = _part_row(o, p, o.measure)
+                rows.append(row[:-1] + (row[-1] + " (not deciding)",) if o.finding else row)
         out.append("")
         out += _table(header, rows)
         for o in self.outputs:
             for p in o.parts:
-                if p.final is Outcome.INCONCLUSIVE:
+                if p.final is Outcome.INCONCLUSIVE and not o.finding:
                     out.append(f"  undecided, {o.name}: {p.sentence()}")
         out.append("")
         out.append("beside the verdict (not deciding):")
@@ -527,12 +617,13 @@ class Judgment:
                     f"  {o.name}, the plan's literal rule (pooled over sets, compiled ≤ eager at P99 and max of ULP "
                     f"error, no uncertainty): {'holds' if ok else 'fails'} ({text})"
                 )
-            same = o.same_rule()
+            failed = f" (it logged on {o.same_message})" if o.same_message else ""
             out.append(
-                f"  {o.name}, torch._dynamo.utils.same(eager, compiled, fp64) per set: passes {sum(same)} of "
-                f"{len(same)} sets"
+                f"  {o.name}, torch._dynamo.utils.same(eager, compiled, fp64) per set: passes {sum(o.same)} of "
+                f"{len(o.same)} sets{failed}"
             )
-            out.append(f"  {o.name}, msprobe (median over sets, compiled / eager): " + _msprobe_text(o))
+            if not o.exact:
+                out.append(f"  {o.name}, msprobe (median over sets, compiled / eager): " + _msprobe_text(o))
         out.append("")
         out.append("sanity:")
         out.append("  eager run twice: " + ("bit-equal" if self.eager_repeatable else "NOT bit-equal (see the notes)"))
@@ -574,18 +665,23 @@ class Judgment:
                 "bit_equal_sets": o.bit_equal_sets,
                 "mismatches_per_set": o.mismatches,
                 "ulp_diff_max": o.ulp_diff_max,
+                "finding": o.finding,
+                "first_mismatch": o.first_mismatch.to_dict() if o.first_mismatch else None,
+                "nonfinite_where_eager_finite_per_set": o.nonfinite,
+                "first_nonfinite": o.first_nonfinite.to_dict() if o.first_nonfinite else None,
+                "eager_only_nonfinite_per_set": o.eager_only_nonfinite,
                 "per_set": {
                     "compiled": {k: [_json_number(v) for v in vs] for k, vs in o.compiled.items()},
                     "eager": {k: [_json_number(v) for v in vs] for k, vs in o.eager.items()},
-                    "compiled_allclose_eager_1e-4": o.allclose_1e4,
                 },
-                "torch_same_per_set": o.same_rule(),
+                "torch_same_per_set": o.same,
+                "torch_same_message": o.same_message,
                 "worst": [w.to_dict() for w in o.worst],
                 "no_bound_reason": o.no_bound_reason,
             }
             if o.name in self.pooled:
                 ok, text = o.plan_rule(self.pooled[o.name])
-                d["plan_rule"] = {"holds": ok, "figures": text, "pooled": self.pooled[o.name]}
+                d["plan_rule"] = {"holds": ok, "figures": text, "pooled": _json_tree(self.pooled[o.name])}
             outputs.append(d)
         return {
             "schema": "fusebench.judgment/1",
@@ -603,7 +699,7 @@ class Judgment:
             "unknown_ops": self.unknown_ops,
             "decomposed_ops": self.decomposed_ops,
             "outputs": outputs,
-            "speed": self.speed.to_dict() if self.speed else None,
+            "speed": _json_tree(self.speed.to_dict()) if self.speed else None,
             "seconds": self.seconds,
             "environment": self.environment,
             "explanation": self.explanation.to_dict() if self.explanation is not None else None,
@@ -649,11 +745,15 @@ def _msprobe_text(o: OutputJudgment) -> str:
         ("max_rel_err", "max rel err"),
         ("one_thousandth_err_ratio", "1/1000 err ratio"),
     ):
-        c = np.nanmedian(o.compiled[key]) if o.compiled.get(key) else math.nan
-        e = np.nanmedian(o.eager[key]) if o.eager.get(key) else math.nan
+        c, e = _median_of_finite(o.compiled.get(key)), _median_of_finite(o.eager.get(key))
         sig = 7 if key == "cosine" else 3
         bits.append(f"{label} {_num(float(c), sig)} / {_num(float(e), sig)}")
     return ", ".join(bits)
+
+
+def _median_of_finite(values) -> float:
+    finite = [v for v in values or () if math.isfinite(v)]
+    return float(np.median(finite)) if finite else math.nan
 
 
 def _part_row(o: OutputJudgment, p: Part, measure: str) -> tuple:
@@ -677,6 +777,18 @@ def _part_row(o: OutputJudgment, p: Part, measure: str) -> tuple:
     )
 
 
+def _finding_row(o: OutputJudgment) -> tuple:
+    """The table's row of an output decided by a finding rather than a statistic."""
+    if o.exact:
+        differing = sum(m > 0 for m in o.mismatches)
+        figure = f"{_num(sum(o.mismatches))} elements differ in {differing} sets" if differing else "equal in all sets"
+        return (o.name, "exact", f"elements ≠ eager ({o.dtype})", figure, "0", o.outcome.label)
+    if any(o.nonfinite):
+        figure = f"{_num(sum(o.nonfinite))} elements in {sum(k > 0 for k in o.nonfinite)} sets"
+        return (o.name, "finite", "non-finite where eager is finite", figure, "0", o.outcome.label)
+    return (o.name, "finite", "finite pairs", o.finding, "—", o.outcome.label)
+
+
 def _table(header: tuple, rows: list[tuple]) -> list[str]:
     widths = [max(len(str(r[k])) for r in [header, *rows]) for k in range(len(header))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
@@ -696,6 +808,12 @@ def _html(j: Judgment, text: str) -> str:
     esc = html.escape
     rows = []
     for o in j.outputs:
+        if o.finding:
+            cells = _finding_row(o)
+            rows.append(
+                "<tr>" + "".join(f"<td>{esc(str(c))}</td>" for c in cells[:-1]) + f'<td class="{o.outcome.value}">'
+                f"{esc(cells[-1])}</td></tr>"
+            )
         for p in o.parts:
             cells = _part_row(o, p, o.measure)
             rows.append(
@@ -717,8 +835,9 @@ def _html(j: Judgment, text: str) -> str:
 
 # ---- compilers
 def make_compiler(compile: Any, options: dict | None, torch) -> tuple[Callable, str]:
-    """(compiler, its name): compile is a torch.compile backend name ("inductor", "aot_eager", ...)
-    or a callable taking fn and returning the compiled callable; options are Inductor's (config
+    """(compiler, its name): compile is a torch.compile backend name ("inductor", "aot_eager", ...),
+    a backend callable (gm, example_inputs) or a compiler of the model (compiler_kind tells the two
+    callables apart by their signatures); options are Inductor's (config
     names as torch._inductor.config spells them, e.g. "cpp.simdlen")."""
     if compile is None:
         compile = "inductor"
@@ -737,8 +856,43 @@ def make_compiler(compile: Any, options: dict | None, torch) -> tuple[Callable, 
             )
         return (lambda f: torch.compile(f, backend=compile, dynamic=False)), compile
     if callable(compile):
-        return compile, getattr(compile, "__name__", type(compile).__name__)
-    raise JudgeError(f"judge: compile={compile!r}; give a backend name or a callable compiler")
+        if options:
+            raise JudgeError(f"judge: options={options!r} are Inductor's; a callable compile= takes none")
+        name = getattr(compile, "__name__", type(compile).__name__)
+        if compiler_kind(compile) == "backend":
+            return (lambda f: torch.compile(f, backend=compile, dynamic=False)), name
+        return compile, name
+    raise JudgeError(
+        f"judge: compile={compile!r}; give a backend name, a backend callable (gm, example_inputs) or a compiler "
+        "of the model (model -> compiled callable)"
+    )
+
+
+def compiler_kind(compile: Callable) -> str:
+    """What compile= is: "backend" for a torch.compile backend, called as backend(gm, example_inputs): its signature
+    requires exactly two positional arguments; "model" for a compiler of the model, called as
+    compiler(model): one positional argument it can take, at most one it requires (torch.compile
+    itself, a lambda f: ...). Anything else is refused, naming the signature."""
+    import inspect
+
+    try:
+        signature = inspect.signature(compile)
+    except (TypeError, ValueError):
+        raise JudgeError(
+            f"judge: compile={compile!r}: its signature cannot be read, so judge cannot tell a backend "
+            "(gm, example_inputs) from a compiler of the model; wrap it in a def with named arguments"
+        ) from None
+    positional = [p for p in signature.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    varargs = any(p.kind is p.VAR_POSITIONAL for p in signature.parameters.values())
+    if len(required) == 2:
+        return "backend"
+    if len(required) <= 1 and (positional or varargs):
+        return "model"
+    raise JudgeError(
+        f"judge: compile={getattr(compile, '__name__', compile)!r} has the signature {signature}: a backend takes "
+        "(gm, example_inputs), a compiler of the model takes (model)"
+    )
 
 
 def _model_dtype(fn, inputs: Inputs, torch):
@@ -781,7 +935,9 @@ def _bits_equal(a, b, torch) -> int:
     """Number of differing elements (bitwise, NaN payload included)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return a.numel() or 1
-    view = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+    view = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(a.element_size())
+    if view is None:  # complex: compared by value
+        return int((a != b).sum())
     return int((a.contiguous().view(view) != b.contiguous().view(view)).sum())
 
 
@@ -832,16 +988,27 @@ def judge(
     first = make_set(0)
     model_dtype = _model_dtype(fn, first, torch)
     title = name or (type(fn).__name__ if isinstance(fn, torch.nn.Module) else getattr(fn, "__name__", "fn"))
+    if model_dtype == torch.float64:
+        where = (
+            "its parameters are"
+            if isinstance(fn, torch.nn.Module) and any(p.dtype == torch.float64 for p in fn.parameters())
+            else "its floating inputs are"
+        )
+        raise JudgeError(
+            f"judge: {title} computes in float64 ({where} float64): the reference is a float64 run, and PyTorch "
+            "has no more precise floating dtype on the CPU, so no reference more precise than the model exists "
+            "and its error could not be measured; judge it in a lower precision (dtype='f32', --dtype f32)"
+        )
     notes: list[str] = []
 
     # sanity: eager twice, bit-equal
     reasons = training_reasons(fn, torch)
     with torch.no_grad():
-        a = flatten_outputs(first.call(fn), torch)
-        b = flatten_outputs(first.call(fn), torch)
-    if not [t for _, t in a if t.is_floating_point()]:
-        raise JudgeError(f"judge: {title} returned no floating tensor to judge")
-    differing = [n for (n, x), (_, y) in zip(a, b) if x.is_floating_point() and _bits_equal(x, y, torch)]
+        a = flatten_outputs(run_model("eager", fn, first, 0, title), torch)
+        b = flatten_outputs(run_model("eager", fn, first, 0, title), torch)
+    if not a:
+        raise JudgeError(f"judge: {title} returned no tensor to judge")
+    differing = [n for (n, x), (_, y) in zip(a, b) if _bits_equal(x, y, torch)]
     eager_repeatable = not differing
     if not eager_repeatable:
         why = "; ".join(reasons) or "a nondeterministic op (random numbers, or an op without a deterministic kernel)"
@@ -859,7 +1026,7 @@ def judge(
         backend_name = name_of_compiled(compile, options)
     t0 = time.perf_counter()
     with torch.no_grad():
-        first.call(compiled)
+        run_model("compiled (first call: the compile)", compiled, first, 0, title)
     compile_s = time.perf_counter() - t0
 
     reference = Reference(fn, model_dtype, torch)
@@ -873,14 +1040,22 @@ def judge(
         inputs = first if index == 0 else make_set(index)
         t = time.perf_counter()
         with torch.no_grad():
-            e_out = flatten_outputs(inputs.call(fn), torch)
+            e_out = flatten_outputs(run_model("eager", fn, inputs, index, title), torch)
         seconds["eager"] += time.perf_counter() - t
         t = time.perf_counter()
         with torch.no_grad():
-            c_out = flatten_outputs(inputs.call(compiled), torch)
+            c_out = flatten_outputs(run_model("compiled", compiled, inputs, index, title), torch)
         seconds["compiled"] += time.perf_counter() - t
         t = time.perf_counter()
-        r_tree, mode = reference.run(inputs)
+        try:
+            r_tree, mode = reference.run(inputs)
+        except (JudgeError, ModelError):
+            raise
+        except Exception as error:
+            raise ModelError(
+                f"judge: {title} raised in its float64 run with error bounds on input set {index}: "
+                f"{type(error).__name__}: {error}"
+            ) from error
         r_out = flatten_outputs(r_tree, torch)
         seconds["fp64_with_bounds"] += time.perf_counter() - t
         for k, v in mode.unknown.items():
@@ -894,16 +1069,14 @@ def judge(
             )
         t = time.perf_counter()
         for (oname, e), (_, c), (_, r) in zip(e_out, c_out, r_out):
-            if not e.is_floating_point():
-                continue
             # the statistics run on the CPU (the toolkit reads host memory): a CUDA model's outputs move
-            e, c = e.detach().cpu(), c.detach().cpu()
-            bound = mode.bound(r).detach().cpu()
-            r = r.detach().cpu()
+            bound = mode.bound(r).detach().cpu() if r.is_floating_point() else None  # keyed by r itself
+            e, c, r = e.detach().cpu(), c.detach().cpu(), r.detach().cpu()
             o = outputs.get(oname)
             if o is None:
+                measure = "conditioned" if e.is_floating_point() else "exact"
                 o = outputs[oname] = OutputJudgment(
-                    oname, _short_dtype(e.dtype), tuple(e.shape), "conditioned", numel=e.numel()
+                    oname, _short_dtype(e.dtype), tuple(e.shape), measure, numel=e.numel()
                 )
                 for col in COLUMNS:
                     o.compiled[col], o.eager[col] = [], []
@@ -911,14 +1084,33 @@ def judge(
                 raise JudgeError(
                     f"judge: output {oname}: eager {e.dtype}{list(e.shape)}, compiled {c.dtype}{list(c.shape)}"
                 )
+            passed, logged = torch_same(e, c, r, torch)
+            o.same.append(passed)
+            if not passed and not o.same_message:
+                o.same_message = f"set {index}: {logged}" if logged else f"set {index}"
+            if o.exact:  # integers and booleans: compiled must equal eager element for element
+                differ = (e != c).reshape(-1)
+                mism = int(differ.sum())
+                o.mismatches.append(mism)
+                o.bit_equal_sets += mism == 0
+                if mism and o.first_mismatch is None:
+                    k = int(differ.nonzero()[0, 0])
+                    o.first_mismatch = Element(index, k, c.reshape(-1)[k].item(), e.reshape(-1)[k].item())
+                continue
             mism = _bits_equal(e, c, torch)
             o.mismatches.append(mism)
             o.bit_equal_sets += mism == 0
+            e_finite, c_finite = torch.isfinite(e).reshape(-1), torch.isfinite(c).reshape(-1)
+            lost = e_finite & ~c_finite
+            o.nonfinite.append(int(lost.sum()))
+            o.eager_only_nonfinite.append(int((c_finite & ~e_finite).sum()))
+            if o.nonfinite[-1] and o.first_nonfinite is None:
+                k = int(lost.nonzero()[0, 0])
+                o.first_nonfinite = Element(index, k, float(c.reshape(-1)[k]), float(e.reshape(-1)[k]))
             if mism and e.dtype != torch.float64:
-                o.ulp_diff_max = max(o.ulp_diff_max, int(ulp_diff(e.contiguous(), c.contiguous()).max))
-            o.allclose_1e4.append(
-                mism == 0 or bool(torch.allclose(e, c, rtol=1e-4, atol=1e-4, equal_nan=True))
-            )  # as same() applies it: on the tensors as they are
+                distance = ulp_diff(e.contiguous(), c.contiguous()).max  # None: every pair holds a NaN
+                if distance is not None:
+                    o.ulp_diff_max = max(o.ulp_diff_max, int(distance))
             r64 = r.to(torch.float64).contiguous()
             ref_np = r64.numpy().reshape(-1)
             e_ulp = np.asarray(ulp_error(e.contiguous(), r64)).reshape(-1)
@@ -943,29 +1135,39 @@ def judge(
             pooled = pooled_ulp.setdefault(oname, ([], []))
             pooled[0].append(_pooled_sample(c_ulp, index))
             pooled[1].append(_pooled_sample(e_ulp, index))
-            k = int(np.nanargmax(np.nan_to_num(c_ulp, nan=-1.0))) if c_ulp.size else 0
-            u = {"f16": 2.0**-11, "bf16": 2.0**-8, "f32": 2.0**-24, "f64": 2.0**-53}.get(o.dtype, 0.0)
-            kappa = (float(b_np[k] / (u * abs(ref_np[k]))) if ref_np[k] != 0 else math.inf) if has_bound else None
-            worst_cands.setdefault(oname, []).append(
-                Worst(
-                    index,
-                    k,
-                    float(c64[k]),
-                    float(e64[k]),
-                    float(ref_np[k]),
-                    float(b_np[k]) if has_bound else None,
-                    float(c_ulp[k]),
-                    float(e_ulp[k]),
-                    abs(float(c64[k]) - float(ref_np[k])) / float(floor[k]) if floor is not None else None,
-                    abs(float(e64[k]) - float(ref_np[k])) / float(floor[k]) if floor is not None else None,
-                    kappa,
+            # the worst element among the finite pairs: a non-finite one is the finding above, not an error size
+            finite_pair = np.isfinite(c64) & np.isfinite(ref_np)
+            if finite_pair.any():
+                k = int(np.argmax(np.where(finite_pair, np.nan_to_num(c_ulp, nan=-1.0), -1.0)))
+                u = {"f16": 2.0**-11, "bf16": 2.0**-8, "f32": 2.0**-24, "f64": 2.0**-53}.get(o.dtype, 0.0)
+                with np.errstate(all="ignore"):
+                    kappa = (
+                        (float(b_np[k] / (u * abs(ref_np[k]))) if ref_np[k] != 0 else math.inf) if has_bound else None
+                    )
+                worst_cands.setdefault(oname, []).append(
+                    Worst(
+                        index,
+                        k,
+                        float(c64[k]),
+                        float(e64[k]),
+                        float(ref_np[k]),
+                        float(b_np[k]) if has_bound else None,
+                        float(c_ulp[k]),
+                        float(e_ulp[k]),
+                        abs(float(c64[k]) - float(ref_np[k])) / float(floor[k]) if floor is not None else None,
+                        abs(float(e64[k]) - float(ref_np[k])) / float(floor[k]) if floor is not None else None,
+                        kappa,
+                    )
                 )
-            )
         seconds["statistics"] += time.perf_counter() - t
 
-    # decide
+    # decide: exact outputs and non-finite findings first, then the statistics of the others
+    if not outputs:
+        raise JudgeError(f"judge: {title} returned no tensor to judge")
     all_parts: list[Part] = []
     for o in outputs.values():
+        if o.exact:
+            continue
         if o.no_bound_reason or not all(np.isfinite(v) for v in o.eager["cond_max"]):
             o.measure = "ulp"
             o.no_bound_reason = o.no_bound_reason or "the bound is 0 or missing on some set: ULP error decides"
@@ -975,15 +1177,17 @@ def judge(
             o.parts += D.judge_statistic(o.name, s, o.compiled[s], o.eager[s], tolerance)
         for s in others:
             o.other_parts += D.judge_statistic(o.name, s, o.compiled[s], o.eager[s], tolerance)
-        all_parts += o.parts
-    if not all_parts:
-        raise JudgeError(f"judge: {title}: no output statistic could be judged (every figure non-finite?)")
-    D.holm(all_parts)
+        if not any(o.nonfinite):  # an output with non-finite values is decided by that finding alone
+            all_parts += o.parts
+    if all_parts:
+        D.holm(all_parts)
     other_all = [p for o in outputs.values() for p in o.other_parts]
     if other_all:
         D.holm(other_all)
     for o in outputs.values():
-        o.outcome = D.combine([p.final for p in o.parts]) if o.parts else Outcome.INCONCLUSIVE
+        o.outcome, o.finding = _finding(o)
+        if o.outcome is None:
+            o.outcome = D.combine([p.final for p in o.parts])
         o.other_outcome = D.combine([p.final for p in o.other_parts]) if o.other_parts else None
         cands = sorted(worst_cands.get(o.name, []), key=lambda w: -w.compiled_ulp)
         o.worst = cands[:3]
@@ -1008,7 +1212,7 @@ def judge(
         c_all, e_all = np.concatenate(cs), np.concatenate(es)
         pooled_figures[oname] = {
             "p99": (_percentile(c_all[np.isfinite(c_all)], 99), _percentile(e_all[np.isfinite(e_all)], 99)),
-            "max": (float(np.nanmax(c_all)), float(np.nanmax(e_all))),
+            "max": (_max_of_finite(c_all), _max_of_finite(e_all)),
             "sampled": any(x.size > POOLED_LIMIT for x in cs),
         }
 
@@ -1040,6 +1244,44 @@ def judge(
         environment=environment,
         tolerance=D.STATISTICS["cond_p99"]["relative_tolerance"] if tolerance is None else float(tolerance),
     )
+
+
+def _max_of_finite(x: np.ndarray) -> float:
+    """The largest ULP error (an element that is non-finite where fp64 is finite counts as +inf;
+    NaN where both are NaN is left out); NaN when nothing is left."""
+    x = x[~np.isnan(x)]
+    return float(x.max()) if x.size else math.nan
+
+
+def _finding(o: OutputJudgment) -> tuple[Outcome | None, str]:
+    """The outcome of an output that no statistic decides, and the words for it; (None, "") when
+    its statistics decide. Integer and bool outputs are compared exactly; a floating output with
+    non-finite values where eager's are finite is CONTRADICTED before any statistic."""
+    n = o.sets
+    if o.exact:
+        differing = sum(m > 0 for m in o.mismatches)
+        if differing:
+            return Outcome.CONTRADICTED, (
+                f"compared exactly ({o.dtype}): compiled differs from eager in {differing} of {n} sets, "
+                f"{_num(sum(o.mismatches))} elements in all; first at {o.first_mismatch.text()}"
+            )
+        return Outcome.SUPPORTED, f"compared exactly ({o.dtype}): compiled equals eager in all {n} sets"
+    if any(o.nonfinite):
+        sets_with = sum(k > 0 for k in o.nonfinite)
+        return Outcome.CONTRADICTED, (
+            f"non-finite where eager is finite: {_num(sum(o.nonfinite))} elements in {sets_with} of {n} sets; first at "
+            f"{o.first_nonfinite.text()}"
+        )
+    if not o.parts:
+        if any(o.eager_only_nonfinite):
+            return Outcome.INCONCLUSIVE, (
+                "no finite pair of eager and compiled to compare: eager is non-finite where compiled is finite "
+                f"({_num(sum(o.eager_only_nonfinite))} elements)"
+            )
+        return Outcome.SUPPORTED, (
+            f"no finite element to compare in any of {n} sets: compiled is non-finite exactly where eager is"
+        )
+    return None, ""
 
 
 POOLED_LIMIT = 1 << 18  # elements kept per set for the plan's pooled P99 (a strided sample beyond)

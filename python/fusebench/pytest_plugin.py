@@ -11,7 +11,10 @@ A failure message names what was compared and lists the worst elements with thei
 values and both bit patterns.
 
 `pytest --fusebench-report=PATH` writes a JSON summary of every assertion made through the fixture:
-test id, assertion, measure, figure, limit and verdict.
+test id, assertion, measure, figure, limit and verdict (pass / fail); for assert_fused_not_worse
+also the judgment's outcome (supported, contradicted, inconclusive, or "bad input" / "failure"
+when judge raised) and its exit status as python -m fusebench gives it (0, 1, 3; 2 bad input; 4 a
+failure inside the model or the judge), and per outcome a count of the judgments.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import fusebench as _fb
 from fusebench._operands import element_bits_and_values, operand
 
 SHOWN_ELEMENTS = 8
+EXIT_BAD_INPUT = 2  # python -m fusebench's exit statuses, recorded beside a judgment in the report
 
 
 # ---- failure messages
@@ -58,7 +62,8 @@ class FusebenchFixture:
         self._nodeid = nodeid
         self._records = records
 
-    def _record(self, assertion: str, measure: str, figure: Any, limit: Any, passed: bool) -> None:
+    def _record(self, assertion: str, measure: str, figure: Any, limit: Any, passed: bool, **judged: Any) -> None:
+        """One record; judged adds a judgment's fields (outcome, exit_status) beside pass / fail."""
         if isinstance(figure, float) and not np.isfinite(figure):
             figure = str(figure)  # JSON has no inf / NaN
         if self._records is not None:
@@ -70,6 +75,7 @@ class FusebenchFixture:
                     "figure": figure,
                     "limit": limit,
                     "verdict": "pass" if passed else "fail",
+                    **judged,
                 }
             )
 
@@ -196,18 +202,43 @@ class FusebenchFixture:
         __tracebackhide__ = True
         if inconclusive not in ("pass", "fail"):
             raise ValueError(f"assert_fused_not_worse: inconclusive={inconclusive!r}; expected 'pass' or 'fail'")
-        judgment = _fb.judge(
-            fn,
-            sample,
-            sets=sets,
-            compile=compile,
-            options=options,
-            seed=seed,
-            dtype=dtype,
-            tolerance=tolerance,
-            speed_rounds=0,
-        )
+        try:
+            judgment = _fb.judge(
+                fn,
+                sample,
+                sets=sets,
+                compile=compile,
+                options=options,
+                seed=seed,
+                dtype=dtype,
+                tolerance=tolerance,
+                speed_rounds=0,
+            )
+        except Exception as error:
+            # bad input (exit status 2) or a failure inside the model or the judge (4): recorded as
+            # what it is, never as a verdict
+            kind, status = ("bad input", EXIT_BAD_INPUT) if isinstance(error, _fb.JudgeError) else ("failure", 4)
+            self._record(
+                "assert_fused_not_worse", "outcome", f"{type(error).__name__}: {error}", "supported", False,
+                outcome=kind, exit_status=status,
+            )  # fmt: skip
+            raise
         failing = {"contradicted"} | ({"inconclusive"} if inconclusive == "fail" else set())
+        self._record(
+            "assert_fused_not_worse",
+            "outcome",
+            judgment.headline(),
+            "supported",
+            judgment.outcome.value not in failing,
+            outcome=judgment.outcome.value,
+            exit_status=judgment.exit_status,
+        )
+        for o in judgment.outputs:
+            if o.finding:
+                self._record(
+                    "assert_fused_not_worse", f"{o.name} ({o.measure if o.exact else 'finite'})", o.finding, "—",
+                    o.outcome.value not in failing, outcome=o.outcome.value,
+                )  # fmt: skip
         for part in judgment.parts:
             self._record(
                 "assert_fused_not_worse",
@@ -215,6 +246,7 @@ class FusebenchFixture:
                 part.interval.high,
                 part.tolerance,
                 part.final.value not in failing,
+                outcome=part.final.value,
             )
         if judgment.outcome.value not in failing:
             return judgment
@@ -224,8 +256,10 @@ class FusebenchFixture:
             explanation = "\n" + "\n".join(e.lines())
         lines = []
         for o in judgment.outputs:
+            if o.finding and o.outcome.value in failing:
+                lines.append(f"  {o.name}: {o.outcome.label}: {o.finding}")
             for part in o.parts:
-                if part.final.value in failing:
+                if part.final.value in failing and not o.finding:
                     lines.append(f"  {o.name}: {part.final.label} on the {o.measure} error: {part.sentence()}")
             w = o.worst[0] if o.worst else None
             if w is not None and o.outcome.value in failing:
@@ -270,10 +304,18 @@ def pytest_unconfigure(config):
     records = config.stash.get(_REPORT_KEY, None)
     if not path or records is None:
         return
+    judged = [r for r in records if r["assertion"] == "assert_fused_not_worse" and r["measure"] == "outcome"]
     summary = {
         "assertions": records,
         "passed": sum(r["verdict"] == "pass" for r in records),
         "failed": sum(r["verdict"] == "fail" for r in records),
+        # judgments by outcome (an INCONCLUSIVE one passes under inconclusive="pass", and is counted here)
+        "judgments": {
+            outcome: sum(r["outcome"] == outcome for r in judged)
+            for outcome in ("supported", "contradicted", "inconclusive", "bad input", "failure")
+        },
+        "exit_statuses": "0 supported, 1 contradicted, 3 inconclusive, 2 bad input, 4 a failure inside the model "
+        "or the judge",
     }
     # Written whole or not at all: a temporary file in the same folder, then rename.
     directory = os.path.dirname(os.path.abspath(path))

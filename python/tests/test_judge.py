@@ -2,6 +2,7 @@
 models (the third-party models are in test_judge_models.py)."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -99,6 +100,96 @@ def test_eager_stays_within_the_bound_op_by_op(dtype, factor):
         error = (eager.double() - ref).abs()
         worst = float((error / bound.clamp_min(_bounds.UNDERFLOW[dtype])).max())
         assert worst <= factor, f"{name} {dtype}: eager is {worst:.3g} x its bound"
+
+
+def _attention_configurations():
+    """scaled_dot_product_attention as current LLM code writes it: heads, GQA, masks, causal, layouts."""
+    F = torch.nn.functional
+    g = torch.Generator().manual_seed(5)
+    keep = torch.rand(2, 1, 8, 8, generator=g) > 0.3
+    keep[..., 0] = True
+    starved = keep.clone()
+    starved[1, 0, :3] = False  # rows with no key kept (left padding under a causal mask): torch gives 0
+    additive = torch.where(keep, 0.0, float("-inf"))
+    return {
+        "multi-head": lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+        "causal": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        "gqa (enable_gqa)": lambda q, k, v: F.scaled_dot_product_attention(q, k[:, :2], v[:, :2], enable_gqa=True),
+        "gqa causal": lambda q, k, v: F.scaled_dot_product_attention(
+            q, k[:, :2], v[:, :2], enable_gqa=True, is_causal=True
+        ),
+        "gqa (repeat_kv)": lambda q, k, v: F.scaled_dot_product_attention(
+            q, k[:, :2].repeat_interleave(2, 1), v[:, :2].repeat_interleave(2, 1)
+        ),
+        "boolean mask": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=keep),
+        "boolean mask, rows with nothing kept": lambda q, k, v: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=starved
+        ),
+        "float mask (-inf)": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=additive),
+        "float mask (-1e9)": lambda q, k, v: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=additive.clamp_min(-1e9)
+        ),
+        "gqa with a mask": lambda q, k, v: F.scaled_dot_product_attention(
+            q, k[:, :2], v[:, :2], attn_mask=keep, enable_gqa=True
+        ),
+        "scale": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3),
+        "3-d (no batch)": lambda q, k, v: F.scaled_dot_product_attention(q[0], k[0], v[0]),
+        "sequence-major transposed": lambda q, k, v: F.scaled_dot_product_attention(
+            q.transpose(1, 2).contiguous().transpose(1, 2), k, v
+        ),
+        "fewer queries, causal": lambda q, k, v: F.scaled_dot_product_attention(q[:, :, :3], k, v, is_causal=True),
+        "value width differs": lambda q, k, v: F.scaled_dot_product_attention(q, k, v[..., :8]),
+        "2-d mask": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=keep[0, 0]),
+    }
+
+
+@pytest.mark.parametrize("dtype,factor", [(torch.bfloat16, 1.0), (torch.float32, 10.0)])
+def test_attention_configurations_are_bounded(dtype, factor):
+    """Every configuration gets a bound (no unknown op, no crash), and eager stays within it (in
+    f32 within 10 x, as the op-by-op check above: the CPU's flash kernel evaluates exp its own way,
+    up to 1.3 x here)."""
+    g = torch.Generator().manual_seed(6)
+    q, k, v = (torch.randn(2, 4, 8, 16, generator=g).to(dtype) for _ in range(3))
+    for name, f in _attention_configurations().items():
+        eager = f(q, k, v)
+        mode = _bounds.BoundMode(dtype)
+        up = tuple(t.double() for t in (q, k, v))
+        for t in up:
+            mode.register(t, dtype)
+        with torch.no_grad(), mode:
+            ref = f(*up)
+        bound = mode.bound(ref)
+        assert not mode.unknown, (name, mode.unknown)
+        assert torch.isfinite(bound).all() and torch.isfinite(ref).all(), name
+        worst = float(((eager.double() - ref).abs() / bound.clamp_min(_bounds.UNDERFLOW[dtype])).max())
+        assert worst <= factor, f"{name} {dtype}: eager is {worst:.3g} x its bound"
+
+
+def test_an_attention_form_without_a_rule_is_named_not_a_crash():
+    """A sliding window (an argument the rule does not cover) on the sequence-major kernel: the op
+    is named, its output falls back to ULP error."""
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(1, 8, 2, 16, generator=g, dtype=torch.float64) for _ in range(3))
+    mode = _bounds.BoundMode(torch.float32)
+    with torch.no_grad(), mode:
+        out = mode.__torch_dispatch__(
+            torch.ops.aten.add.Tensor, (), (q, k), {}
+        )  # any op runs; now one form the attention rule refuses
+        from fusebench._bounds import NoRule, _rule_attention
+
+        with pytest.raises(NoRule, match="sliding window"):
+            _rule_attention(
+                mode, torch.ops.aten._flash_attention_forward.default,
+                (q, k, v, None, None, 8, 8, 0.0, True, False), {"window_size_left": 4}, None,
+            )  # fmt: skip
+    assert torch.isfinite(mode.bound(out)).all()
+
+    def qr_then_attention(x):
+        r = torch.linalg.qr(x)[0]
+        return torch.nn.functional.scaled_dot_product_attention(r[None, None], r[None, None], r[None, None])
+
+    j = fb.judge(qr_then_attention, torch.randn(8, 8), sets=3, compile=identity_compiler, speed_rounds=0)
+    assert j.outputs[0].measure == "ulp" and "linalg_qr" in j.outputs[0].no_bound_reason
 
 
 def test_unknown_op_is_named_and_its_output_falls_back_to_ulp():
@@ -300,6 +391,15 @@ FACTORIES = textwrap.dedent(
                 return torch.exp(a * b) * 0.5
         return Worse().eval(), _x()
 
+    def raises():
+        class Raises(torch.nn.Module):
+            def forward(self, a, b):
+                raise RuntimeError("planted failure in forward")
+        return Raises().eval(), _x()
+
+    def float64():
+        return Chain().eval(), tuple(t.double() for t in _x())
+
     def straddle():
         # compiled rounds to bf16 where b[0] > 0: set 0 (b[0] = 0.1) is far worse, set 1 (seed 0:
         # b[0] perturbed to -0.237) equal, so two sets cannot tell
@@ -358,6 +458,15 @@ def test_cli_bad_input_exit_status_2(tmp_path, monkeypatch, capsys):
         assert status == 2 and reason in err, (args, err)
 
 
+def test_cli_model_failure_is_exit_status_4_and_float64_is_bad_input(tmp_path):
+    r = _cli(tmp_path, "factories.py:raises", "--sets", "2", "--speed-rounds", "0")
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "the model failed: judge: raises raised in its eager run on input set 0" in r.stderr
+    assert "planted failure in forward" in r.stderr and "verdict" not in r.stdout
+    r = _cli(tmp_path, "factories.py:float64", "--sets", "2", "--speed-rounds", "0")
+    assert r.returncode == 2 and "no more precise" in r.stderr, r.stderr
+
+
 def test_cli_inconclusive_exit_status(tmp_path):
     r = _cli(tmp_path, "factories.py:straddle", "--sets", "2", "--backend", "aot_eager", "--speed-rounds", "0")
     assert r.returncode == 3, r.stdout + r.stderr
@@ -404,8 +513,236 @@ def test_fixture_passes_and_fails_with_the_criterion(tmp_path):
     assert "pytest_plugin.py" not in r.stdout  # no plugin source in the traceback
 
 
+def test_report_records_inconclusive_as_inconclusive_and_failures_apart(tmp_path):
+    (tmp_path / "test_user.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+
+            class Straddle(torch.nn.Module):
+                # compiled rounds to bf16 where b[0] > 0: set 0 far worse, set 1 (b[0] perturbed
+                # below 0) equal, so two sets cannot tell
+                def forward(self, a, b):
+                    y = torch.exp(a * b) * 0.5
+                    if torch.compiler.is_compiling():
+                        y = torch.where(b[0] > 0, y.to(torch.bfloat16).to(y.dtype), y)
+                    return y
+
+            def x():
+                g = torch.Generator().manual_seed(4)
+                a, b = torch.randn(1024, generator=g), torch.randn(1024, generator=g)
+                b[0] = 0.1
+                return a, b
+
+            def test_inconclusive(fusebench):
+                fusebench.assert_fused_not_worse(Straddle().eval(), x(), sets=2, compile="aot_eager")
+
+            def test_raises(fusebench):
+                def broken(a, b):
+                    raise RuntimeError("planted")
+                fusebench.assert_fused_not_worse(broken, x(), sets=2, compile="aot_eager")
+            """
+        )
+    )
+    report = tmp_path / "report.json"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--fusebench-report={report}",
+            "test_user.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert "1 failed, 1 passed" in r.stdout, r.stdout + r.stderr
+    summary = json.loads(report.read_text())
+    outcomes = {rec["test"].split("::")[-1]: rec for rec in summary["assertions"] if rec["measure"] == "outcome"}
+    inconclusive = outcomes["test_inconclusive"]
+    assert (inconclusive["outcome"], inconclusive["exit_status"], inconclusive["verdict"]) == (
+        "inconclusive",
+        3,
+        "pass",
+    ), inconclusive  # passes under inconclusive="pass", recorded as what it is
+    assert inconclusive["figure"].startswith("INCONCLUSIVE")
+    failed = outcomes["test_raises"]
+    assert (failed["outcome"], failed["exit_status"], failed["verdict"]) == ("failure", 4, "fail")
+    assert "planted" in failed["figure"]
+    assert summary["judgments"]["inconclusive"] == 1 and summary["judgments"]["failure"] == 1
+    assert summary["judgments"]["supported"] == 0
+
+
 def test_compare_fused_stays_the_plans_literal_rule():
     x = torch.linspace(-4, 4, 512).to(torch.float16)
     result = fb.compare_fused(lambda t: torch.exp(t) * 0.5, x, compile=lambda f: f)
     assert result.not_worse
     assert np.isfinite(result.outputs[0].eager.ulp_error.max)
+
+
+# ---- every output judged, whatever its dtype (planted wrongs)
+def _x(n=1024, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(n, generator=g), torch.randn(n, generator=g))
+
+
+def nan_in_half(fn):
+    """A compiler whose result is NaN at every other element."""
+
+    def run(a, b):
+        y = fn(a, b).clone()
+        y[::2] = float("nan")
+        return y
+
+    return run
+
+
+def one_inf(fn):
+    def run(a, b):
+        y = fn(a, b).clone()
+        y[7] = float("inf")
+        return y
+
+    return run
+
+
+def all_nan(fn):
+    return lambda a, b: torch.full_like(fn(a, b), float("nan"))
+
+
+@pytest.mark.parametrize(
+    "planted,count,first",
+    [(nan_in_half, "2,048 elements in 4 of 4 sets", "index 0: compiled nan"),
+     (one_inf, "4 elements in 4 of 4 sets", "index 7: compiled inf"),
+     (all_nan, "4,096 elements in 4 of 4 sets", "index 0: compiled nan")],
+)  # fmt: skip
+def test_non_finite_where_eager_is_finite_is_contradicted_before_any_statistic(planted, count, first):
+    j = fb.judge(Chain().eval(), _x(), sets=4, compile=planted, speed_rounds=0)
+    assert j.outcome.value == "contradicted" and j.exit_status == 1, str(j)
+    o = j.outputs[0]
+    assert o.finding.startswith("non-finite where eager is finite: " + count), o.finding
+    assert first in o.finding and first in j.headline()
+    text = str(j)
+    assert "decided before any statistic" in text
+    assert "cancellation" not in text  # a NaN is never shown as an element where the computation cancels
+    assert all(math.isfinite(w.compiled) for w in o.worst)
+    # torch's own same() as it is: it fails every set here
+    assert "torch._dynamo.utils.same(eager, compiled, fp64) per set: passes 0 of 4 sets" in text
+    json.dumps(j.to_dict(), allow_nan=False)
+
+
+def test_all_nan_in_both_is_judged():
+    def nan_everywhere(a):
+        return a * float("nan")
+
+    j = fb.judge(nan_everywhere, torch.randn(64), sets=3, compile=identity_compiler, speed_rounds=0)
+    assert j.outcome.value == "supported" and j.bit_equal
+    assert "compiled is non-finite exactly where eager is" in str(j)
+
+
+class Counts(torch.nn.Module):
+    """A floating output beside an integer and a bool one."""
+
+    def forward(self, a):
+        return a * 2, (a > 0).sum(), a > 1
+
+
+def off_by_one(fn):
+    def run(a):
+        y, count, mask = fn(a)
+        return y, count + 1, mask
+
+    return run
+
+
+def test_integer_and_bool_outputs_are_compared_exactly():
+    x = torch.randn(256, generator=torch.Generator().manual_seed(1))
+    same = fb.judge(Counts().eval(), x, sets=3, compile=identity_compiler, speed_rounds=0)
+    assert same.outcome.value == "supported", str(same)
+    exact = [o for o in same.outputs if o.exact]
+    assert [o.dtype for o in exact] == ["int64", "bool"]
+    assert all(o.finding == f"compared exactly ({o.dtype}): compiled equals eager in all 3 sets" for o in exact)
+    assert "out[1]: compared exactly (int64): compiled equals eager in all 3 sets" in str(same)
+    wrong = fb.judge(Counts().eval(), x, sets=3, compile=off_by_one, speed_rounds=0)
+    assert wrong.outcome.value == "contradicted" and wrong.exit_status == 1
+    count = wrong.outputs[1]
+    assert count.outcome.value == "contradicted" and not wrong.bit_equal
+    eager_count = int((x > 0).sum())
+    assert count.finding == (
+        f"compared exactly (int64): compiled differs from eager in 3 of 3 sets, 3 elements in all; first at set 0, "
+        f"index 0: compiled {eager_count + 1}, eager {eager_count}"
+    )
+    assert "out[1]: compared exactly (int64): compiled differs" in wrong.headline()
+
+
+def test_torch_same_is_reported_as_torch_computes_it():
+    from torch._dynamo.utils import same
+
+    j = fb.judge(Chain().eval(), _inputs(2, torch.float32), sets=4, compile=worse_compiler, speed_rounds=0)
+    expected = []
+    for index in range(4):
+        inputs = fb.Inputs(_inputs(2, torch.float32), {}) if index == 0 else None
+        if inputs is None:
+            inputs = perturb(fb.Inputs(_inputs(2, torch.float32), {}), set_generator(0, index), 0.5)
+        eager, compiled = Chain()(*inputs.args), worse_compiler(None)(*inputs.args)
+        fp64 = Chain()(*(a.double() for a in inputs.args))
+        expected.append(bool(same(eager, compiled, fp64, log_error=lambda *a: None)))
+    assert j.outputs[0].same == expected
+
+
+def test_a_float64_model_is_refused_saying_why():
+    with pytest.raises(fb.JudgeError, match="float64.*no more precise"):
+        fb.judge(Chain().eval(), _inputs(2, torch.float64), sets=2, compile=identity_compiler)
+    with pytest.raises(fb.JudgeError, match="its parameters are float64"):
+        fb.judge(torch.nn.Linear(8, 8).double().eval(), torch.randn(2, 8).double(), sets=2)
+
+
+# ---- compile=: a backend name, a backend callable, a compiler of the model
+def bf16_backend(gm, example_inputs):
+    """A torch.compile backend whose graph's floating results are rounded to bf16."""
+
+    def run(*args):
+        out = gm(*args)
+        return type(out)(t.to(torch.bfloat16).to(t.dtype) if t.is_floating_point() else t for t in out)
+
+    return run
+
+
+def test_compile_takes_a_backend_callable_and_tells_it_from_a_model_compiler():
+    from fusebench._judge import compiler_kind
+
+    assert compiler_kind(bf16_backend) == "backend"
+    assert compiler_kind(identity_compiler) == "model" and compiler_kind(torch.compile) == "model"
+    assert compiler_kind(lambda gm, example_inputs, **kw: gm) == "backend"
+    with pytest.raises(fb.JudgeError, match="a backend takes"):
+        compiler_kind(lambda a, b, c: a)
+    torch._dynamo.reset()
+    j = fb.judge(Chain().eval(), _x(), sets=6, compile=bf16_backend, speed_rounds=0)
+    assert j.outcome.value == "contradicted", str(j)
+    assert j.backend == "bf16_backend" and not j.bit_equal
+    assert any(p.final.value == "contradicted" for p in j.parts)
+    torch._dynamo.reset()
+    control = fb.judge(Chain().eval(), _x(), sets=6, compile="aot_eager", speed_rounds=0)
+    assert control.outcome.value == "supported" and control.bit_equal
+
+
+def test_a_model_that_raises_is_a_model_error():
+    def broken(a):
+        raise RuntimeError("planted failure")
+
+    with pytest.raises(fb.ModelError, match="eager run on input set 0: RuntimeError: planted failure"):
+        fb.judge(broken, torch.randn(8), sets=2, compile=identity_compiler)
+
+    def compiled_breaks(fn):
+        def run(a):
+            raise ValueError("compiled breaks")
+
+        return run
+
+    with pytest.raises(fb.ModelError, match="compiled .* on input set 0: ValueError"):
+        fb.judge(lambda a: a * 2, torch.randn(8), sets=2, compile=compiled_breaks)

@@ -1,6 +1,7 @@
-"""judge on third-party models built from small configs with random weights (HF transformers GPT-2
-and BERT, timm ViT-tiny; python/tests/models.py): aot_eager reads compiled = eager, bit-equal; the
-verdict does not flip between SUPPORTED and CONTRADICTED over 5 seeds; train mode is refused.
+"""judge on third-party models built from small configs with random weights (HF transformers GPT-2,
+BERT, Llama, Mistral and Qwen2, timm ViT-tiny; python/tests/models.py): aot_eager reads compiled =
+eager, bit-equal; the verdict does not flip between SUPPORTED and CONTRADICTED over 5 seeds; train
+mode is refused; the LLMs' attention configurations (grouped-query, padding masks) are bounded.
 Skipped where transformers / timm are not installed (run_tests installs requirements-models.txt)."""
 
 import fusebench as fb
@@ -43,3 +44,28 @@ def test_train_mode_is_refused():
     model, sample = models.bert()
     with pytest.raises(fb.JudgeError, match="dropout"):
         fb.judge(model.train(), sample, sets=4, compile="aot_eager")
+
+
+ATTENTION = {
+    "gpt2": ("gpt2", {}, "f32"),  # multi-head, causal, GPT-2's own attention module
+    "llama-mha": ("decoder", {"family": "Llama", "kv_heads": 4}, "f32"),
+    "llama-gqa": ("decoder", {"family": "Llama"}, "f32"),  # 4 query heads over 2 key/value heads
+    "llama-gqa-bf16": ("decoder", {"family": "Llama"}, "bf16"),
+    "mistral-gqa": ("decoder", {"family": "Mistral"}, "f32"),
+    "qwen2-gqa": ("decoder", {"family": "Qwen2"}, "bf16"),
+    "llama-eager-attention": ("decoder", {"family": "Llama", "attention": "eager"}, "f32"),  # repeat_kv, float mask
+}
+
+
+@pytest.mark.parametrize("case", list(ATTENTION))
+def test_llm_attention_configurations_are_bounded_and_judged(case):
+    """The attention of the transformers models people use (random weights from small configs,
+    left padding): every op of the fp64 run has a bound (no unknown op, no crash), the conditioned
+    error decides, and aot_eager reads compiled = eager, bit-equal."""
+    name, config, dtype = ATTENTION[case]
+    model, sample = getattr(models, name)(**config)
+    torch._dynamo.reset()
+    j = fb.judge(model, sample, sets=2, compile="aot_eager", dtype=dtype, speed_rounds=0, name=case)
+    assert not j.unknown_ops, j.unknown_ops
+    assert [o.measure for o in j.outputs] == ["conditioned"], str(j)
+    assert j.bit_equal and j.outcome.value == "supported", str(j)
