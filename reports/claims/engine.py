@@ -2,6 +2,10 @@
 reach their target share of a memory copy measured in the same run (the issues' targets, the engine's
 own), and fused is faster than eager.
 
+A share is decided on interleaved rounds where the run has them (reports/claims/shares.py: each round
+the fused kernel and a memcpy of the same bytes on the same threads; the median share's 95 % interval
+against the target).
+
 Speed is decided on the interleaved rounds where the run has them (the median per-round eager/fused
 time ratio and its distribution-free 95 % interval): SUPPORTED when the interval lies above 1,
 CONTRADICTED when below, INCONCLUSIVE when it holds 1. Older runs without them: one timed run of
@@ -108,6 +112,7 @@ class Target:
     frameworks: tuple[tuple[str, float, float], ...]
     ceiling: float | None
     suspect: str
+    rounds: shares.Rounds | None = None
 
 
 @dataclass(frozen=True)
@@ -143,10 +148,11 @@ def decide_target(family: str, facts: Facts) -> Verdict | None:
         )
     if b is None or not copy or "bytes_per_second" not in b:
         return None
-    share = b["bytes_per_second"] / copy
-    fma = fam[family]["fused_fma"]["bytes_per_second"] / copy if "fused_fma" in fam.get(family, {}) else None
+    rounds = shares.rounds_of(b)
+    share = rounds.median if rounds else b["bytes_per_second"] / copy
+    fma = _share(fam[family]["fused_fma"], copy) if "fused_fma" in fam.get(family, {}) else None
     frameworks = tuple(
-        (device, fb["bytes_per_second"] / copy, seconds(fb) / seconds(b))
+        (device, _share(fb, copy), seconds(fb) / seconds(b))
         for device, fb in sorted(facts.frameworks.get(family, {}).items())
         if "bytes_per_second" in fb
     )
@@ -154,11 +160,22 @@ def decide_target(family: str, facts: Facts) -> Verdict | None:
     above_ceiling = (
         family in facts.ceilings and b["bytes_per_second"] > 1.05 * facts.ceilings[family]["bytes_per_second"]
     )
+    if rounds:
+        # the copy ran in the same rounds as the kernel: no change of load between them to suspect
+        figures = Target(family, b["bytes_per_second"], share, target, fma, frameworks, ceiling, "", rounds)
+        return Verdict("Engine-target", shares.rounds_outcome(rounds, target), figures, rounds.rounds, member=family)
     # A kernel that reads and writes its bytes cannot outrun a copy of them, nor its own arithmetic
     # ceiling: the yardsticks were measured under a different load than the kernel.
     suspect = "above the copy" if share > 1.0 else "above its own arithmetic ceiling" if above_ceiling else ""
     figures = Target(family, b["bytes_per_second"], share, target, fma, frameworks, ceiling, suspect)
     return Verdict("Engine-target", shares.outcome(share, target, suspect), figures, 1, member=family)
+
+
+def _share(b: dict, copy: float) -> float:
+    """A path's share of the copy: the median of its interleaved rounds where the run has them, else its
+    rate over the run's copy timed apart."""
+    rounds = shares.rounds_of(b)
+    return rounds.median if rounds else b["bytes_per_second"] / copy
 
 
 def decide_speedup(family: str, eager: dict, fused: dict, copy_bw: float | None) -> Verdict:
@@ -171,7 +188,7 @@ def decide_speedup(family: str, eager: dict, fused: dict, copy_bw: float | None)
         (eager["real_time"], eager.get("time_unit", ""), eager.get("iterations")),
         (fused["real_time"], fused.get("time_unit", ""), fused.get("iterations")),
         speedup,
-        (fused["bytes_per_second"] / copy_bw, eager["bytes_per_second"] / copy_bw) if both else None,
+        (_share(fused, copy_bw), _share(eager, copy_bw)) if both else None,
         rounds,
         median,
         lo,
@@ -261,7 +278,10 @@ def statement(v: Verdict) -> str:
 def words(v: Verdict) -> Wording:
     f = v.figures
     if isinstance(f, Target):
-        details = f"fused {f.family} moves {gbps(f.bytes_per_second)} GB/s, {pct(f.share)} of the copy (target {pct(f.target, 2)})"
+        if f.rounds:
+            details = f"fused {f.family} moves {gbps(f.bytes_per_second)} GB/s timed apart"
+        else:
+            details = f"fused {f.family} moves {gbps(f.bytes_per_second)} GB/s, {pct(f.share)} of the copy (target {pct(f.target, 2)})"
         if f.fma_share is not None:
             details += f"; with FMA contraction {pct(f.fma_share)}"
         for device, share, time in f.frameworks:
@@ -272,6 +292,8 @@ def words(v: Verdict) -> Wording:
                 if f.ceiling < f.target
                 else ""
             )
+        if f.rounds:
+            return shares.rounds_wording(v.outcome, f"fused {f.family}", f.rounds, f.target, details)
         return shares.wording(v.outcome, f"fused {f.family}", f.share, f.target, details, f.suspect)
     if isinstance(f, Speedup):
         return _speedup_words(v)

@@ -1,6 +1,8 @@
 """Task S: the precision toolkit keeps up with memory: each targeted f16 operation reaches its target
 share of a memory copy measured in the same run (the issues' targets; the gate holds regression
-floors, filed under this claim too)."""
+floors, filed under this claim too). Decided on interleaved rounds where the run has them
+(reports/claims/shares.py: each round one call and a memcpy of the same bytes on the same threads;
+the median share's 95 % interval against the target)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ class Measured:
     ratio: float | None
     target: float | None
     passes: float | None
+    rounds: shares.Rounds | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ def facts(result: SuiteResult) -> Facts:
                 wall_rate(b) / copy if copy else None,
                 target.get(f["family"]),
                 b.get("passes"),
+                shares.rounds_of(b),
             )
         )
     return Facts(copy_bw, tuple(measured))
@@ -99,11 +103,13 @@ def verdicts(facts: Facts) -> list[Verdict]:
     """One per targeted f16 operation; none without a copy to set them against."""
     if not facts.copies:
         return []
-    return [
-        Verdict("S", shares.outcome(m.ratio, m.target), m, 1, member=m.family)
-        for m in facts.measured
-        if m.target is not None and m.dtype == "f16"
-    ]
+    return [decide(m) for m in facts.measured if m.target is not None and m.dtype == "f16"]
+
+
+def decide(m: Measured) -> Verdict:
+    if m.rounds:
+        return Verdict("S", shares.rounds_outcome(m.rounds, m.target), m, m.rounds.rounds, member=m.family)
+    return Verdict("S", shares.outcome(m.ratio, m.target), m, 1, member=m.family)
 
 
 # ---- words
@@ -119,6 +125,12 @@ def statement(v: Verdict) -> str:
 
 def words(v: Verdict) -> Wording:
     m: Measured = v.figures
+    if m.rounds:
+        details = (
+            f"{m.family} f16 on {m.threads} thread{'s' if m.threads > 1 else ''}: {gbps(m.bw)} GB/s timed apart, "
+            f"{share_text(m)} of the copy timed apart ({gbps(m.copy)} GB/s)"
+        )
+        return shares.rounds_wording(v.outcome, f"{m.family} f16", m.rounds, m.target, details)
     details = (
         f"{m.family} f16 moves {gbps(m.bw)} GB/s on {m.threads} thread{'s' if m.threads > 1 else ''}, "
         f"{share_text(m)} of the copy measured in the same run ({gbps(m.copy)} GB/s: the fastest on at most as many "

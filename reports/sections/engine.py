@@ -4,6 +4,7 @@ and the fp32 peak, all measured in the same run; on a framework device, its own 
 from __future__ import annotations
 
 from reports.claims import engine as claim
+from reports.claims import shares
 from reports.numbers import gbps, num, pct
 from reports.results import axes, copy_source, seconds
 from reports.sections import show
@@ -103,6 +104,13 @@ def render(s, result):
         f"{copy_source(run) or KERNEL_THREADS}); fp32 FMA peak {num(peak['gflops']) if peak else '—'} GFLOP/s on all threads. Bandwidth counts "
         "the bytes each path moves (fused: kernel inputs and outputs; eager: every op's operands and result). "
         "fused_fma is the fused path with the FMA-contraction knob on (off by default)."
+        + (
+            f" The shares of the copy with an interval are medians of {_rounds(fam, frameworks)} interleaved rounds with "
+            "their 95 % interval: each round one run of the path and a memcpy of the bytes it counts on the kernels' "
+            "threads, so that kernel and yardstick see the same load; the verdicts rest on them."
+            if _rounds(fam, frameworks)
+            else ""
+        )
     )
     rows = []
     for family in KERNELS:
@@ -112,7 +120,6 @@ def render(s, result):
             b = paths.get(path)
             if b is None:
                 continue
-            share = b["bytes_per_second"] / copy_bw if copy_bw and "bytes_per_second" in b else None
             ceiling = ceilings.get(family)
             speedup = seconds(eager) / seconds(b) if eager is not None and path != "eager" else None
             rows.append(
@@ -126,7 +133,7 @@ def render(s, result):
                     num(seconds(b) * 1e3),
                     f"{num(speedup)}×" if speedup else "—",
                     gbps(b.get("bytes_per_second")),
-                    pct(share),
+                    _share_cell(b, copy_bw),
                     pct(b["bytes_per_second"] / ceiling["bytes_per_second"]) if ceiling and path == "fused" else "—",
                     num(b.get("ulp_max")),
                     num(b.get("ulp_p99")),
@@ -136,7 +143,6 @@ def render(s, result):
                 ]
             )
         for device, b in sorted(frameworks.get(family, {}).items()):
-            share = b["bytes_per_second"] / copy_bw if copy_bw and "bytes_per_second" in b else None
             rows.append(
                 [
                     family,
@@ -146,7 +152,7 @@ def render(s, result):
                     num(seconds(b) * 1e3),
                     "—",
                     gbps(b.get("bytes_per_second")),
-                    pct(share),
+                    _share_cell(b, copy_bw),
                     "—",
                     num(b.get("ulp_max")),
                     num(b.get("ulp_p99")),
@@ -218,6 +224,21 @@ def render(s, result):
             "the kernel moves per element. A kernel cannot beat its ceiling however fast memory is.",
         )
     _compile_costs(s, fam, framework=False)
+
+
+def _share_cell(b: dict, copy_bw: float | None) -> str:
+    """The path's share of the copy: the median of its interleaved rounds with the 95 % interval where
+    the run has them, else its rate over the copy timed apart."""
+    rounds = shares.rounds_of(b)
+    if rounds:
+        return shares.interval_text(rounds)
+    return pct(b["bytes_per_second"] / copy_bw) if copy_bw and "bytes_per_second" in b else pct(None)
+
+
+def _rounds(fam: dict[str, dict[str, dict]], frameworks: dict[str, dict[str, dict]]) -> int:
+    """The interleaved rounds behind the shares of the copy (0: the run has none)."""
+    every = [b for paths in (*fam.values(), *frameworks.values()) for b in paths.values()]
+    return max((r.rounds for r in map(shares.rounds_of, every) if r), default=0)
 
 
 def _compile_costs(s, fam: dict[str, dict[str, dict]], framework: bool):

@@ -9,6 +9,7 @@ from reports.numbers import gbps, num, pct
 from reports.sections import show
 from reports.sections.plots import close, figure
 
+VERDICT_WORD = {Outcome.SUPPORTED: "meets", Outcome.CONTRADICTED: "misses", Outcome.INCONCLUSIVE: "undecided"}
 WHAT = {
     "BitEqual": "reads both operands, writes nothing",
     "UlpDiff": "reads both operands, writes a distance per element",
@@ -45,6 +46,7 @@ def render(s, result):
             else ""
         )
         + _passes_text(rows)
+        + _rounds_text(rows)
     )
     table = [
         [
@@ -53,16 +55,26 @@ def render(s, result):
             num(int(r.n)) if r.n.isdigit() else r.n,
             num(r.threads),
             gbps(r.bw),
-            claim.share_text(r),
+            shares.interval_text(r.rounds) if r.rounds else claim.share_text(r),
             pct(r.target, 2) if r.target is not None else "—",
-            ("meets" if shares.outcome(r.ratio, r.target) is Outcome.SUPPORTED else "misses")
-            if r.target is not None
-            else "—",
+            VERDICT_WORD[claim.decide(r).outcome] if r.target is not None else "—",
             WHAT.get(r.family, ""),
         ]
         for r in rows
     ]
     s.table(["operation", "dtype", "elements", "threads", "GB/s", "of copy", "target", "verdict", "traffic"], table)
+
+
+def _rounds_text(rows) -> str:
+    """How the shares with an interval were measured (where the run has interleaved rounds)."""
+    rounds = max((r.rounds.rounds for r in rows if r.rounds), default=0)
+    if not rounds:
+        return ""
+    return (
+        f" Shares with an interval are medians of {rounds} interleaved rounds with their 95 % interval: each round "
+        "one call and a memcpy of the same bytes on the same threads, so that both see the same load (the copy "
+        "figures above are the copies timed apart); the verdicts rest on them."
+    )
 
 
 def _passes_text(rows) -> str:

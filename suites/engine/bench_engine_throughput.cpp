@@ -26,7 +26,10 @@
 // interleaved (interleaved_* counters): the two paths run one after the other, in alternating
 // order, round after round, so that a burst of other load on the machine slows both and not one;
 // the report decides "fused is faster" on the median per-round ratio and its distribution-free
-// 95 % interval, not on two runs timed minutes apart.
+// 95 % interval, not on two runs timed minutes apart. A path's share of the copy is timed the same
+// way (copy_share* counters, the rounds in the dump as copy_share_<name>.json): each round one run
+// of the path and a memcpy of the bytes it counts on the engine's threads, so that the yardstick is
+// measured under the kernel's own load (on the host; a GPU run's yardstick is DeviceMemoryCopy).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -38,6 +41,7 @@
 #include "fusebench/rng.hpp"
 #include "support/cases.hpp"
 #include "support/engine_support.hpp"
+#include "support/interleaved.hpp"
 
 #ifdef FUSEBENCH_HAVE_CUDA
 #include "cuda_device.hpp"
@@ -120,10 +124,7 @@ double run_ms(engine::Executor& executor, const Workload& w, bool manual_time) {
 }
 
 // Rounds of one eager and one fused run, in alternating order; the per-round ratio eager/fused,
-// its median, and the median's 95 % interval from order statistics (the sign test's: no
-// assumption on the ratios' distribution). 31 rounds give an interval between the 10th and the
-// 22nd ratio.
-constexpr int kInterleavedRounds = 31;
+// its median and the median's 95 % interval (support/interleaved.hpp).
 // Measured once per workload and device: Google Benchmark calls a benchmark more than once to size
 // its loop, and the rounds do not depend on that.
 void interleaved_speedup(benchmark::State& state, const Workload& w, engine::Executor& fused,
@@ -151,31 +152,42 @@ void interleaved_speedup(benchmark::State& state, const Workload& w, engine::Exe
     ratios.push_back(eager_ms / fused_ms);
     fused_wins += fused_ms < eager_ms ? 1 : 0;
   }
-  std::sort(ratios.begin(), ratios.end());
-  const int n = int(ratios.size());
-  if (n == 0) return;
-  // the largest k with P(Binomial(n, 1/2) < k) <= 2.5 %: the interval is [x_(k), x_(n+1-k)]
-  int k = 0;
-  double below = 0, term = std::ldexp(1.0, -n);  // P(X = 0)
-  while (k < n / 2 && below + term <= 0.025) {
-    below += term;
-    term *= double(n - k) / double(k + 1);
-    ++k;
-  }
-  const double median = n % 2 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
+  const MedianInterval speedup = median_interval(ratios);
+  if (speedup.n == 0) return;
   auto& c = measured[key];
-  c["interleaved_rounds"] = n;
+  c["interleaved_rounds"] = speedup.n;
   c["interleaved_fused_wins"] = fused_wins;
-  c["interleaved_speedup"] = median;
-  c["interleaved_speedup_lo"] = k > 0 ? ratios[k - 1] : ratios.front();
-  c["interleaved_speedup_hi"] = k > 0 ? ratios[n - k] : ratios.back();
+  c["interleaved_speedup"] = speedup.median;
+  c["interleaved_speedup_lo"] = speedup.low;
+  c["interleaved_speedup_hi"] = speedup.high;
   for (const auto& [name, value] : c) state.counters[name] = value;
+}
+
+// The path's share of the copy from interleaved rounds: each round one run of the path and a memcpy
+// of the bytes the path counts, on the engine's threads (support/interleaved.hpp). On the host only:
+// a GPU kernel's yardstick is the GPU's own copy, not the host's memcpy. Measured once per benchmark
+// (Google Benchmark calls it more than once); the rounds go to the dump as evidence.
+void interleaved_copy_share(benchmark::State& state, const std::string& name, const Workload& w,
+                            engine::Executor& executor, double traffic_bytes,
+                            const SuiteConfig& config, bool manual_time) {
+  if (config.device.find("cuda") != std::string::npos) return;
+  static std::map<std::string, CopyShareRounds> measured;
+  auto found = measured.find(name);
+  if (found == measured.end()) {
+    found = measured
+                .emplace(name,
+                         copy_share_rounds([&] { return run_ms(executor, w, manual_time) * 1e-3; },
+                                           traffic_bytes, engine::EngineOptions{}.threads))
+                .first;
+    write_evidence(config, "copy_share_" + name, copy_share_evidence(found->second));
+  }
+  record_copy_share(state, found->second);
 }
 
 // `manual_time`: the benchmark's time is the kernels' own (a framework device's run time as the
 // framework measures it), and the rest of each run's wall time is reported as bridge_overhead_ms.
-void run_workload(benchmark::State& state, const Workload& w, Path path, const SuiteConfig& config,
-                  bool manual_time, bool against_eager = false) {
+void run_workload(benchmark::State& state, const std::string& name, const Workload& w, Path path,
+                  const SuiteConfig& config, bool manual_time, bool against_eager = false) {
   const bool fused = path != Path::Eager;
   engine::EngineOptions options;
   options.fma_contraction = path == Path::FusedFma;
@@ -232,6 +244,7 @@ void run_workload(benchmark::State& state, const Workload& w, Path path, const S
   state.counters["ulp_max"] = stats.ulp_error.max;
   state.counters["ulp_p99"] = stats.ulp_error.p99;
   if (against_eager) interleaved_speedup(state, w, *executor, config, manual_time);
+  if (w.flops == 0) interleaved_copy_share(state, name, w, *executor, bytes, config, manual_time);
   if (w.flops > 0) {
     state.counters["gflops"] =
         benchmark::Counter(w.flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
@@ -462,12 +475,13 @@ void register_benchmarks(const SuiteConfig& config) {
       Axes axes =
           Axes().add("path", path_name(path)).add("dtype", "f16").add(size.first, size.second);
       if (config.device != "cpu") axes.add("device", config.device);
-      auto* b = register_case(family, axes,
-                              [key, path, config, manual](benchmark::State& s, const std::string&) {
-                                run_workload(s, workloads.at(key), path, config, manual,
-                                             path == Path::Fused && key != "matmul");
-                              })
-                    ->Unit(benchmark::kMillisecond);
+      auto* b =
+          register_case(family, axes,
+                        [key, path, config, manual](benchmark::State& s, const std::string& name) {
+                          run_workload(s, name, workloads.at(key), path, config, manual,
+                                       path == Path::Fused && key != "matmul");
+                        })
+              ->Unit(benchmark::kMillisecond);
       manual ? b->UseManualTime() : b->UseRealTime();
     }
     if (family == "Matmul") return;
@@ -480,8 +494,8 @@ void register_benchmarks(const SuiteConfig& config) {
                             .add(size.first, size.second)
                             .add("device", other);
       register_case(family, axes,
-                    [key, other_config](benchmark::State& s, const std::string&) {
-                      run_workload(s, workloads.at(key), Path::Fused, other_config, true);
+                    [key, other_config](benchmark::State& s, const std::string& name) {
+                      run_workload(s, name, workloads.at(key), Path::Fused, other_config, true);
                     })
           ->Unit(benchmark::kMillisecond)
           ->UseManualTime();

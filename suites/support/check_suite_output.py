@@ -8,17 +8,20 @@ import pathlib
 import subprocess
 import sys
 
+# A share of the copy from interleaved rounds (support/interleaved.hpp): median, 95 % interval, rounds.
+COPY_SHARE = ["copy_share", "copy_share_lo", "copy_share_hi", "copy_share_rounds", "copy_bytes_per_second"]
 EXPECTED_COUNTERS = {
     "bench_precision_toolkit": {
-        "UlpDiff/": ["ulp_max", "frac_ulp0", "frac_ulp1", "bytes_per_second"],
-        "ErrorStats/": ["ulp_max", "ulp_p99", "ulp_p50", "rel_err_p99", "abs_err_max", "bytes_per_second"],
-        "BitEqual/": ["bit_equal", "bytes_per_second"],
+        "UlpDiff/": ["ulp_max", "frac_ulp0", "frac_ulp1", "bytes_per_second", *COPY_SHARE],
+        "ErrorStats/": ["ulp_max", "ulp_p99", "ulp_p50", "rel_err_p99", "abs_err_max", "bytes_per_second", *COPY_SHARE],
+        "ErrorStatsVsF64/": ["ulp_max", "ulp_p99", "bytes_per_second", *COPY_SHARE],
+        "BitEqual/": ["bit_equal", "bytes_per_second", *COPY_SHARE],
         "MemoryCopy/": ["bytes_per_second"],
     },
     "bench_engine_throughput": {
-        "Chain/": ["bytes_per_second", "bytes_moved", "kernels", "ulp_max", "ulp_p99"],
-        "LayerNorm/": ["bytes_per_second", "ulp_max"],
-        "Softmax/": ["bytes_per_second", "ulp_max"],
+        "Chain/": ["bytes_per_second", "bytes_moved", "kernels", "ulp_max", "ulp_p99", *COPY_SHARE],
+        "LayerNorm/": ["bytes_per_second", "ulp_max", *COPY_SHARE],
+        "Softmax/": ["bytes_per_second", "ulp_max", *COPY_SHARE],
         "Matmul/": ["gflops", "ulp_max"],
         "Fp32Peak/": ["gflops"],
         "CompileCold/": ["compile_ms"],
@@ -121,6 +124,14 @@ else:
         for prefix, counters in EXPECTED_COUNTERS.get(args.suite, {}).items():
             if bench["name"].startswith(prefix):
                 failures += [f"{bench['name']} lacks {c}" for c in counters if c not in bench]
+        if "copy_share" in bench and not (
+            0 < bench["copy_share_lo"] <= bench["copy_share"] <= bench["copy_share_hi"]
+            and bench["copy_share_rounds"] == 31
+        ):
+            failures.append(
+                f"{bench['name']}: copy share {bench['copy_share']} outside its interval "
+                f"[{bench['copy_share_lo']}, {bench['copy_share_hi']}] or not over 31 rounds"
+            )
     if data["benchmarks"] and all(b.get("error_occurred") for b in data["benchmarks"]):
         failures.append("every benchmark was skipped")
 # Bad flags are refused with exit 2.

@@ -13,9 +13,12 @@
 // bytes_per_second counts traffic: the bytes of both operands (for ErrorStatsVsF64, the result's
 // and the fp64 reference's), plus UlpDiff's per-element
 // distance tensor, which it writes (ErrorStats and BitEqual return only summaries). Targets:
-// UlpDiff >= 50 % of the one-thread copy, ErrorStats >= 5 % of the copy on as many threads; the
-// report computes the ratios from this JSON, each against the copy with the same `threads`.
+// UlpDiff >= 50 % of the one-thread copy, ErrorStats >= 5 % of the copy on as many threads. The
+// verdicts rest on interleaved rounds (copy_share* counters; the rounds in the dump): each round one
+// call and a memcpy of the same traffic on the same threads, so that both see the same load, and
+// the share's median with its 95 % interval decides (support/interleaved.hpp).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -24,12 +27,34 @@
 #include "fusebench/compare.hpp"
 #include "fusebench/error_stats.hpp"
 #include "fusebench/rng.hpp"
+#include "support/engine_support.hpp"
+#include "support/interleaved.hpp"
 #include "support/suite_main.hpp"
 
 namespace fusebench::suite {
 
 namespace {
 constexpr std::int64_t kElements = std::int64_t(1) << 25;
+
+// The operation's share of the copy from interleaved rounds: each round one call and a memcpy of the
+// same traffic on the same threads (support/interleaved.hpp), measured once per benchmark (Google
+// Benchmark calls a benchmark more than once to size its loop); the rounds go to the dump.
+template <typename Call>
+void interleaved_copy_share(benchmark::State& state, const SuiteConfig& config,
+                            const std::string& name, double traffic_bytes, int threads, Call call) {
+  static std::map<std::string, CopyShareRounds> measured;
+  auto found = measured.find(name);
+  if (found == measured.end()) {
+    const auto seconds = [&] {
+      const auto start = std::chrono::steady_clock::now();
+      call();
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+    found = measured.emplace(name, copy_share_rounds(seconds, traffic_bytes, threads)).first;
+    write_evidence(config, "copy_share_" + name, copy_share_evidence(found->second));
+  }
+  record_copy_share(state, found->second);
+}
 
 struct Operands {
   Tensor a, b;
@@ -69,7 +94,8 @@ const Operands& fp64_reference_operands(DType dtype) {
   return cache.emplace(dtype, Operands{perturbed.to(dtype), x}).first->second;
 }
 
-void ulp_diff_benchmark(benchmark::State& state, DType dtype) {
+void ulp_diff_benchmark(benchmark::State& state, const SuiteConfig& config, const std::string& name,
+                        DType dtype) {
   const Operands& in = operands(dtype);
   // One untimed call first: its fresh output buffer takes the page faults (with transparent huge
   // pages, possibly a compaction); each timed call releases the previous result before it runs,
@@ -81,19 +107,25 @@ void ulp_diff_benchmark(benchmark::State& state, DType dtype) {
     benchmark::DoNotOptimize(result.distance.raw_data());
   }
   // Traffic: both operands read, the per-element distance tensor written.
-  state.SetBytesProcessed(std::int64_t(state.iterations()) *
-                          std::int64_t(2 * in.a.nbytes() + result.distance.nbytes()));
+  const auto traffic = std::int64_t(2 * in.a.nbytes() + result.distance.nbytes());
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * traffic);
   state.SetItemsProcessed(std::int64_t(state.iterations()) * in.a.numel());
   const double n = double(in.a.numel());
   state.counters["threads"] = 1;
   state.counters["ulp_max"] = double(result.max_distance);
   state.counters["frac_ulp0"] = double(result.histogram.counts[0]) / n;
   state.counters["frac_ulp1"] = double(result.histogram.counts[1]) / n;
+  interleaved_copy_share(state, config, name, double(traffic), 1, [&] {
+    result = {};
+    result = ulp_diff(in.a, in.b);
+    benchmark::DoNotOptimize(result.distance.raw_data());
+  });
 }
 
 int all_threads() { return int(std::max(1u, std::thread::hardware_concurrency())); }
 
-void error_stats_benchmark(benchmark::State& state, const Operands& in) {
+void error_stats_benchmark(benchmark::State& state, const SuiteConfig& config,
+                           const std::string& name, const Operands& in) {
   ErrorStats stats = error_stats(in.a, in.b);  // untimed first call, as for UlpDiff
   for (auto _ : state) {
     stats = error_stats(in.a, in.b);
@@ -102,8 +134,8 @@ void error_stats_benchmark(benchmark::State& state, const Operands& in) {
     // (6.95e-310) in every ErrorStats row.
     benchmark::DoNotOptimize(&stats);
   }
-  state.SetBytesProcessed(std::int64_t(state.iterations()) *
-                          std::int64_t(in.a.nbytes() + in.b.nbytes()));
+  const auto traffic = std::int64_t(in.a.nbytes() + in.b.nbytes());
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * traffic);
   state.SetItemsProcessed(std::int64_t(state.iterations()) * in.a.numel());
   state.counters["threads"] = all_threads();
   state.counters["ulp_max"] = stats.ulp_error.max;
@@ -113,9 +145,14 @@ void error_stats_benchmark(benchmark::State& state, const Operands& in) {
   state.counters["abs_err_max"] = stats.abs.max;
   // Passes over the operands: 1 when the sampled windows held every percentile's ranks.
   state.counters["passes"] = stats.passes;
+  interleaved_copy_share(state, config, name, double(traffic), all_threads(), [&] {
+    stats = error_stats(in.a, in.b);
+    benchmark::DoNotOptimize(&stats);
+  });
 }
 
-void bit_equal_benchmark(benchmark::State& state, DType dtype) {
+void bit_equal_benchmark(benchmark::State& state, const SuiteConfig& config,
+                         const std::string& name, DType dtype) {
   const Operands& in = operands(dtype);
   const Tensor copy = in.a.clone();
   BitEqualResult result;
@@ -123,15 +160,19 @@ void bit_equal_benchmark(benchmark::State& state, DType dtype) {
     result = bit_equal(in.a, copy);
     benchmark::DoNotOptimize(&result);  // the address: see ErrorStats
   }
-  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(2 * in.a.nbytes()));
+  const auto traffic = std::int64_t(2 * in.a.nbytes());
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * traffic);
   state.counters["threads"] = 1;
   state.counters["bit_equal"] = result.equal ? 1 : 0;
+  interleaved_copy_share(state, config, name, double(traffic), 1, [&] {
+    result = bit_equal(in.a, copy);
+    benchmark::DoNotOptimize(&result);
+  });
 }
 }  // namespace
 
 void register_benchmarks(const SuiteConfig& config) {
   // Names stay the same across profiles so that runs compare; tools/run sets the min time.
-  (void)config;
   // Wall-clock time: Google Benchmark's default divides by the main thread's CPU time, which
   // overstates a comparison that runs on several threads (or waits on a loaded machine).
   auto tune = [](benchmark::internal::Benchmark* b) {
@@ -142,15 +183,18 @@ void register_benchmarks(const SuiteConfig& config) {
   if (all_threads() > 1) register_memory_copy(kElements * 4, all_threads());
   for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
     const auto suffix = fmt::format("dtype:{}/n:{}", dtype_name(dtype), kElements);
-    tune(benchmark::RegisterBenchmark(("UlpDiff/" + suffix).c_str(), ulp_diff_benchmark, dtype));
+    const std::string ulp = "UlpDiff/" + suffix, stats = "ErrorStats/" + suffix,
+                      vs_f64 = "ErrorStatsVsF64/" + suffix, bits = "BitEqual/" + suffix;
+    tune(benchmark::RegisterBenchmark(ulp.c_str(), ulp_diff_benchmark, config, ulp, dtype));
     tune(benchmark::RegisterBenchmark(
-        ("ErrorStats/" + suffix).c_str(),
-        [dtype](benchmark::State& state) { error_stats_benchmark(state, operands(dtype)); }));
-    tune(benchmark::RegisterBenchmark(
-        ("ErrorStatsVsF64/" + suffix).c_str(), [dtype](benchmark::State& state) {
-          error_stats_benchmark(state, fp64_reference_operands(dtype));
+        stats.c_str(), [config, stats, dtype](benchmark::State& state) {
+          error_stats_benchmark(state, config, stats, operands(dtype));
         }));
-    tune(benchmark::RegisterBenchmark(("BitEqual/" + suffix).c_str(), bit_equal_benchmark, dtype));
+    tune(benchmark::RegisterBenchmark(
+        vs_f64.c_str(), [config, vs_f64, dtype](benchmark::State& state) {
+          error_stats_benchmark(state, config, vs_f64, fp64_reference_operands(dtype));
+        }));
+    tune(benchmark::RegisterBenchmark(bits.c_str(), bit_equal_benchmark, config, bits, dtype));
   }
 }
 

@@ -1,0 +1,151 @@
+#include "support/interleaved.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+namespace fusebench::suite {
+
+MedianInterval median_interval(std::vector<double> values) {
+  MedianInterval out;
+  const int n = int(values.size());
+  out.n = n;
+  if (n == 0) return out;
+  std::sort(values.begin(), values.end());
+  // the largest k with P(Binomial(n, 1/2) < k) <= 2.5 %
+  int k = 0;
+  double below = 0, term = std::ldexp(1.0, -n);  // P(X = 0)
+  while (k < n / 2 && below + term <= 0.025) {
+    below += term;
+    term *= double(n - k) / double(k + 1);
+    ++k;
+  }
+  out.median = n % 2 ? values[std::size_t(n / 2)]
+                     : 0.5 * (values[std::size_t(n / 2 - 1)] + values[std::size_t(n / 2)]);
+  out.low = k > 0 ? values[std::size_t(k - 1)] : values.front();
+  out.high = k > 0 ? values[std::size_t(n - k)] : values.back();
+  return out;
+}
+
+MemoryCopy::MemoryCopy(std::int64_t bytes, int threads)
+    : source_(static_cast<std::size_t>(bytes), std::byte{1}),
+      destination_(static_cast<std::size_t>(bytes), std::byte{0}),
+      threads_(threads) {
+  if (bytes <= 0 || threads <= 0)
+    throw std::invalid_argument(fmt::format(
+        "MemoryCopy: bytes and threads must be positive, got {} and {}", bytes, threads));
+}
+
+void MemoryCopy::run() {
+  const std::size_t size = source_.size();
+  const std::size_t part = (size + std::size_t(threads_) - 1) / std::size_t(threads_);
+  auto copy_part = [&](int t) {
+    const std::size_t begin = std::min(size, part * std::size_t(t)),
+                      end = std::min(size, begin + part);
+    std::memcpy(destination_.data() + begin, source_.data() + begin, end - begin);
+  };
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < threads_; ++t) helpers.emplace_back(copy_part, t);
+  copy_part(0);
+  for (auto& h : helpers) h.join();
+  benchmark::DoNotOptimize(destination_.data());
+  benchmark::ClobberMemory();
+}
+
+double MemoryCopy::run_seconds() {
+  const auto start = std::chrono::steady_clock::now();
+  run();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double round_share(double traffic_bytes, double kernel_seconds, std::int64_t copied_bytes,
+                   double copy_seconds) {
+  return (traffic_bytes / kernel_seconds) / (2.0 * double(copied_bytes) / copy_seconds);
+}
+
+CopyShareRounds copy_share_rounds(const std::function<double()>& kernel_seconds,
+                                  double traffic_bytes, int threads, int rounds) {
+  if (rounds <= 0 || traffic_bytes < 2)
+    throw std::invalid_argument(fmt::format(
+        "copy_share_rounds: rounds and traffic must be positive, got {} rounds and {} bytes",
+        rounds, traffic_bytes));
+  CopyShareRounds out;
+  out.traffic_bytes = traffic_bytes;
+  out.threads = threads;
+  MemoryCopy copy(std::int64_t(traffic_bytes / 2), threads);
+  out.copied_bytes = copy.bytes();
+  // Untimed first runs take the page faults; their times size the samples.
+  auto runs_to_last = [](double seconds) {
+    return int(std::clamp(std::ceil(kMinSampleSeconds / std::max(seconds, 1e-6)), 1.0, 1000.0));
+  };
+  out.copies_per_round = runs_to_last(std::min(copy.run_seconds(), copy.run_seconds()));
+  out.kernel_runs_per_round = runs_to_last(std::min(kernel_seconds(), kernel_seconds()));
+  auto mean_kernel = [&] {
+    double sum = 0;
+    for (int i = 0; i < out.kernel_runs_per_round; ++i) sum += kernel_seconds();
+    return sum / out.kernel_runs_per_round;
+  };
+  auto mean_copy = [&] {
+    double sum = 0;
+    for (int i = 0; i < out.copies_per_round; ++i) sum += copy.run_seconds();
+    return sum / out.copies_per_round;
+  };
+  for (int r = 0; r < rounds; ++r) {
+    double kernel = 0, copied = 0;
+    if (r % 2 == 0) {
+      kernel = mean_kernel();
+      copied = mean_copy();
+    } else {
+      copied = mean_copy();
+      kernel = mean_kernel();
+    }
+    if (kernel <= 0 || copied <= 0) continue;  // a clock too coarse for the run: no figure
+    out.kernel_seconds.push_back(kernel);
+    out.copy_seconds.push_back(copied);
+    out.shares.push_back(round_share(traffic_bytes, kernel, out.copied_bytes, copied));
+  }
+  out.share = median_interval(out.shares);
+  return out;
+}
+
+void record_copy_share(benchmark::State& state, const CopyShareRounds& rounds) {
+  if (rounds.share.n == 0) return;
+  state.counters["copy_share"] = rounds.share.median;
+  state.counters["copy_share_lo"] = rounds.share.low;
+  state.counters["copy_share_hi"] = rounds.share.high;
+  state.counters["copy_share_rounds"] = rounds.share.n;
+  std::vector<double> copy_rates;
+  for (double s : rounds.copy_seconds) copy_rates.push_back(2.0 * double(rounds.copied_bytes) / s);
+  state.counters["copy_bytes_per_second"] = median_interval(copy_rates).median;
+}
+
+nlohmann::json copy_share_evidence(const CopyShareRounds& rounds) {
+  return {
+      {"schema", "fusebench.copy_share_rounds/1"},
+      {"about",
+       "each round: the kernel once and a memcpy of the same traffic on the same threads, the "
+       "order "
+       "alternating; share = the kernel's traffic rate over the copy's; the median's 95 % interval "
+       "from sign-test order statistics"},
+      {"traffic_bytes", rounds.traffic_bytes},
+      {"copied_bytes", rounds.copied_bytes},
+      {"threads", rounds.threads},
+      {"kernel_runs_per_round", rounds.kernel_runs_per_round},
+      {"copies_per_round", rounds.copies_per_round},
+      {"kernel_seconds", rounds.kernel_seconds},
+      {"copy_seconds", rounds.copy_seconds},
+      {"shares", rounds.shares},
+      {"share",
+       {{"median", rounds.share.median},
+        {"low", rounds.share.low},
+        {"high", rounds.share.high},
+        {"rounds", rounds.share.n}}},
+  };
+}
+
+}  // namespace fusebench::suite

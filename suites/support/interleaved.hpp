@@ -1,0 +1,79 @@
+// Speed measured like the numerics: measurements that are compared run interleaved, round after
+// round in one process, so that a change of load on the machine falls on all of them alike, and a
+// per-round figure (a speed-up, a share of the copy) is judged by its median and the median's
+// distribution-free 95 % interval (the sign test's order statistics: no assumption on the
+// figures' distribution).
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace fusebench::suite {
+
+// The median of n per-round figures and its 95 % interval [x_(k), x_(n+1-k)] of the sorted figures,
+// k the largest with P(Binomial(n, 1/2) < k) <= 2.5 % (31 rounds: the 10th and the 22nd figure).
+// Below 6 figures no order statistic reaches 95 %: the interval is then the whole range.
+struct MedianInterval {
+  double median = 0, low = 0, high = 0;
+  int n = 0;
+};
+MedianInterval median_interval(std::vector<double> values);
+
+// The rounds the interleaved comparisons run: 31 give an interval between the 10th and the 22nd
+// figure, in seconds per comparison on this machine's kernels.
+constexpr int kInterleavedRounds = 31;
+
+// memcpy of `bytes` split over `threads` threads, each thread its own contiguous part: the bandwidth
+// yardstick. Its traffic is 2 * bytes (each byte read once and written once, as STREAM counts it).
+class MemoryCopy {
+ public:
+  MemoryCopy(std::int64_t bytes, int threads);
+  void run();            // one copy
+  double run_seconds();  // one copy, its wall time
+  std::int64_t bytes() const { return std::int64_t(source_.size()); }
+  int threads() const { return threads_; }
+
+ private:
+  std::vector<std::byte> source_, destination_;
+  int threads_;
+};
+
+// A kernel's share of the copy, round by round: each round runs the kernel and a memcpy of the same
+// traffic (traffic_bytes / 2 copied) on the same threads, one after the other, the order alternating
+// from round to round. A round's share is the kernel's bytes per second over the copy's, i.e. the
+// copy's time over the kernel's when both move the same bytes. Each side of a round is the mean of
+// enough back-to-back runs to last kMinSampleSeconds: a scheduler's time slice taken by another
+// process then moves a sample by a fraction, not a multiple (a 4 ms LayerNorm run alone read
+// anywhere from 20 % to 177 % of the copy on the loaded two-core machine).
+constexpr double kMinSampleSeconds = 0.02;
+struct CopyShareRounds {
+  double traffic_bytes = 0;  // the kernel's counted traffic per run
+  std::int64_t copied_bytes = 0;
+  int threads = 0;
+  int kernel_runs_per_round = 1, copies_per_round = 1;
+  std::vector<double> kernel_seconds, copy_seconds, shares;
+  MedianInterval share;
+};
+// `kernel_seconds`: runs the kernel once and returns its time in seconds (what the benchmark times);
+// kernel_seconds and copy_seconds of the result are per run, each the mean of its round's runs.
+CopyShareRounds copy_share_rounds(const std::function<double()>& kernel_seconds,
+                                  double traffic_bytes, int threads,
+                                  int rounds = kInterleavedRounds);
+// One round's share: the kernel's rate over the copy's, both as traffic.
+double round_share(double traffic_bytes, double kernel_seconds, std::int64_t copied_bytes,
+                   double copy_seconds);
+
+// Counters copy_share (median), copy_share_lo, copy_share_hi, copy_share_rounds, copy_bytes_per_second
+// (the interleaved copy's median rate, traffic).
+void record_copy_share(benchmark::State& state, const CopyShareRounds& rounds);
+// The rounds as evidence: every round's kernel and copy seconds and its share, and the interval.
+nlohmann::json copy_share_evidence(const CopyShareRounds& rounds);
+
+}  // namespace fusebench::suite
