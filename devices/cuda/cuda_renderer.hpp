@@ -4,13 +4,20 @@
 // pasted float_formats.hpp and scalar_math.hpp text, an element-wise formula, the exp and gelu
 // polynomials, the Newton steps and the reduction order are the CPU kernels' own; the loop
 // skeletons are GPU ones:
-//   Pointwise  fb_pointwise: one thread per element (grid-stride loop)
+//   Pointwise  fb_pointwise: one thread per chunk of V elements (grid-stride loop); the kernel
+//              inputs and stored members at the loop's own position move as 16-byte vectors
+//              (V = 16 bytes of the narrowest, halved until it divides the element count), the
+//              index arithmetic is 32-bit where the element count is below 2^31
 //   Reduction  fb_partials: one 32-thread block per (output position, tile of reduce_tile
 //              elements): element j of a tile goes to lane j mod 32 and the lanes combine as a
 //              pairwise tree (warp shuffles), the CPU's tiled_sum order; fb_finish: one thread
 //              per output position sums its tiles in order and runs the epilogue
-//   Rowwise    fb_params (layernorm's weight and bias, once), fb_rowwise: one thread per row,
-//              scalar_math's layernorm_row / softmax_row on scratch rows
+//   Rowwise    fb_params (layernorm's weight and bias, once), fb_rowwise: one warp per row, up to
+//              8 rows a block; the row (its prologue computed) staged in shared memory in the
+//              compute type with 16-byte vector loads, 4 chunks in flight a lane; warp_rows.cuh's
+//              reductions in the CPU's tiled order (bit-equal to scalar_math's layernorm_row /
+//              softmax_row); the epilogue written once in vectors. A row over 48 KiB lives in a
+//              global scratch row per warp instead
 //   Matmul     per batch: fb_gather_a, fb_gather_b (into fp32 / fp64 scratch), the GEMM by cuBLAS
 //              (the executor), fb_epilogue on its result
 //

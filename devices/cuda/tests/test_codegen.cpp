@@ -130,6 +130,127 @@ TEST(CudaCodegen, SplitReductionShufflesAndHonoursTheAccumulator) {
             64 * 16);
 }
 
+// ---- row kernels: one warp per row, the row in shared memory, 16-byte vectors, shuffles
+Graph layernorm_graph(DType dtype, std::int64_t rows, std::int64_t k) {
+  Graph g;
+  g.mark_output(g.layernorm(g.input("x", {rows, k}, dtype), g.input("w", {k}, dtype),
+                            g.input("b", {k}, dtype)));
+  return g;
+}
+Graph softmax_graph(DType dtype, std::int64_t rows, std::int64_t k) {
+  Graph g;
+  g.mark_output(g.softmax(g.input("x", {rows, k}, dtype)));
+  return g;
+}
+const CudaLaunch& launch_named(const CompiledKernel& k, const std::string& entry) {
+  for (const auto& l : k.kernel.launches) {
+    if (l.entry == entry) return l;
+  }
+  throw std::runtime_error("no launch " + entry + " in " + k.plan.name);
+}
+bool lowering_mentions(const CompiledKernel& k, const std::string& text) {
+  for (const auto& l : k.kernel.code.lowering) {
+    if (l.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST_P(PerArchitecture, RowKernelsGiveAWarpToARowAndMoveItIn16ByteVectors) {
+  for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
+    for (const Graph& g : {layernorm_graph(dtype, 4096, 1024), softmax_graph(dtype, 4096, 1024)}) {
+      const auto kernels = compile_graph(g, EngineOptions{}, GetParam(), shared_cache());
+      ASSERT_EQ(kernels.size(), 1u);
+      const CompiledKernel& k = kernels[0];
+      const std::string what = fmt::format("{} {}", k.plan.name, dtype_name(dtype));
+      // 1024 fp32 elements a row: 4 KiB, eight rows (warps) of a 256-thread block in 32 KiB
+      const CudaLaunch& rows = launch_named(k, "fb_rowwise");
+      EXPECT_EQ(rows.block, 8 * 32) << what;
+      EXPECT_EQ(rows.grid, 4096 / 8) << what;
+      EXPECT_EQ(k.kernel.scratch_elements[0], 0) << what << ": the rows are in shared memory";
+      EXPECT_TRUE(lowering_mentions(k, "one warp per row")) << what;
+      const SassListing sass = disassemble_cubin(k.cubin.library);
+      // the tree of each tile's sum, and its total broadcast from lane 0
+      EXPECT_GE(sass.count("SHFL.DOWN"), 1) << what;
+      EXPECT_GE(sass.count("SHFL.IDX"), 1) << what;
+      // the row read and written in 16-byte accesses, staged in shared memory
+      EXPECT_GE(sass.count("LDG.E.128"), 1) << what;
+      EXPECT_GE(sass.count("STG.E.128"), 1) << what;
+      EXPECT_GE(sass.count("STS"), 1) << what;
+      EXPECT_GE(sass.count("LDS"), 1) << what;
+      // (layernorm's fb_params, in the same cubin, reads the weight and bias per element once)
+      if (k.kernel.launches.size() == 1) {
+        EXPECT_EQ(sass.count("LDG.E.U16") + sass.count("STG.E.U16"), 0)
+            << what << ": a 16-bit element access left in the row kernel";
+      }
+    }
+  }
+}
+
+TEST(CudaCodegen, RowKernelsHonourTheTileAndTheAccumulatorInTheirSource) {
+  Graph g = softmax_graph(DType::f16, 64, 4096);
+  EngineOptions small_tile, storage_acc;
+  small_tile.reduce_tile = 256;
+  storage_acc.accumulator = engine::AccumulatorDtype::Storage;
+  const auto tile = compile_graph(g, small_tile, "sm_90", shared_cache());
+  const auto acc = compile_graph(g, storage_acc, "sm_90", shared_cache());
+  EXPECT_NE(tile[0].kernel.code.source.find("fbw::softmax_exp<float>(warp, x, K, 256LL, "
+                                            "fbk::NoRounding{})"),
+            std::string::npos);
+  EXPECT_NE(acc[0].kernel.code.source.find("fbk::RoundF16{}"), std::string::npos);
+  EXPECT_NE(tile[0].cubin.sha256, acc[0].cubin.sha256);
+}
+
+TEST(CudaCodegen, LongRowsLiveInGlobalScratchAndOddRowsMoveOneElementAtATime) {
+  // 16384 fp32 elements (64 KiB) do not fit in 48 KiB of shared memory: one scratch row a warp
+  const auto long_rows = compile_graph(layernorm_graph(DType::f32, 100, 16384), EngineOptions{},
+                                       "sm_90", shared_cache());
+  const CudaLaunch& rows = launch_named(long_rows[0], "fb_rowwise");
+  EXPECT_EQ(long_rows[0].kernel.scratch_elements[0], rows.grid * (rows.block / 32) * 16384);
+  EXPECT_TRUE(lowering_mentions(long_rows[0], "global scratch"));
+  EXPECT_GE(disassemble_cubin(long_rows[0].cubin.library).count("LDG.E.128"), 1);
+  // 999 elements: no vector divides the row, so every access is one element
+  const auto odd =
+      compile_graph(softmax_graph(DType::f16, 100, 999), EngineOptions{}, "sm_90", shared_cache());
+  EXPECT_TRUE(lowering_mentions(odd[0], "1-element vectors"));
+  EXPECT_GE(disassemble_cubin(odd[0].cubin.library).count("LDG.E.U16"), 1);
+  // f64 rows: two doubles a 16-byte vector
+  const auto wide =
+      compile_graph(softmax_graph(DType::f64, 64, 1024), EngineOptions{}, "sm_90", shared_cache());
+  EXPECT_TRUE(lowering_mentions(wide[0], "2-element vectors"));
+}
+
+// ---- element-wise kernels: vectors, and 32-bit index arithmetic where the sizes allow
+TEST_P(PerArchitecture, PointwiseKernelsMoveIn16ByteVectors) {
+  Graph g;
+  const auto x = g.input("x", {64, 1024}, DType::f16), y = g.input("y", {64, 1024}, DType::f16);
+  g.mark_output(g.gelu(g.add(x, y)));
+  const auto kernels = compile_graph(g, EngineOptions{}, GetParam(), shared_cache());
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_TRUE(lowering_mentions(kernels[0], "8-element vectors, 32-bit indices"));
+  EXPECT_EQ(kernels[0].kernel.launches[0].grid, 64 * 1024 / 8 / 256);
+  const SassListing sass = disassemble_cubin(kernels[0].cubin.library);
+  EXPECT_EQ(sass.count("LDG.E.128"), 2);
+  EXPECT_EQ(sass.count("STG.E.128"), 1);
+}
+
+TEST(CudaCodegen, BroadcastIndicesAre32BitWhereTheSizeAllows) {
+  // the bias's index is the flat index modulo 1000: one 32-bit multiply-high sequence, where the
+  // same kernel over 2^31 elements or more needs the 64-bit one
+  auto biased = [](std::int64_t rows) {
+    Graph g;
+    g.mark_output(g.add(g.input("x", {rows, 1000}, DType::f32), g.input("b", {1000}, DType::f32)));
+    return g;
+  };
+  const auto small = compile_graph(biased(1000), EngineOptions{}, "sm_90", shared_cache());
+  const auto huge =
+      compile_graph(biased(std::int64_t(3) << 20), EngineOptions{}, "sm_90", shared_cache());
+  EXPECT_TRUE(lowering_mentions(small[0], "32-bit indices"));
+  EXPECT_TRUE(lowering_mentions(huge[0], "64-bit indices"));
+  const std::size_t narrow = disassemble_cubin(small[0].cubin.library).instructions.size();
+  const std::size_t wide = disassemble_cubin(huge[0].cubin.library).instructions.size();
+  EXPECT_LT(narrow, wide) << "32-bit: " << narrow << " instructions, 64-bit: " << wide;
+}
+
 // ---- every kernel kind compiles
 TEST(CudaCodegen, EveryKernelKindCompiles) {
   Graph g;
