@@ -31,10 +31,38 @@ def run_line(results: Results) -> str:
         filt += f" (timed with {timing['engine']})"
     return (
         f"Run: {one('cpu_model')} ({one('hardware_threads')} hardware threads; {one('cpu_isa')}), "
-        f"{one('compiler')}, commit {one('git_revision')}, profile {one('fusebench_profile')}{filt}, "
+        f"{one('compiler')}{benchmark_library(contexts)}, commit {tree(contexts)}, "
+        f"profile {one('fusebench_profile')}{filt}, "
         f"devices {', '.join(results.devices)}; {total}.{compile_counts(manifest)}{not_available(manifest)}"
         f"{shard_origin(manifest)}"
     )
+
+
+def benchmark_library(contexts: list[dict]) -> str:
+    """The Google Benchmark release that timed the run and how it was built: its own
+    library_build_type ('debug' for a library built without NDEBUG, as Debian's package is, whose
+    timings it warns may be affected). Suites built before they recorded the release say nothing."""
+    if not any(c.get("benchmark_version") for c in contexts):
+        return ""
+    parts = sorted(
+        {
+            f"Google Benchmark {c.get('benchmark_version') or '(release not recorded)'} "
+            f"({c.get('library_build_type', '?')} build)"
+            for c in contexts
+        }
+    )
+    return ", " + " / ".join(parts)
+
+
+def tree(contexts: list[dict]) -> str:
+    """The committed tree the suites name: a commit; '-dirty' where a checkout's tracked files
+    differed from it (what differed is not recorded); '+tree-HASH' where a device run's tree differed and the bundle recorded the
+    difference (its diff comes back under device/provenance/)."""
+    revisions = sorted({str(c.get("git_revision", "?")) for c in contexts})
+    text = " / ".join(revisions) if revisions else "?"
+    if any("+tree-" in r for r in revisions):
+        text += " (with uncommitted changes: their diff is in device/provenance/tree.diff)"
+    return text
 
 
 def shard_origin(manifest: dict) -> str:

@@ -4,8 +4,16 @@ side: each run's suite JSON, dumps and device-run files, and a run.json that joi
 where each came from. A device may come from one run only; the report's run line names every
 machine (each suite's JSON carries its own).
 
+With --plan DIR (results/device-plan): the loans of the device plan (tools/device_plan.py), each
+a partial GPU run, as one reference run: each suite file from the latest loan that has it (a step
+a later loan ran again supersedes the earlier one), task E's runs from every loan as one
+gpu_alignment.json, each loan's device-run files under device/loans/LOAN/, and a summary naming
+every step with the loan and revision that ran it. Other runs named beside --plan join as above.
+
 Usage: python -m tools.combine_runs RUN_DIR RUN_DIR... --out DIR [--no-report]
-Exit status 2 on bad input (a missing run.json, a device in two runs, an existing --out)."""
+       python -m tools.combine_runs --plan results/device-plan [RUN_DIR...] --out DIR [--no-report]
+Exit status 2 on bad input (a missing run.json, a device in two runs, an existing --out, a plan
+directory without loans)."""
 
 from __future__ import annotations
 
@@ -94,16 +102,96 @@ def combine(run_dirs: list[pathlib.Path], out: pathlib.Path) -> dict:
     return manifest
 
 
+def combine_plan(plan_dir: pathlib.Path, staging: pathlib.Path) -> pathlib.Path:
+    """The plan's loans as one results directory at `staging` (which must not exist)."""
+    from tools import device_run
+
+    state_path = plan_dir / "state.json"
+    if not state_path.is_file():
+        raise CombineError(f"{plan_dir}: no state.json (tools/device_plan.py record writes it)")
+    state = json.loads(state_path.read_text())
+    loans = [plan_dir / loan["loan"] for loan in state.get("loans", [])]
+    absent = [str(loan) for loan in loans if not loan.is_dir()]
+    if not loans or absent:
+        raise CombineError(f"{plan_dir}: {'no loans recorded' if not loans else 'loans missing: ' + ', '.join(absent)}")
+    # a loan that ran only E (PyTorch alone, no suite) has no run.json
+    manifests = [(loan, json.loads((loan / "run.json").read_text())) for loan in loans if (loan / "run.json").is_file()]
+    if not manifests:
+        manifests = [(plan_dir, {"profile": "mixed", "devices": [], "seconds": 0, "ran": [], "skipped": []})]
+    staging.mkdir(parents=True)
+    source: dict[str, pathlib.Path] = {}
+    for loan in loans:  # in order: a later loan's file supersedes
+        for result in loan.glob("*@*.json"):
+            source[result.name] = loan
+    for name, loan in sorted(source.items()):
+        shutil.copy2(loan / name, staging / name)
+    units = staging / "device" / "gpu_alignment"
+    units.mkdir(parents=True)
+    for loan in loans:
+        if (loan / "dumps").is_dir():
+            shutil.copytree(loan / "dumps", staging / "dumps", dirs_exist_ok=True)
+        if (loan / "device").is_dir():
+            shutil.copytree(loan / "device", staging / "device" / "loans" / loan.name)
+            for unit in (loan / "device" / "gpu_alignment").glob("*.json"):
+                shutil.copy2(unit, units / unit.name)
+    device_run.merge_alignment(units, staging / "device" / "gpu_alignment.json")
+    steps = []
+    for name, entry in state["steps"].items():
+        step = {"step": name, "status": "ok" if entry["status"] == "done" else entry["status"]}
+        step["reason"] = f"{entry.get('loan')} at {entry.get('revision')}" + (
+            f": {entry['reason']}" if entry.get("reason") else ""
+        )
+        if "seconds" in entry:
+            step["seconds"] = entry["seconds"]
+        steps.append(step)
+    last_summary = loans[-1] / "device" / "summary.json"
+    machine = json.loads(last_summary.read_text()).get("machine", {}) if last_summary.is_file() else {}
+    summary = {"budget_s": sum(float(m.get("seconds", 0)) for _, m in manifests), "machine": machine,
+               "steps": steps, "loans": state["loans"]}  # fmt: skip
+    (staging / "device" / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    # a device comes from several loans here: one run.json over them, each suite file from one loan
+    devices = list(dict.fromkeys(d for _, m in manifests for d in m.get("devices", [])))
+    ran = {}
+    for loan, m in manifests:
+        for e in m.get("ran", []):
+            if source.get(f"{e['suite']}@{e['device'].replace(':', '-').replace('/', '-')}.json") == loan:
+                ran[(e["suite"], e["device"])] = e
+    manifest = combined_manifest([(plan_dir, {**manifests[-1][1], "devices": devices, "ran": list(ran.values()),
+                                              "seconds": sum(int(m.get("seconds", 0)) for _, m in manifests)})])  # fmt: skip
+    manifest["combined_from"] = [
+        {"run": str(loan), "devices": m.get("devices", []), "machine": m.get("machine"), "profile": m.get("profile")}
+        for loan, m in manifests
+    ]
+    (staging / "run.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return staging
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tools/combine-runs", description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="+", type=pathlib.Path)
+    parser.add_argument("runs", nargs="*", type=pathlib.Path)
+    parser.add_argument("--plan", type=pathlib.Path, help="the device plan's directory: its loans as one run")
     parser.add_argument("--out", type=pathlib.Path, required=True)
     parser.add_argument("--no-report", action="store_true")
     args = parser.parse_args(argv)
-    if len(args.runs) < 2:
-        parser.error("name at least two results directories")
+    if args.plan is None and len(args.runs) < 2:
+        parser.error("name at least two results directories, or --plan DIR")
     try:
-        manifest = combine(args.runs, args.out)
+        if args.plan is not None:
+            if args.out.exists():
+                raise CombineError(f"{args.out} exists; combine into a new directory")
+            plan_run = args.out.with_name(args.out.name + ".plan.tmp")
+            shutil.rmtree(plan_run, ignore_errors=True)
+            try:
+                combine_plan(args.plan, plan_run)
+                if args.runs:
+                    manifest = combine([plan_run, *args.runs], args.out)
+                else:
+                    os.replace(plan_run, args.out)
+                    manifest = json.loads((args.out / "run.json").read_text())
+            finally:
+                shutil.rmtree(plan_run, ignore_errors=True)
+        else:
+            manifest = combine(args.runs, args.out)
     except CombineError as e:
         print(f"combine-runs: error: {e}", file=sys.stderr)
         return 2

@@ -7,13 +7,18 @@ finished step:
   OUT/results.tar.gz   the results directory in the layout tools/run writes (suite JSON, run.json,
                        small evidence files), so the report, compare and gate read it, and device/
                        in it: the logs, the machine, the summary, the scripts' JSON
-The budget is checked between steps: a step starts only with at least its `min_s` left, and runs
-at most until the budget's end (less a reserve for packing). Standard library only: it runs under the
-device image's Python.
+The budget is checked between steps: a measurement step starts only when its estimate (GPU seconds,
+`estimate_s`) fits what is left, the next one that fits goes ahead of one that does not, and a step
+runs at most until the budget's end (less a reserve for packing). The plan resumes across loans:
+`--state` (results/device-plan/state.json, committed; tools/device_plan.py writes it from what came
+back) names the steps done, which are skipped. Standard library only: it runs under the device
+image's Python.
 
-Usage (there): python3 tools/device-run --bundle device-bundle --out "$OUT" --budget 540
-Rehearsal (here, CI): tools/device-rehearsal, which runs `--plan rehearsal` with the network off and
-the bundled packages hidden."""
+Usage (there): python3 tools/device_run.py --bundle device-bundle --out "$OUT" --budget 520 \
+                 --state results/device-plan/state.json
+Rehearsals (here, CI): tools/device-rehearsal --plan runs the GPU plan on this CPU with stand-ins
+(`--stand-in`); tools/device-rehearsal --bundle ... runs `--plan rehearsal`, a cold build from the
+bundle with the network off and the bundled packages hidden."""
 
 from __future__ import annotations
 
@@ -67,14 +72,28 @@ class Step:
     timeout_s: float
     min_s: float = 5
     needs: tuple[str, ...] = ()
+    # the step's expected seconds on the lent GPU machine (a measurement step starts only when this
+    # fits the budget left); 0 for setup steps, which always run
+    estimate_s: float = 0
+    # the issue's priority (1 first) and the unit this step is of its task (a seed, a device)
+    priority: int = 0
 
 
 class Runner:
     """Runs a plan's steps in order within `budget_s`, recording each one's outcome and packing
     the results after each step."""
 
-    def __init__(self, out: pathlib.Path, work: pathlib.Path, budget_s: float, clock=time.monotonic):
+    def __init__(
+        self,
+        out: pathlib.Path,
+        work: pathlib.Path,
+        budget_s: float,
+        clock=time.monotonic,
+        done_elsewhere: dict[str, str] | None = None,
+    ):
         self.out = out
+        # step -> where it was done (an earlier loan, from the plan's state file): skipped here
+        self.done_elsewhere = done_elsewhere or {}
         self.work = work
         self.budget_s = budget_s
         self.clock = clock
@@ -218,11 +237,21 @@ class Runner:
                 done_ok.add(step.name)
                 self.say(f"{step.name}: finished by an earlier call, kept")
                 continue
+            if step.name in self.done_elsewhere:
+                self.say(f"{step.name}: done in {self.done_elsewhere[step.name]} (the plan's state), not run again")
+                continue
             record = {"step": step.name, "what": step.what, "started_s": round(self.elapsed(), 1)}
+            if step.estimate_s:
+                record["estimate_s"] = step.estimate_s
             missing = [n for n in step.needs if n not in done_ok]
             left = self.remaining() - PACK_RESERVE_S
             if missing:
                 outcome = Outcome("skipped", f"needs {', '.join(missing)}, which did not succeed")
+            elif step.estimate_s > left:
+                outcome = Outcome(
+                    "skipped",
+                    f"budget: {max(left, 0):.0f} s left, the step takes about {step.estimate_s:.0f} s (its estimate)",
+                )
             elif left < step.min_s:
                 outcome = Outcome(
                     "skipped", f"budget: {max(left, 0):.0f} s left, the step needs at least {step.min_s:.0f} s"
@@ -259,6 +288,7 @@ class Runner:
 
     def pack_locked(self) -> None:
         summary = {
+            "revision": self.env.get("FUSEBENCH_REVISION", "unknown"),
             "budget_s": self.budget_s,
             "elapsed_s": round(self.elapsed(), 1),
             "written": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -355,6 +385,8 @@ class Settings:
     cuda_architectures: str
     targets: list[str]
     suite_runs: SuiteRuns | None = None  # set by a plan that runs suites
+    stand_in: bool = False  # the GPU plan on this machine: CPU-side devices, one small case a suite
+    estimate_scale: float = 1.0  # a stand-in's estimate is a share of the GPU step's
 
 
 def unpack_step(settings: Settings) -> Callable[[Runner, float], Outcome]:
@@ -378,6 +410,16 @@ def unpack_step(settings: Settings) -> Callable[[Runner, float], Outcome]:
                 return Outcome("failed", f"{deb}: SHA-256 {got} is not the manifest's {sha256} ({package} {version})")
             extract_deb(deb, prefix)
             count += 1
+        revision, problem = checked_tree(settings.bundle, ROOT)
+        if problem:
+            return Outcome("failed", problem)
+        runner.env["FUSEBENCH_REVISION"] = revision  # cmake/write_revision.cmake stamps the binaries with it
+        runner.facts["revision"] = revision
+        provenance = runner.extras / "provenance"  # the stamp and the uncommitted difference come back
+        provenance.mkdir(parents=True, exist_ok=True)
+        for name in ("REVISION", "TREE.sha256", "tree.diff"):
+            if (settings.bundle / name).is_file():
+                shutil.copy(settings.bundle / name, provenance / name)
         usr = prefix / "usr"
         lib = usr / "lib" / ARCH_TRIPLET
         env = runner.env
@@ -391,9 +433,35 @@ def unpack_step(settings: Settings) -> Callable[[Runner, float], Outcome]:
         env["OPENSSL_ROOT_DIR"] = str(usr)
         # Debian's CMake package files may predate CMake 4's policy floor
         env.setdefault("CMAKE_POLICY_VERSION_MINIMUM", "3.5")
-        return Outcome("ok", facts={"packages": count, "prefix": str(usr)})
+        return Outcome("ok", facts={"packages": count, "prefix": str(usr), "revision": revision})
 
     return action
+
+
+def checked_tree(bundle: pathlib.Path, root: pathlib.Path) -> tuple[str, str]:
+    """The revision the bundle was stamped with (tools/device-bundle: the commit, and the SHA-256 of
+    the uncommitted difference when there was one) and, when a file of the copy here is not the
+    one stamped (missing or other content), why the stamp cannot name this tree."""
+    stamp, listing = bundle / "REVISION", bundle / "TREE.sha256"
+    if not stamp.is_file() or not listing.is_file():
+        return "", f"{bundle}: no REVISION or TREE.sha256 (write the bundle again with tools/device-bundle)"
+    revision = stamp.read_text().strip()
+    import hashlib
+
+    wrong = []
+    for line in listing.read_text().splitlines():
+        digest, _, rel = line.partition("  ")
+        path = root / rel
+        if not path.is_file():
+            wrong.append(f"{rel} (missing)")
+        elif hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            wrong.append(f"{rel} (differs)")
+    if wrong:
+        return revision, (
+            f"the tree here is not the one stamped {revision}: {len(wrong)} file(s) differ, e.g. "
+            f"{', '.join(wrong[:3])} (stamp the bundle again: tools/device-bundle --stamp)"
+        )
+    return revision, ""
 
 
 def environment_step(settings: Settings) -> Callable[[Runner, float], Outcome]:
@@ -601,17 +669,16 @@ class SuiteRuns:
 
     def availability_locked(self, runner: Runner, device: str, timeout: float) -> str:
         if self.available is None:
-            self.available = {}
             suite = self.binary("data_movement")
             proc = subprocess.run(
                 [str(suite), "--list-devices"], env=runner.env, capture_output=True, text=True, timeout=timeout
             )
-            for name in proc.stdout.split():
-                self.available[name] = ""
+            available = {name: "" for name in proc.stdout.split()}
             for line in proc.stderr.splitlines():
                 if ": " in line:
                     name, why = line.split(": ", 1)
-                    self.available.setdefault(name.strip(), why.strip())
+                    available.setdefault(name.strip(), why.strip())
+            self.available = available
             runner.facts["devices"] = self.available
         base = device.split("/")[0]
         if base not in self.available:
@@ -622,14 +689,25 @@ class SuiteRuns:
         return self.settings.build_dir / "bin" / f"bench_{suite}"
 
     def step(
-        self, suite: str, device: str, profile: str, filt: str = "", shared_worker: bool = True
+        self,
+        suite: str,
+        device: str,
+        profile: str,
+        filt: str = "",
+        shared_worker: bool = True,
+        timing: list[str] | None = None,
     ) -> Callable[[Runner, float], Outcome]:
         """One suite on one device. With `shared_worker` False the suite starts a framework worker of
         its own (it runs beside other suites in a parallel batch)."""
 
+        override = timing
+
         def action(runner: Runner, timeout: float) -> Outcome:
             t0 = time.monotonic()
-            why = self.availability(runner, device, timeout)
+            try:
+                why = self.availability(runner, device, timeout)
+            except subprocess.TimeoutExpired:  # the listing is asked again by the next step
+                return Outcome("timed_out", f"listing the devices ran past the step's {timeout:.0f} s")
             timeout -= time.monotonic() - t0
             if why:
                 runner.append(ENTRIES, f"{suite}\t{device}\tskipped\t0\t{why}\n")
@@ -644,6 +722,7 @@ class SuiteRuns:
             timing = ["--benchmark_min_time=0.2"] if profile == "quick" else ["--benchmark_min_time=1"]
             if device.split(":")[0].split("/")[0] in ("torch", "xla") and profile == "quick":
                 timing = ["--benchmark_min_time=0.05"]
+            timing = override if override is not None else timing
             env = dict(runner.env)
             stats = runner.work / f"worker-stats-{tag}.jsonl"
             stats.unlink(missing_ok=True)
@@ -772,46 +851,219 @@ GPU_PLAN_SUITES = [
               "data_movement", "accumulated_error", "training_alignment", "cuda_codegen", "precision_toolkit")
 ]  # fmt: skip
 CLAIM_SUITES = ("scalar_lowering", "reduction_order", "approximations", "data_movement", "accumulated_error")
+# C1, C2, C3 and D: the claims' suites without task B (B has steps of its own at the plan's sets)
+C_AND_D_SUITES = ("scalar_lowering", "reduction_order", "approximations", "data_movement")
+# Where the rehearsal on this machine stands in for the GPU devices.
+STAND_IN_DEVICES = {"cuda": "cpu", "torch:cuda": "torch", "xla:cuda": "xla"}
+# E's units: one training run each, in the order of the band (gpu_alignment.py's own order)
+E_UNITS = (("eager", 1), ("compiled", 1), ("eager", 2), ("compiled", 2), ("eager", 3))
+# The cases each stand-in runs on this CPU: one small case of the suite, timed briefly; the
+# rehearsal proves the plan's mechanics (order, budget, units, state, combine), not GPU times.
+STAND_IN_FILTERS = {
+    "fusion_determinism": "^A/dtype:f16/threads:2/",
+    "accumulated_error": "^B/chain:mul_add_gelu_mul/dtype:f16/dist:uniform/",
+    "engine_throughput": "^Chain/path:fused/[^/]*/[^/]*/(real_time|device:)",
+    "scalar_lowering": "^C1/",
+    "reduction_order": "^C2/",
+    "approximations": "^C3/",
+    "data_movement": "^D/subgraph:transpose/dtype:f16/",
+}
+E_CONFIG = "suites/training_alignment/configs/gpt2-124m.json"
+
+
+def alignment_unit(mode: str, seed: int, stand_in: bool) -> Callable[[Runner, float], Outcome]:
+    """One of E's training runs (gpu_alignment.py with one seed in one mode), its JSON under
+    device/gpu_alignment/, then device/gpu_alignment.json rewritten from every unit finished so far
+    (the file the report reads)."""
+    unit = f"{mode}-{seed}"
+    script = ["suites/training_alignment/gpu_alignment.py", "--budget-s", "{budget}",
+              "--seeds", str(seed) if mode == "eager" else "", "--compiled-seeds", str(seed) if mode == "compiled" else "",
+              "--out", f"{{extras}}/gpu_alignment/{unit}.json"]  # fmt: skip
+    if stand_in:  # the tiny model for two steps on the CPU (a CPU compile of it is not rehearsed)
+        script += ["--config", "suites/training_alignment/configs/tiny.json", "--device", "cpu", "--steps", "2"]
+    else:
+        script += ["--config", E_CONFIG]
+    run = python_step(script, f"gpu_alignment-{unit}.log")
+
+    def action(runner: Runner, timeout: float) -> Outcome:
+        if stand_in and mode == "compiled":
+            return Outcome(
+                "skipped", "stand-in: torch.compile of E on this CPU takes minutes; eager units are rehearsed"
+            )
+        (runner.extras / "gpu_alignment").mkdir(parents=True, exist_ok=True)
+        outcome = run(runner, timeout)
+        merge_alignment(runner.extras / "gpu_alignment", runner.extras / "gpu_alignment.json")
+        return outcome
+
+    return action
+
+
+def merge_alignment(units: pathlib.Path, out: pathlib.Path) -> int:
+    """E's unit files as one gpu_alignment.json: every finished run, in the band's order. Returns how
+    many runs it holds; writes nothing when there are none."""
+    order = {f"{m}-{s}": i for i, (m, s) in enumerate(E_UNITS)}
+    merged: dict | None = None
+    runs = []
+    for path in sorted(units.glob("*.json"), key=lambda p: (order.get(p.stem, len(order)), p.stem)):
+        data = json.loads(path.read_text())
+        if merged is None:
+            merged = {k: v for k, v in data.items() if k not in ("runs", "not_run", "seeds", "compiled_seeds")}
+        runs += data.get("runs", [])
+    if merged is None or not runs:
+        return 0
+    merged["runs"] = runs
+    merged["seeds"] = sorted({r["seed"] for r in runs if r["mode"] == "eager"})
+    merged["compiled_seeds"] = sorted({r["seed"] for r in runs if r["mode"] == "compiled"})
+    merged["not_run"] = [
+        {"seed": s, "mode": m, "reason": "not run yet (the device plan's state names the loans still to come)"}
+        for m, s in E_UNITS
+        if not any(r["seed"] == s and r["mode"] == m for r in runs)
+    ]
+    write_atomically(out, json.dumps(merged) + "\n")
+    return len(runs)
+
+
+def judge_step(stand_in: bool) -> Callable[[Runner, float], Outcome]:
+    """fusebench.judge on a transformers GPT-2 on the GPU: the package installed from python/ with
+    the image's build tools (no network), then `python -m fusebench judge`."""
+
+    def action(runner: Runner, timeout: float) -> Outcome:
+        python = runner.env["FUSEBENCH_PYTHON"]
+        target = runner.work / "fusebench-python"
+        t0 = time.monotonic()
+        status, text = runner.command(
+            [python, "-m", "pip", "install", "--no-index", "--no-build-isolation", "--no-deps", "--upgrade",
+             "--target", str(target), str(ROOT / "python")], timeout, log_name="judge-install.log", echo=False)  # fmt: skip
+        if status != 0:
+            why = "timed out" if status is None else f"exit {status}: {last_error(text)}"
+            return Outcome("failed", f"pip install ./python offline: {why}")
+        env = dict(runner.env, PYTHONPATH=os.pathsep.join(filter(None, [str(target), runner.env.get("PYTHONPATH")])))
+        device = "cpu" if stand_in else "cuda"
+        argv = [python, "-m", "fusebench", "judge", f"{ROOT / 'tools/gpu/judge_models.py'}:gpt2_small_{device}",
+                "--dtype", "bf16", "--sets", "4" if stand_in else "32", "--speed-rounds", "0" if stand_in else "15",
+                "--out", str(runner.extras / f"judge-gpt2@{device}")]  # fmt: skip
+        status, text = runner.command(argv, max(timeout - (time.monotonic() - t0), 1), log_name="judge.log", env=env)
+        if status is None:
+            return Outcome("timed_out", f"judge ran past {timeout:.0f} s")
+        if status not in (0, 1, 3):  # the verdicts; 2 bad input, 4 a failure in the model or judge
+            return Outcome("failed", f"judge exit {status}: {last_error(text)}")
+        verdict = {0: "SUPPORTED", 1: "CONTRADICTED", 3: "INCONCLUSIVE"}[status]
+        return Outcome("ok", facts={"verdict": verdict})
+
+    return action
 
 
 def gpu_plan(settings: Settings) -> list[Step]:
-    """Most valuable evidence first (issue 37), what no lent machine has run yet before what one
-    has: the GPU tests; the engine on the GPU against the GPU's own copy, beside Inductor's and
-    XLA's; task A at the plan's size on cuda; the claims' suites on cuda and xla:cuda; task E's
-    GPT-2 124M for 1000 steps; Inductor's mechanisms and the claims' suites on torch:cuda; task B at
-    the plan's 1000 sets; task A at the plan's size on torch:cuda (the bridge moves each run's
-    128 MiB output: about 0.4 s a run there, so a long step of its own). Timed steps run alone;
-    precision steps run in batches."""
+    """Issue 46's priority: E (GPT-2 124M, eager against torch.compile, a seed band) one training run a
+    unit; A at [8, 2048, 4096] x 1,000 runs x 2 cold compiles on cuda, then torch:cuda; B at the
+    plan's 1,000 sets on torch:cuda and cuda; engine speed on the three GPU devices; C1-C3 and D on
+    cuda and xla:cuda; fusebench.judge on a transformers model; then what an earlier loan ran
+    (Inductor's mechanisms and the claims on torch:cuda, Inductor's cold compile). The GPU tests go
+    right after the build: they say whether what follows can be read.
+
+    Estimates are GPU seconds for fitting a call's budget, from the first run on an H200
+    (results/reference/h200-2026-12-04) where it ran the step, else from the work's size, marked
+    unmeasured; tools/device_plan.py replaces them with the seconds a loan measured. With
+    settings.stand_in each GPU device is replaced by its CPU-side device and each suite by one small
+    case, for the rehearsal here."""
+    stand_in = settings.stand_in
     suites = settings.suite_runs = SuiteRuns(settings)
     built = ("build",)
-    plan = setup_steps(settings)
-    plan.append(Step("gpu-tests", "ctest -L 'gpu|cuda': every gpu test must run, none skip", ctest_step(settings, "gpu|cuda", True), 150, 30, built))  # fmt: skip
-    # Engine speed, alone on the machine: the cold-compile benchmark (a fresh worker per round) is
-    # left to the end, the rest is the quick profile.
-    for device in ("cuda", "torch:cuda", "xla:cuda"):
+
+    def on(device: str) -> str:
+        return STAND_IN_DEVICES[device] if stand_in else device
+
+    def suite(name: str, device: str, profile: str, filt: str = "", shared_worker: bool = True):
+        if stand_in:
+            return suites.step(name, on(device), "quick", STAND_IN_FILTERS[name], shared_worker,
+                               timing=["--benchmark_min_time=0.01"])  # fmt: skip
+        return suites.step(name, device, profile, filt, shared_worker)
+
+    setup = stand_in_setup(settings) if stand_in else setup_steps(settings)
+    # E needs no build: its units go before configure and build, so that a loan with E left spends
+    # no time building (a build cut by the budget keeps its objects for the next call on the machine)
+    plan = [s for s in setup if s.name in ("unpack", "environment")]
+    environment = ("environment",)
+    # E: unmeasured on a GPU (GPT-2 124M, 8 x 1,024 tokens a step, 1,000 steps and 20 evaluations;
+    # a compiled run also compiles forward and backward)
+    for mode, seed in E_UNITS:  # needs no build: PyTorch alone
+        plan.append(Step(f"E/{mode}-{seed}", f"task E, GPT-2 124M, 1,000 steps on torch:cuda: the {mode} run of seed {seed}",
+                         alignment_unit(mode, seed, stand_in), 420, 30, environment,
+                         estimate_s=150 if mode == "compiled" else 110, priority=1))  # fmt: skip
+    plan += [s for s in setup if s.name not in ("unpack", "environment")]
+    plan.append(Step("gpu-tests", "ctest -L 'gpu|cuda': every gpu test must run, none skip",
+                     ctest_step(settings, "gpu|cuda", True) if not stand_in else stand_in_tests(settings),
+                     150, 20, built, estimate_s=30, priority=1))  # fmt: skip
+    # A: the first run took about 90 s a round on cuda and 0.39 s a run on torch:cuda (202 s for
+    # 521 runs); two rounds of 1,000 runs and a control run
+    a_filter = "^A/dtype:f16/threads:2/"
+    plan.append(Step("A@cuda", "task A at [8, 2048, 4096] f16, 1,000 runs a round, two cold compiles, on cuda",
+                     suite("fusion_determinism", "cuda", "full", a_filter), 420, 60, built, estimate_s=240, priority=2))  # fmt: skip
+    plan.append(Step("A@torch:cuda", "task A at [8, 2048, 4096] f16, 1,000 runs a round, two cold compiles, on torch:cuda",
+                     suite("fusion_determinism", "torch:cuda", "full", a_filter), 600, 60, built, estimate_s=900, priority=2))  # fmt: skip
+    # B on torch:cuda: the first run's quick profile (100 sets) took 126 s, 83 s of it compiling;
+    # 1,000 sets: the same compiles and ten times the rest. On cuda: unmeasured.
+    for device, estimate in (("torch:cuda", 510), ("cuda", 200)):
+        plan.append(Step(f"B@{device}", f"task B with the plan's 1,000 sets on {device} (full profile)",
+                         suite("accumulated_error", device, "full"), 540, 60, built, estimate_s=estimate, priority=3))  # fmt: skip
+    # engine: the first run's 111, 34 and 25 s, with the GPU copy and larger sizes now
+    for device, estimate in (("cuda", 120), ("torch:cuda", 60), ("xla:cuda", 45)):
         plan.append(Step(f"engine@{device}", f"engine speed against the GPU's copy bandwidth on {device} (quick)",
-                         suites.step("engine_throughput", device, "quick", "-CompileCold"), 150, 30, built))  # fmt: skip
-    plan.append(Step("A-plan-size@cuda", "task A at [8, 2048, 4096] f16, 1000 runs a round, on cuda",
-                     suites.step("fusion_determinism", "cuda", "full", "^A/dtype:f16/threads:2/"), 300, 120, built))  # fmt: skip
-    plan.append(Step("cuda-and-xla-claims", "the claims' suites on cuda and xla:cuda",
-                     parallel({f"{s}@{d}": suites.step(s, d, "quick", shared_worker=False)
-                               for d in ("cuda", "xla:cuda") for s in CLAIM_SUITES}), 200, 60, built))  # fmt: skip
-    plan.append(Step("E-gpt2-124m", "task E on torch:cuda: gpt2-124m, 1000 steps, eager seeds and compiled (gpu_alignment.py)",
-                     python_step(["suites/training_alignment/gpu_alignment.py", "--config",
-                                  "suites/training_alignment/configs/gpt2-124m.json", "--budget-s", "{budget}",
-                                  "--out", "{extras}/gpu_alignment.json"], "gpu_alignment.log"), 600, 150, built))  # fmt: skip
-    mechanisms = python_step(["tools/gpu/inductor_mechanisms.py", "--device", "cuda", "--budget-s", "{budget}",
-                              "--out", "{extras}/inductor_mechanisms.json"], "inductor_mechanisms.log")  # fmt: skip
-    torch_claims = {f"{s}@torch:cuda": suites.step(s, "torch:cuda", "quick", shared_worker=False) for s in CLAIM_SUITES}
-    plan.append(Step("torch-cuda-claims", "Inductor -> Triton: its mechanisms (rsqrt, division, FMA, scalars, reduction blocking, strict numerics) and the claims' suites on torch:cuda",
-                     parallel({"inductor-mechanisms": mechanisms, **torch_claims}), 240, 60, built))  # fmt: skip
-    plan.append(Step("B-1000-sets@cuda", "task B with the plan's 1000 sets on cuda (full profile)",
-                     suites.step("accumulated_error", "cuda", "full"), 400, 90, built))  # fmt: skip
-    plan.append(Step("A-plan-size@torch:cuda", "task A at [8, 2048, 4096] f16, 1000 runs a round, on torch:cuda",
-                     suites.step("fusion_determinism", "torch:cuda", "full", "^A/dtype:f16/threads:2/"), 600, 480, built))  # fmt: skip
-    plan.append(Step("engine-cold@torch:cuda", "Inductor's cold compile and cache hit on the GPU",
-                     suites.step("engine_throughput", "torch:cuda", "quick", "CompileCold|CacheHit"), 120, 60, built))  # fmt: skip
+                         suite("engine_throughput", device, "quick", "-CompileCold"), 200, 30, built,
+                         estimate_s=estimate, priority=4))  # fmt: skip
+    for device in ("cuda", "xla:cuda"):  # the five claims' suites at once on torch:cuda took 165 s
+        plan.append(Step(f"claims@{device}", f"C1, C2, C3 and D on {device}, the four suites at once",
+                         parallel({f"{s}@{on(device)}": suite(s, device, "quick", shared_worker=False) for s in C_AND_D_SUITES}),
+                         300, 60, built, estimate_s=150, priority=5))  # fmt: skip
+    plan.append(Step("judge@cuda", "fusebench.judge on a transformers GPT-2 (bf16, 32 input sets) on the GPU",
+                     judge_step(stand_in), 300, 60, environment, estimate_s=150, priority=6))  # fmt: skip
+    if not stand_in:
+        mechanisms = python_step(["tools/gpu/inductor_mechanisms.py", "--device", "cuda", "--budget-s", "{budget}",
+                                  "--out", "{extras}/inductor_mechanisms.json"], "inductor_mechanisms.log")  # fmt: skip
+        torch_claims = {
+            f"{s}@torch:cuda": suites.step(s, "torch:cuda", "quick", shared_worker=False) for s in CLAIM_SUITES
+        }
+        plan.append(Step("torch-cuda-claims", "Inductor -> Triton: its mechanisms and the claims' suites on torch:cuda",
+                         parallel({"inductor-mechanisms": mechanisms, **torch_claims}), 300, 60, built,
+                         estimate_s=180, priority=7))  # fmt: skip
+        plan.append(Step("engine-cold@torch:cuda", "Inductor's cold compile and cache hit on the GPU",
+                         suites.step("engine_throughput", "torch:cuda", "quick", "CompileCold|CacheHit"), 200, 60, built,
+                         estimate_s=90, priority=7))  # fmt: skip
+    if stand_in:  # a stand-in is one small case: its share of the GPU step's time and minimum
+        for step in plan:
+            step.estimate_s = round(step.estimate_s * settings.estimate_scale, 1)
+            step.min_s = min(step.min_s, max(step.estimate_s, 1))
     return plan
+
+
+def stand_in_setup(settings: Settings) -> list[Step]:
+    """The rehearsal's setup: this machine's build stands in for the device's cold one."""
+
+    def built(runner: Runner, timeout: float) -> Outcome:
+        missing = [f"bench_{s}" for s in STAND_IN_FILTERS if not (settings.build_dir / "bin" / f"bench_{s}").is_file()]
+        if missing:
+            return Outcome("failed", f"{settings.build_dir}/bin lacks {', '.join(missing)} (tools/build release)")
+        return Outcome("ok", facts={"build": f"{settings.build_dir} (this machine's build, standing in)"})
+
+    return [
+        Step("environment", "Python wrapper and machine facts", environment_step(settings), 180, 5),
+        Step("build", "this machine's build stands in for the device's", built, 10, 1, ("environment",)),
+    ]
+
+
+def stand_in_tests(settings: Settings) -> Callable[[Runner, float], Outcome]:
+    """On a machine without a GPU the gpu tests skip by design: the stand-in lists them, so that a
+    test the plan names and the build lacks is found here."""
+
+    def action(runner: Runner, timeout: float) -> Outcome:
+        status, text = runner.command(["ctest", "--test-dir", str(settings.build_dir), "-N", "-L", "gpu|cuda"],
+                                      timeout, log_name="gpu-tests.log", echo=False)  # fmt: skip
+        listed = [line for line in text.splitlines() if "Total Tests:" in line]
+        if status != 0 or not listed or listed[-1].split()[-1] == "0":
+            return Outcome("failed", f"ctest -N -L 'gpu|cuda' lists no test: {last_error(text)}")
+        return Outcome("ok", facts={"listed": listed[-1].strip()})
+
+    return action
 
 
 def rehearsal_plan(settings: Settings) -> list[Step]:
@@ -825,6 +1077,29 @@ def rehearsal_plan(settings: Settings) -> list[Step]:
 
 
 PLANS = {"gpu": gpu_plan, "rehearsal": rehearsal_plan}
+
+
+def stand_in_revision() -> str:
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    if head.returncode != 0:
+        return "unknown"
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=ROOT).returncode != 0
+    return head.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def done_steps(state: pathlib.Path) -> dict[str, str]:
+    """The steps the plan's state file says are done, each with where (loan and commit)."""
+    try:
+        data = json.loads(state.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"--state {state}: cannot be read ({e})") from e
+    if not isinstance(data.get("steps"), dict):
+        raise ValueError(f"--state {state}: no 'steps' object (tools/device_plan.py writes it)")
+    return {
+        name: f"{s.get('loan', '?')} (commit {s.get('revision', '?')})"
+        for name, s in data["steps"].items()
+        if s.get("status") == "done"
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -851,7 +1126,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", action="append", default=None, help="build only these targets (repeatable)")
     parser.add_argument("--strict", action="store_true", help="exit 1 unless every step succeeded (a rehearsal)")
     parser.add_argument("--resume", action="store_true", help="keep the steps an earlier call on this machine finished")
-    parser.add_argument("--revision", help="the commit the tree was copied from, where the copy has no .git")
+    parser.add_argument(
+        "--estimate-scale", type=float, default=0.1, help="--stand-in: each step's estimate times this (0.1)"
+    )
+    parser.add_argument(
+        "--state",
+        type=pathlib.Path,
+        help="the device plan's state (results/device-plan/state.json): its done steps are skipped",
+    )
+    parser.add_argument(
+        "--stand-in",
+        action="store_true",
+        help="gpu plan: run on this machine's build, the CPU-side "
+        "devices standing in for the GPU's, one small case a suite (tools/device-rehearsal --plan)",
+    )
     parser.add_argument("--list", action="store_true", help="print the plan's steps and run nothing")
     args = parser.parse_args(argv)
     if args.budget <= PACK_RESERVE_S:
@@ -869,11 +1157,16 @@ def main(argv: list[str] | None = None) -> int:
         cuda=args.cuda or ("ON" if args.plan == "gpu" else "AUTO"),
         cuda_architectures=args.cuda_architectures,
         targets=targets or [],
+        stand_in=args.stand_in,
+        estimate_scale=args.estimate_scale,
     )
+    if args.stand_in and args.plan != "gpu":
+        parser.error("--stand-in rehearses the gpu plan")
     plan = PLANS[args.plan](settings)
     if args.list:
         for step in plan:
-            print(f"{step.name:<32} {step.timeout_s:>5.0f} s  {step.what}")
+            estimate = f"~{step.estimate_s:.0f} s" if step.estimate_s else "setup"
+            print(f"{step.priority or '-':>2} {step.name:<24} {estimate:>7}  {step.what}")
         return 0
     only = set(args.only.split(",")) if args.only else None
     if only:
@@ -883,9 +1176,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"--only {args.only}: no step named {', '.join(sorted(unknown))} in plan {args.plan} (see --list)"
             )
     work = (args.work or settings.build_dir / "device-run").resolve()
-    runner = Runner(args.out.resolve(), work, args.budget)
-    if args.revision:
-        runner.env["FUSEBENCH_REVISION"] = args.revision
+    try:
+        done = done_steps(args.state) if args.state else {}
+    except ValueError as e:
+        parser.error(str(e))
+    runner = Runner(args.out.resolve(), work, args.budget, done_elsewhere=done)
+    if args.stand_in:  # no bundle: the revision is this checkout's, as the build stamped it
+        runner.env["FUSEBENCH_REVISION"] = stand_in_revision()
+        runner.facts["stand_in"] = True
     if settings.suite_runs:
         install_manifest(runner, settings.suite_runs, "quick" if args.plan == "rehearsal" else "mixed")
     return runner.run_plan(plan, only, resume=args.resume, strict=args.strict)

@@ -317,6 +317,9 @@ int run_suite(int argc, char** argv, const char* suite_name) {
   benchmark::AddCustomContext("hardware_threads",
                               std::to_string(std::thread::hardware_concurrency()));
   benchmark::AddCustomContext("git_revision", fusebench_build_revision);
+#ifdef FUSEBENCH_BENCHMARK_VERSION
+  benchmark::AddCustomContext("benchmark_version", FUSEBENCH_BENCHMARK_VERSION);
+#endif
   // tools/run names its run; the readers refuse a suite file that is not the run's own.
   if (const char* run_id = std::getenv("FUSEBENCH_RUN_ID"); run_id != nullptr && *run_id != '\0')
     benchmark::AddCustomContext("fusebench_run_id", run_id);

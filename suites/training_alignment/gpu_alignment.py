@@ -10,7 +10,7 @@ eager 1, compiled 1, eager 2, compiled 2, ..., and a run starts only when the bu
 it (from the first run's time); the JSON is rewritten after each run, so a cut keeps the finished ones.
 
 Usage: python gpu_alignment.py --config gpt2-124m.json --out FILE [--steps N] [--seeds 1,2,3]
-       [--compiled-seeds 1,2] [--device cuda] [--budget-s SECONDS]"""
+       [--compiled-seeds 1,2] [--device cuda] [--budget-s SECONDS]   (an empty list: none of that mode)"""
 
 from __future__ import annotations
 
@@ -24,6 +24,13 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from peer_torch import initialise, learning_rate, model_class, optimizer
+
+
+def seed_list(text: str) -> list[int]:
+    try:
+        return [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise SystemExit(f"gpu_alignment: seeds {text!r}: expected integers separated by commas") from None
 
 
 def main() -> int:
@@ -47,8 +54,15 @@ def main() -> int:
     cfg = json.load(open(args.config))
     steps = args.steps or cfg["steps"]
     cfg = dict(cfg, steps=steps)  # the schedule's length follows the run's
-    seeds = [int(s) for s in (args.seeds or ",".join(str(s) for s in cfg["seeds"])).split(",")]
-    compiled_seeds = [int(s) for s in (args.compiled_seeds or ",".join(str(s) for s in seeds[:2])).split(",")]
+    # an empty list runs none of that mode: tools/device-run runs one (seed, mode) at a time, so
+    # that a lent device's call keeps each finished run and the next call starts the rest
+    seeds = seed_list(args.seeds if args.seeds is not None else ",".join(str(s) for s in cfg["seeds"]))
+    compiled_seeds = seed_list(
+        args.compiled_seeds if args.compiled_seeds is not None else ",".join(str(s) for s in seeds[:2])
+    )
+    if not seeds and not compiled_seeds:
+        print("gpu_alignment: --seeds and --compiled-seeds are both empty: nothing to run", file=sys.stderr)
+        return 2
     m = cfg["model"]
     L, T, B = m["layers"], m["context"], cfg["batch"]
     text = b"".join(open(f, "rb").read() for f in cfg["data_files"])

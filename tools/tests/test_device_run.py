@@ -3,6 +3,7 @@ a command past its share of the budget is stopped; the bundle's packages unpack 
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import pathlib
@@ -140,11 +141,101 @@ def test_extract_deb_without_dpkg(tmp_path):
         device_run.extract_deb(tmp_path / "bad.deb", tmp_path / "prefix")
 
 
-def test_the_gpu_plan_puts_setup_first_and_every_measurement_after_the_build():
+def test_the_gpu_plan_puts_setup_first_and_every_measurement_after_what_it_needs():
     settings = device_run.Settings(pathlib.Path("b"), pathlib.Path("d"), "python3", 16, "ON", "90", [])
     plan = device_run.gpu_plan(settings)
     names = [s.name for s in plan]
-    assert names[:4] == list(device_run.SETUP_STEPS)
-    assert names[4] == "gpu-tests"
-    assert all("build" in s.needs for s in plan[4:])
+    assert names[:2] == ["unpack", "environment"]
+    assert all("build" in s.needs or s.needs == ("environment",) for s in plan if s.name not in device_run.SETUP_STEPS)
     assert len(names) == len(set(names))
+
+
+def test_a_step_whose_estimate_does_not_fit_waits_and_a_smaller_one_goes_ahead(tmp_path):
+    clock = FakeClock()
+    runner = Runner(tmp_path / "out", tmp_path / "work", budget_s=100, clock=clock)
+    big = writing_step("big", clock, 80, min_s=1)
+    big.estimate_s = 120  # more than the 90 s left after the packing reserve
+    small = writing_step("small", clock, 20, min_s=1)
+    small.estimate_s = 30
+    runner.run_plan([big, small])
+    steps = {s["step"]: s for s in json.loads((tmp_path / "out" / "summary.json").read_text())["steps"]}
+    assert steps["big"]["status"] == "skipped"
+    assert steps["big"]["reason"] == "budget: 90 s left, the step takes about 120 s (its estimate)"
+    assert steps["small"]["status"] == "ok"
+
+
+def test_steps_done_in_an_earlier_loan_are_not_run_again(tmp_path):
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"steps": {"a": {"status": "done", "loan": "loan-01", "revision": "abc"},
+                                           "b": {"status": "partial", "loan": "loan-01"}}, "loans": []}))  # fmt: skip
+    done = device_run.done_steps(state)
+    assert done == {"a": "loan-01 (commit abc)"}
+    clock = FakeClock()
+    runner = Runner(tmp_path / "out", tmp_path / "work", budget_s=100, clock=clock, done_elsewhere=done)
+    ran = []
+
+    def record(runner, timeout):
+        ran.append("a")
+        return Outcome("ok")
+
+    runner.run_plan([Step("a", "done in loan-01", record, 60, 1), writing_step("b", clock, 5, min_s=1)])
+    assert ran == []
+    assert [s["step"] for s in json.loads((tmp_path / "out" / "summary.json").read_text())["steps"]] == ["b"]
+    state.write_text("{}")
+    with pytest.raises(ValueError, match="no 'steps' object"):
+        device_run.done_steps(state)
+
+
+def test_the_tree_stamp_names_a_changed_or_missing_file(tmp_path):
+    root = tmp_path / "tree"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "a.cpp").write_text("int a;\n")
+    (root / "b.py").write_text("b = 1\n")
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    import hashlib
+
+    listing = "".join(
+        f"{hashlib.sha256((root / rel).read_bytes()).hexdigest()}  {rel}\n" for rel in ("src/a.cpp", "b.py")
+    )
+    (bundle / "TREE.sha256").write_text(listing)
+    (bundle / "REVISION").write_text("0123456789ab+tree-aaaaaaaaaaaa\n")
+    assert device_run.checked_tree(bundle, root) == ("0123456789ab+tree-aaaaaaaaaaaa", "")
+    (root / "src" / "a.cpp").write_text("int a = 2;\n")
+    (root / "b.py").unlink()
+    revision, problem = device_run.checked_tree(bundle, root)
+    assert "2 file(s) differ" in problem and "src/a.cpp (differs)" in problem and "b.py (missing)" in problem
+    (bundle / "REVISION").unlink()
+    assert "no REVISION or TREE.sha256" in device_run.checked_tree(bundle, root)[1]
+
+
+def test_e_units_merge_into_one_band_in_the_band_order(tmp_path):
+    units = tmp_path / "units"
+    units.mkdir()
+    assert device_run.merge_alignment(units, tmp_path / "merged.json") == 0
+    assert not (tmp_path / "merged.json").exists()
+    for mode, seed in (("eager", 2), ("compiled", 1), ("eager", 1)):
+        run = {"seed": seed, "mode": mode, "train_loss": [1.0], "eval": [{"step": 1, "loss": 2.0}]}
+        (units / f"{mode}-{seed}.json").write_text(json.dumps({"config": "gpt2-124m", "steps": 1000, "runs": [run],
+                                                               "not_run": [], "seeds": [], "compiled_seeds": []}))  # fmt: skip
+    assert device_run.merge_alignment(units, tmp_path / "merged.json") == 3
+    merged = json.loads((tmp_path / "merged.json").read_text())
+    assert [(r["mode"], r["seed"]) for r in merged["runs"]] == [("eager", 1), ("compiled", 1), ("eager", 2)]
+    assert merged["seeds"] == [1, 2] and merged["compiled_seeds"] == [1]
+    assert {(n["mode"], n["seed"]) for n in merged["not_run"]} == {("compiled", 2), ("eager", 3)}
+    assert merged["config"] == "gpt2-124m"
+
+
+def test_the_gpu_plan_follows_the_issue_priority_and_e_needs_no_build():
+    settings = device_run.Settings(pathlib.Path("b"), pathlib.Path("d"), "python3", 16, "ON", "90", [])
+    plan = device_run.gpu_plan(settings)
+    measured = [s for s in plan if s.name not in device_run.SETUP_STEPS]
+    assert [s.priority for s in measured] == sorted(s.priority for s in measured)
+    assert [s.name for s in measured if s.name.startswith("E/")] == [f"E/{m}-{n}" for m, n in device_run.E_UNITS]
+    assert all(s.needs == ("environment",) for s in measured if s.name.startswith("E/"))
+    names = [s.name for s in plan]
+    assert names.index("E/eager-3") < names.index("configure") < names.index("build") < names.index("gpu-tests")
+    assert all(s.estimate_s > 0 for s in measured)
+    stand_in = device_run.gpu_plan(dataclasses.replace(settings, stand_in=True, estimate_scale=0.1))
+    by_name = {s.name: s for s in stand_in}
+    assert by_name["A@cuda"].estimate_s == 24 and "configure" not in by_name
