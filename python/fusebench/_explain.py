@@ -334,7 +334,7 @@ class Localisation:
 
 
 def _n(x) -> str:
-    from ._decide import _num
+    from .decision import _num
 
     return _num(x)
 

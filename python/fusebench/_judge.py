@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _decide as D
-from ._decide import Outcome, Part
+from . import decision as D
+from .decision import Outcome, Part
 
 ILL_CONDITIONED = 100.0  # kIllConditioned of suites/accumulated_error: kappa above it is cancellation
 

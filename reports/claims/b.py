@@ -1,27 +1,25 @@
 """Task B: fused error ≤ eager error (plan §3.2), per chain.
 
 Each chain × dtype (f32, f16, bf16: every dtype the suite runs) × input distribution and each
-per-set statistic its dump carries (the per_set block, schema fusebench.B.per_set/1) is a part,
-judged by a paired bootstrap over the input sets (the same resampled sets for both paths): the 95 %
-interval of fused − eager, the relative change of the statistic's mean over sets and the share of
-sets worse fused minus the share worse eager. SUPPORTED when the interval's upper end ≤ the
-tolerance, CONTRADICTED when its lower end > it, else INCONCLUSIVE. A chain's verdict has many
-parts, so CONTRADICTED is decided by Holm's step-down rule over them (`holm`): the chain reads
-CONTRADICTED in at most 2.5 % of runs where fused and eager err alike, whatever the number of
-parts; SUPPORTED needs every part's upper end ≤ its tolerance. The thresholds' deciding measure (the conditioned error: see "measures" in
-tools/thresholds.json for why) decides the chain; the other measure, the plan's literal rule (pooled
-ULP, no uncertainty) and torch's accuracy rule are shown beside it. Where the dump lacks the deciding
-measure the next one decides, and the verdict says so."""
+per-set statistic its dump carries (the per_set block, schema fusebench.B.per_set/1) is judged by
+the decision rule that fusebench.judge applies too (reports/decision.py, one module for both): a
+paired bootstrap over the input sets, the magnitude (the relative change of the statistic's mean
+over sets) deciding against its tolerance, the share of sets worse beside it, Holm's step-down rule
+across the chain's parts so that a chain reads CONTRADICTED in at most 2.5 % of runs where fused
+and eager err alike, whatever the number of parts. The thresholds' deciding measure (the
+conditioned error: see "measures" in tools/thresholds.json for why) decides the chain; the other
+measure, the plan's literal rule (pooled ULP, no uncertainty) and torch's accuracy rule are shown
+beside it. Where the dump lacks the deciding measure the next one decides, and the verdict says so."""
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from reports.bootstrap import Interval, interval_of, paired_draws
+from reports import decision
 from reports.claims import thresholds
 from reports.claims.verdict import (
     JUDGED,
@@ -33,7 +31,6 @@ from reports.claims.verdict import (
     Verdict,
     Wording,
     all_pass,
-    combine,
     na_wording,
     nothing_measured,
 )
@@ -173,39 +170,13 @@ def torch_same_sets(cell: BCell) -> np.ndarray | None:
         return cell.allclose | (fused <= m * eager + cfg["tol"] / 10)
 
 
-# ---- decision
-@dataclass(frozen=True)
-class Statistic:
-    """One statistic's paired-bootstrap interval of fused − eager against its tolerance; left_out: sets
-    where either path has no finite figure (of `sets` in all); to_decide: about how many sets would
-    decide an undecided interval (None: decided; inf: never)."""
-
-    label: str
-    interval: Interval
-    tolerance: float
-    left_out: int = 0
-    sets: int = 0
-    to_decide: float | None = None
-    # the bootstrap draws of the effect, for Holm's rule across a chain's parts
-    draws: np.ndarray | None = field(default=None, compare=False, repr=False)
-    # (level, parts) where the part's own interval lies above the tolerance but Holm's rule over the
-    # chain's parts does not reject at its level: the part reads INCONCLUSIVE
-    holm: tuple[float, int] | None = None
-
-    @property
-    def p_value(self) -> float:
-        """The one-sided bootstrap p-value of "fused − eager > tolerance": the share of draws at or
-        below the tolerance (1 without draws: fused = eager)."""
-        if self.draws is None or self.draws.size < 2:
-            return 1.0
-        return float(np.mean(self.draws <= self.tolerance))
-
-
+# ---- decision (the rule itself is reports/decision.py, shared with fusebench.judge)
 @dataclass(frozen=True)
 class Measure:
-    """A chain's verdict on one measure: its judged parts ("f16/uniform set-max ULP", the statistic's
-    verdict), the one shown in the matrix, the statistics present and absent, the cells without
-    per-set figures."""
+    """A chain's verdict on one measure: its deciding parts ("f16/uniform set-max ULP", the statistic's
+    verdict after Holm's rule), the one shown in the matrix, the statistics present and absent, the
+    cells without per-set figures, and the parts that stand beside them without deciding (the share
+    of sets worse)."""
 
     measure: str
     parts: tuple[tuple[str, Verdict], ...]
@@ -213,6 +184,7 @@ class Measure:
     present: tuple[str, ...]
     absent: tuple[str, ...]
     missing: tuple[str, ...]
+    beside: tuple[tuple[str, Verdict], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -248,78 +220,22 @@ class Figures:
     no_per_set: tuple[str, ...] = ()
 
 
-def statistic_verdict(
-    label: str, interval: Interval, tolerance: float, left_out: int = 0, sets: int = 0, draws: np.ndarray | None = None
-) -> Verdict:
-    """One statistic's verdict: SUPPORTED when the interval's upper end ≤ tolerance, CONTRADICTED
-    when its lower end > tolerance, else INCONCLUSIVE with the sets that would decide it."""
-    if interval.high <= tolerance:
-        outcome, need = Outcome.SUPPORTED, None
-    elif interval.low > tolerance:
-        outcome, need = Outcome.CONTRADICTED, None
-    else:
-        outcome, need = Outcome.INCONCLUSIVE, interval.sets_to_decide(tolerance)
-    figures = Statistic(label, interval, tolerance, left_out, sets, need, draws)
-    return Verdict("B", outcome, figures, interval.sets)
+def part_verdict(part: decision.Part) -> Verdict:
+    """One judged part as a verdict: its outcome after Holm's rule (its own, for a part beside)."""
+    return Verdict("B", Outcome(part.final.value), part, part.interval.sets)
 
 
-def interval_and_draws(fused: np.ndarray, eager: np.ndarray, effect: str) -> tuple[Interval, np.ndarray]:
-    cfg = config()
-    draws, estimate = paired_draws(fused, eager, effect, resamples=cfg["resamples"], seed=cfg["seed"])
-    return interval_of(draws, estimate, effect, fused.size, cfg["confidence"]), draws
-
-
-def holm(parts: list[Verdict]) -> list[Verdict]:
-    """Holm's step-down rule for CONTRADICTED across one chain's parts: ranked by their one-sided
-    p-values (smallest first), the part ranked j (0-based) of m stays CONTRADICTED while the
-    α / (m − j) quantile of its draws exceeds its tolerance, α = (1 − confidence) / 2, stopping at the
-    first that does not. With one part that is the plain rule (the lower end of the 95 % interval
-    above the tolerance). A part CONTRADICTED alone but not after Holm reads INCONCLUSIVE, saying so;
-    the others are returned as they were."""
-    alpha = (1.0 - config()["confidence"]) / 2.0
-    m = len(parts)
-    order = sorted(range(m), key=lambda k: parts[k].figures.p_value)
-    out = list(parts)
-    rejecting = True
-    for rank, k in enumerate(order):
-        f: Statistic = parts[k].figures
-        level = alpha / (m - rank)
-        rejecting = (
-            rejecting and f.draws is not None and f.draws.size > 1 and float(np.quantile(f.draws, level)) > f.tolerance
-        )
-        if parts[k].outcome is Outcome.CONTRADICTED and not rejecting:
-            out[k] = replace(parts[k], outcome=Outcome.INCONCLUSIVE, figures=replace(f, holm=(level, m)))
-    return out
-
-
-def cell_verdicts(cell: BCell, measure: str | None = None) -> list[tuple[str, Verdict, float]]:
-    """(statistic label, verdict, upper end − tolerance) for each statistic of one cell that its dump
-    carries (of one measure, "ulp" or "conditioned", when given). Sets where either path has no finite
-    figure (a conditioned error over a zero bound) are left out of the pairing, and the verdict says how many."""
+def cell_parts(cell: BCell, measure: str | None = None) -> list[decision.Part]:
+    """The deciding parts (decision.judge_statistic: the magnitude, the share of sets worse beside
+    it) of each statistic of one cell that its dump carries, of one measure ("ulp" or
+    "conditioned") when given. Sets where either path has no finite figure (a conditioned error over
+    a zero bound) are left out of the pairing, and the parts count them."""
     cfg = config()
     out = []
     for name, spec in cfg["statistics"].items():
-        if name not in cell.per_set or (measure is not None and spec["measure"] != measure):
-            continue
-        fused, eager = cell.per_set[name]
-        finite = np.isfinite(fused) & np.isfinite(eager)
-        if not finite.any():
-            continue
-        left_out = int((~finite).sum())
-        total = fused.size
-        fused, eager = fused[finite], eager[finite]
-        identical = bool(np.array_equal(fused, eager))
-        if spec.get("relative_tolerance") is not None and (identical or eager.sum() > 0):
-            if identical:
-                i, draws = Interval("relative", 0.0, 0.0, 0.0, fused.size, cfg["resamples"]), None
-            else:
-                i, draws = interval_and_draws(fused, eager, "relative")
-            tol = spec["relative_tolerance"]
-            out.append((spec["label"], statistic_verdict(spec["label"], i, tol, left_out, total, draws), i.high - tol))
-        if spec.get("share_worse_tolerance") is not None:
-            label = f"sets worse ({spec['label']})"
-            (i, draws), tol = interval_and_draws(fused, eager, "share_worse"), spec["share_worse_tolerance"]
-            out.append((label, statistic_verdict(label, i, tol, left_out, total, draws), i.high - tol))
+        if name in cell.per_set and (measure is None or spec["measure"] == measure):
+            fused, eager = cell.per_set[name]
+            out += decision.judge_statistic(f"{cell.dtype}/{cell.dist}", name, fused, eager, config=cfg)
     return out
 
 
@@ -359,23 +275,20 @@ def torch_same_rule(cells: list[BCell]) -> Verdict:
 
 def measure_verdict(cells: list[BCell], measure: str) -> Verdict | None:
     """The chain's verdict on one error measure ("ulp" or "conditioned"): every dtype, distribution
-    and statistic of that measure judged by the paired bootstrap over input sets, Holm's rule across
-    them (`holm`); CONTRADICTED if any part is after it, SUPPORTED if all are, else INCONCLUSIVE.
-    None when the dump carries none of its statistics."""
+    and statistic of that measure judged by the decision rule (reports/decision.py: the magnitude
+    decides, Holm's rule across the chain's parts, the share of sets worse beside). None when the
+    dump carries none of its statistics."""
     cfg = config()
-    judged_parts = [
-        (f"{c.dtype}/{c.dist} {label}", v, margin) for c in cells for label, v, margin in cell_verdicts(c, measure)
-    ]
-    if not judged_parts:
+    judged = [p for c in cells for p in cell_parts(c, measure)]
+    if not judged:
         return None
-    after_holm = holm([v for _, v, _ in judged_parts])
-    judged_parts = [(w, v, margin) for (w, _, margin), v in zip(judged_parts, after_holm)]
-    parts = tuple((w, v) for w, v, _ in judged_parts)
-    outcome = combine([v.outcome for _, v in parts])
+    outcome = Outcome(decision.decide(judged, cfg["confidence"]).value)
+    parts = tuple((f"{p.output} {p.label}", part_verdict(p)) for p in judged)
+    beside = tuple((f"{p.output} {b.label}", part_verdict(b)) for p in judged for b in p.beside)
     # the part shown in the matrix: for SUPPORTED the one closest to its tolerance, else the first
     # that reached the chain's outcome
     if outcome is Outcome.SUPPORTED:
-        shown = max(range(len(judged_parts)), key=lambda i: judged_parts[i][2])
+        shown = max(range(len(judged)), key=lambda i: judged[i].interval.high - judged[i].tolerance)
     else:
         shown = next(i for i, (_, v) in enumerate(parts) if v.outcome is outcome)
     specs = {n: s for n, s in cfg["statistics"].items() if s["measure"] == measure}
@@ -387,6 +300,7 @@ def measure_verdict(cells: list[BCell], measure: str) -> Verdict | None:
         tuple(n for n in specs if n in present),
         tuple(s["label"] for n, s in specs.items() if n not in present),
         tuple(f"{c.dtype}/{c.dist}" for c in cells if not any(n in c.per_set for n in specs)),
+        beside,
     )
     return Verdict("B", outcome, figures, sum(v.cases for _, v in parts))
 
@@ -465,7 +379,7 @@ def _effect_text(effect: str, x: float) -> str:
 
 def words(v: Verdict) -> Wording:
     f = v.figures
-    if isinstance(f, Statistic):
+    if isinstance(f, decision.Part):
         return _statistic_words(v)
     if isinstance(f, Measure):
         return _measure_words(v)
@@ -500,7 +414,7 @@ def words(v: Verdict) -> Wording:
 
 
 def _statistic_words(v: Verdict) -> Wording:
-    f: Statistic = v.figures
+    f: decision.Part = v.figures
     i = f.interval
     e = i.effect
     shown = f"{f.label} {_effect_text(e, i.estimate)} [{_effect_text(e, i.low)}, {_effect_text(e, i.high)}]"
@@ -509,13 +423,15 @@ def _statistic_words(v: Verdict) -> Wording:
         shown = f"{f.label}: fused = eager in all {i.sets} sets"
     tol = _effect_text(e, f.tolerance)
     condition = f"95 % paired-bootstrap interval of fused − eager ({f.label}) upper end ≤ {tol}"
+    if not f.decides:
+        condition += ", shown beside the magnitude, not deciding"
     evidence = f"{f.left_out} of {f.sets} sets without a finite figure on one path, left out" if f.left_out else ""
     if v.outcome is Outcome.SUPPORTED:
         return Wording(v.outcome, shown if identical else f"{shown} ≤ {tol}", condition, evidence, v.cases)
     if v.outcome is Outcome.CONTRADICTED:
         return Wording(v.outcome, f"{shown} > {tol}", condition, evidence, v.cases)
-    if f.holm is not None:
-        level, parts = f.holm
+    if f.holm_rule is not None:
+        level, parts = f.holm_rule
         return Wording(
             v.outcome,
             f"{shown} > {tol} alone, not after Holm over {parts} parts",
@@ -525,19 +441,31 @@ def _statistic_words(v: Verdict) -> Wording:
             interval=f"{shown}: its lower end is above {tol}, but its {num(level, 2)} quantile (Holm's rule "
             f"over the chain's {parts} parts) is not",
         )
-    more = (
-        "no number of sets decides it: the estimate equals the tolerance"
-        if f.to_decide is None or math.isinf(f.to_decide)
-        else f"about {num(round(f.to_decide))} sets would decide it at the observed effect (now {i.sets})"
-    )
     return Wording(
         v.outcome,
         f"{shown} spans tolerance {tol}",
         condition,
         evidence,
         v.cases,
-        interval=f"{shown} straddles {tol}; {more}",
+        interval=f"{shown} straddles {tol}; {to_decide_text(v)}",
     )
+
+
+def _tally(parts: list[tuple[str, Wording]]) -> str:
+    counts = {o: sum(p.outcome is o for _, p in parts) for o in JUDGED}
+    return ", ".join(f"{n} {o.value}" for o, n in counts.items() if n)
+
+
+def to_decide_text(v: Verdict) -> str:
+    """For an undecided part: how many sets would decide it, or why none would; '—' for a decided one."""
+    f: decision.Part = v.figures
+    if v.outcome is not Outcome.INCONCLUSIVE:
+        return "—"
+    if f.holm_rule is not None:
+        return f"Holm's rule over the chain's {f.holm_rule[1]} parts: more sets at the observed effect"
+    if f.to_decide is None or math.isinf(f.to_decide):
+        return "no number of sets decides it: the estimate equals the tolerance"
+    return f"about {num(round(f.to_decide))} sets would decide it at the observed effect (now {f.interval.sets})"
 
 
 def _measure_words(v: Verdict) -> Wording:
@@ -546,12 +474,11 @@ def _measure_words(v: Verdict) -> Wording:
     parts = [(where, words(part)) for where, part in f.parts]
     deciding = [(w, p) for w, p in parts if p.outcome is v.outcome]
     worst_where, worst = parts[f.shown]
-    counts = {o: sum(p.outcome is o for _, p in parts) for o in JUDGED}
-    tally = ", ".join(f"{n} {o.value}" for o, n in counts.items() if n)
+    beside = [(where, words(part)) for where, part in f.beside]
     stats = "; ".join(
         f"{s['label']}: mean over sets at most {signed_pct(s['relative_tolerance'])}"
         + (
-            f", share of sets worse fused minus share worse eager ≤ {num(s['share_worse_tolerance'])}"
+            f", beside it the share of sets worse fused minus share worse eager against {num(s['share_worse_tolerance'])}"
             if s.get("share_worse_tolerance") is not None
             else ""
         )
@@ -562,11 +489,13 @@ def _measure_words(v: Verdict) -> Wording:
         f"{cfg['measures'][f.measure]['label']}: for every dtype, input distribution and statistic, the "
         f"{pct(cfg['confidence'], 2)} paired-bootstrap interval (over input sets, {num(cfg['resamples'])} "
         f"resamples, seed {cfg['seed']}) of fused − eager: SUPPORTED when every part's upper end ≤ its "
-        f"tolerance, CONTRADICTED when a part's lower end > it after Holm's rule over the chain's parts "
-        f"({stats})"
+        f"tolerance, CONTRADICTED when a part's lower end > it after Holm's rule over the chain's parts; "
+        f"the share of sets worse stands beside the magnitude and decides only where the magnitude is "
+        f"unbounded (eager's figure 0 in every set) ({stats})"
     )
     evidence = (
-        f"{len(parts)} parts: {tally}"
+        f"{len(parts)} parts: {_tally(parts)}"
+        + (f"; beside them, not deciding, {len(beside)} shares of sets worse: {_tally(beside)}" if beside else "")
         + (f"; no per-set figures for {', '.join(f.missing)}" if f.missing else "")
         + (f"; not in this dump: {', '.join(f.absent)}" if f.absent else "")
         + (f"; {'; '.join(dict.fromkeys(left_out))}" if left_out else "")
@@ -574,7 +503,7 @@ def _measure_words(v: Verdict) -> Wording:
     interval_text = ""
     if v.outcome is Outcome.INCONCLUSIVE:
         interval_text = "; ".join(f"{w.split(' ', 1)[0]}: {p.interval}" for w, p in deciding)
-    worst_part: Statistic = f.parts[f.shown][1].figures
+    worst_part: decision.Part = f.parts[f.shown][1].figures
     key_figure = f"{worst_where.split(' ', 1)[0]} {worst.key_figure}"
     return Wording(
         v.outcome,

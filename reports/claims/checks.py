@@ -1,12 +1,13 @@
 """The gate's checks (tools/thresholds.json "checks"), evaluated on a results directory: a counter of
-every matching benchmark, a ratio of two benchmarks' fields, or task B's paired-bootstrap verdict per
-chain. tools/gate prints the rows; each check is filed under the claim it belongs to."""
+every matching benchmark, a ratio of two benchmarks' fields, or the claim's own verdicts (each member's
+outcome other than the one the check excludes: B's chains, decided by reports/decision.py as the
+report decides them). tools/gate prints the rows; each check is filed under the claim it belongs to."""
 
 from __future__ import annotations
 
 import re
 
-from reports.claims import b
+from reports import claims
 from reports.claims.thresholds import OPS
 from reports.claims.verdict import Outcome
 from reports.results import InputError, Results, plain
@@ -29,7 +30,7 @@ def _matching(run: dict, pattern: str) -> list[dict]:
 
 def evaluate_check(check: dict, results: Results, device: str) -> list[tuple[str, float | None, bool, str]]:
     """The gate's rows (subject, value, passed, note) for one check on one device."""
-    if "bootstrap" not in check and check.get("op") not in OPS:
+    if "verdict" not in check and check.get("op") not in OPS:
         raise InputError(f"thresholds: check '{check['name']}' has unknown op {check['op']!r}")
     suite = check["suite"]
     result = results.get(suite, device)
@@ -37,8 +38,8 @@ def evaluate_check(check: dict, results: Results, device: str) -> list[tuple[str
         reason = next((r for s, d, r in results.not_run() if (s, d) == (suite, device)), "")
         return [(f"{suite} on {device}", None, False, "suite not run" + (f": {reason}" if reason else ""))]
     run = result.data
-    if "bootstrap" in check:
-        return _evaluate_bootstrap_check(check, result)
+    if "verdict" in check:
+        return _evaluate_verdict_check(check, result)
     compare = OPS[check["op"]]
     if "counter" in check:
         rows = []
@@ -80,18 +81,22 @@ def evaluate_check(check: dict, results: Results, device: str) -> list[tuple[str
     return [(subject, value, bool(compare(value, check["value"])), "")]
 
 
-def _evaluate_bootstrap_check(check: dict, result) -> list[tuple[str, float | None, bool, str]]:
-    """A claim decided by the paired bootstrap (task B): one row per chain; the value is the largest
-    lower end of a deciding interval (CONTRADICTED when it exceeds that statistic's tolerance)."""
+def _evaluate_verdict_check(check: dict, result) -> list[tuple[str, float | None, bool, str]]:
+    """A check on the claim's verdicts as the report decides them: one row per verdict (per member,
+    B's chains), passing unless its outcome is the one the check excludes; an N/A verdict passes,
+    naming why."""
+    family = claims.family(check["claim"])
+    excluded = Outcome(check["verdict"]["not"])
     rows = []
-    for chain, cells in b.cells(result).items():
-        v = b.decide(b.Chain(chain, tuple(cells)))
-        shown = b.words(v)
-        if v.outcome is Outcome.NA:
-            rows.append((f"B {chain}", None, True, "n/a: " + shown.reason))
-            continue
-        passed = v.outcome.value != check["bootstrap"]["not"]
-        rows.append((f"B {chain}", None, passed, f"{v.label}: {shown.key_figure}"))
-    if not rows:
+    verdicts = [v for v in family.verdicts(family.facts(result)) if v.claim == check["claim"]]
+    if all(v.outcome is Outcome.NA and v.member is None for v in verdicts):
+        # nothing of the claim ran: a gate check that matches nothing fails, as a counter check does
         return [(check["benchmark"], None, False, "no benchmark matches")]
-    return rows
+    for v in verdicts:
+        shown = family.words(v)
+        subject = f"{v.claim} {v.member}" if v.member else v.claim
+        if v.outcome is Outcome.NA:
+            rows.append((subject, None, True, "n/a: " + shown.reason))
+            continue
+        rows.append((subject, None, v.outcome is not excluded, f"{v.label}: {shown.key_figure}"))
+    return rows or [(check["benchmark"], None, False, "no benchmark matches")]

@@ -1,4 +1,4 @@
-"""The thresholds, one file (tools/thresholds.json), read by claim id: a claim reads its own entries
+"""The thresholds, one file (tools/thresholds.json, read by reports/decision.py), read by claim id: a claim reads its own entries
 through `of(claim)` and no other's. Every entry names its claim: a gate check by its "claim" key, a
 target share and a block of settings by the claim id they are filed under ("targets", and "B" at
 the top level). "compare" is tools/compare's, not a claim's. The gate reads every check
@@ -6,28 +6,23 @@ the top level). "compare" is tools/compare's, not a claim's. The gate reads ever
 
 from __future__ import annotations
 
-import functools
-import json
 import operator
 import pathlib
 from dataclasses import dataclass
 
+from reports import decision
 from reports.results import InputError
 
-THRESHOLDS = pathlib.Path(__file__).resolve().parents[2] / "tools" / "thresholds.json"
+THRESHOLDS = decision.thresholds_path()
 NOT_CLAIMS = ("about", "compare", "checks", "targets")  # the top-level keys that are no claim's block
 
 
-@functools.lru_cache(maxsize=4)
-def _load(path: str) -> dict:
-    try:
-        return json.loads(pathlib.Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise InputError(f"{path}: cannot read the thresholds ({e})") from e
-
-
 def load(path: str | pathlib.Path | None = None) -> dict:
-    return _load(str(path or THRESHOLDS))
+    """The thresholds file, read by the decision core (reports/decision.py), the one reader of it."""
+    try:
+        return decision.load_thresholds(path)
+    except decision.ThresholdsError as e:
+        raise InputError(str(e)) from e
 
 
 def checks(path: str | pathlib.Path | None = None) -> list[dict]:
@@ -95,6 +90,6 @@ def check_text(check: dict) -> str:
 
 def threshold_text(check: dict) -> str:
     """The threshold as the gate prints it."""
-    if "bootstrap" in check:
-        return f"not {check['bootstrap']['not']}"
+    if "verdict" in check:
+        return f"not {check['verdict']['not']}"
     return f"{check['op']} {check['value']}"

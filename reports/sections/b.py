@@ -31,7 +31,7 @@ def render(s, result):
         "pooled rule and torch's accuracy rule are judged beside it, each with its own outcome; the intervals "
         "of every part are in the table below the verdicts."
     )
-    _b_intervals(s, {v.member: claim.words(v) for v in verdicts})
+    _b_intervals(s, verdicts)
     _b_conditioned(s, rows_)
     _b_neighbour_metrics(s, {chain.chain: chain.cells for chain in facts.chains})
     _b_plots(s, evidence_files, chains)
@@ -121,24 +121,24 @@ def render(s, result):
 
 def _b_intervals(s, verdicts):
     """Each chain's judged parts on every measure (the deciding one first): statistic, interval of
-    fused − eager, outcome, and for an undecided part the sets that would decide it."""
+    fused − eager, outcome (a share of sets worse stands beside its magnitude, not deciding), and
+    for an undecided part the sets that would decide it."""
     table = []
-    for chain, v in verdicts.items():
-        # the deciding verdict's condition starts with its measure's label
-        measured = [(v.condition.split(":", 1)[0] + " (deciding)", v)]
-        measured += [(name.removesuffix(" (not deciding)"), o) for name, o in v.beside if o.parts]
-        for measure, verdict in measured:
-            for where, part in verdict.parts:
-                table.append(
-                    [
-                        chain,
-                        measure,
-                        where,
-                        part.key_figure,
-                        part.label,
-                        part.interval.split("; ", 1)[1] if part.interval else "—",
-                    ]
-                )
+    for v in verdicts:
+        if not isinstance(v.figures, claim.Figures):
+            continue
+        for rank, (measure, verdict) in enumerate(v.figures.measures):
+            label = claim.measures()[measure]["label"]
+            label = f"{label} (deciding)" if rank == 0 else label[:1].upper() + label[1:]
+            m = verdict.figures
+            rows = []
+            for where, part in m.parts:
+                rows.append((where, part, False))
+                rows += [(f"{b.output} {b.label}", claim.part_verdict(b), True) for b in part.figures.beside]
+            for where, part, beside in rows:
+                shown = claim.words(part)
+                outcome = f"({shown.label})" if beside else shown.label
+                table.append([v.member, label, where, shown.key_figure, outcome, claim.to_decide_text(part)])
     if not table:
         return
     cfg = claim.config()
@@ -153,7 +153,8 @@ def _b_intervals(s, verdicts):
             + (f", share worse {num(st['share_worse_tolerance'])}" if st.get("share_worse_tolerance") else "")
             for st in cfg["statistics"].values()
         )
-        + " (tools/thresholds.json). An undecided part's sets to decide: n · (half-width ÷ |estimate − "
+        + " (tools/thresholds.json). The share of sets worse stands beside its statistic's magnitude: its "
+        "outcome, in parentheses, does not decide. An undecided part's sets to decide: n · (half-width ÷ |estimate − "
         "tolerance|)², the half-width on the side facing the tolerance shrinking as 1/√n.",
         summary=f"Every judged part: {len(table)} intervals of fused − eager, the deciding measure's first",
     )

@@ -3,12 +3,10 @@ vocabulary, B's decision, E's seed band, the gate's checks, the speed verdicts a
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
-from reports.bootstrap import Interval, paired_interval
+from reports import decision
 from reports.claims import b, c1, c3, d, e, engine, thresholds, words
 from reports.claims.b import BCell
 from reports.claims.checks import evaluate_check
@@ -59,7 +57,7 @@ def test_c1_with_identical_instructions_is_absent():
     assert v.outcome is Outcome.ABSENT and "same instructions" in words(v).reason
 
 
-# ---- the paired bootstrap
+# ---- the paired bootstrap, as task B applies it (the rule itself: test_decision.py)
 def test_identical_distributions_are_never_contradicted_in_95_percent_of_seeds():
     """Eager and fused draw their errors from one distribution. At tolerance 0 (stricter than the
     thresholds' own), a 95 % interval wrongly lies above 0 in about 2.5 % of seeds."""
@@ -68,10 +66,10 @@ def test_identical_distributions_are_never_contradicted_in_95_percent_of_seeds()
         rng = np.random.default_rng(seed)
         eager, fused = per_set(rng, 100, 256), per_set(rng, 100, 256)
         for name in ("ulp_p99", "ulp_max"):
-            i = paired_interval(fused[name], eager[name], "relative", seed=seed)
-            contradicted[name] += b.statistic_verdict(name, i, 0.0).outcome is Outcome.CONTRADICTED
-        i = paired_interval(fused["ulp_max"], eager["ulp_max"], "share_worse", seed=seed)
-        contradicted["share"] += b.statistic_verdict("share", i, 0.0).outcome is Outcome.CONTRADICTED
+            i = decision.paired_interval(fused[name], eager[name], "relative", seed=seed)
+            contradicted[name] += decision.statistic_outcome(i, 0.0) is decision.Outcome.CONTRADICTED
+        i = decision.paired_interval(fused["ulp_max"], eager["ulp_max"], "share_worse", seed=seed)
+        contradicted["share"] += decision.statistic_outcome(i, 0.0) is decision.Outcome.CONTRADICTED
     for name, n in contradicted.items():
         assert n <= 10, f"{name}: CONTRADICTED in {n} of 200 seeds (more than 5 %)"
 
@@ -80,39 +78,19 @@ def test_fused_ten_percent_worse_at_p99_is_contradicted_with_1000_sets():
     rng = np.random.default_rng(7)
     eager, fused = per_set(rng, 1000, 1024), per_set(rng, 1000, 1024, scale=1.1)
     cell = BCell("f16", "uniform", {}, {"ulp_p99": (fused["ulp_p99"], eager["ulp_p99"])})
-    [(label, v, _)] = [p for p in b.cell_verdicts(cell) if p[0] == "per-set P99 ULP"]
-    assert v.outcome is Outcome.CONTRADICTED, words(v).key_figure
+    [part] = b.cell_parts(cell)
+    v = b.part_verdict(part)
+    assert part.label == "per-set P99 ULP" and v.outcome is Outcome.CONTRADICTED, words(v).key_figure
 
 
 def test_identical_paths_are_supported_exactly():
     x = np.random.default_rng(1).random(50)
-    i = paired_interval(x, x.copy())
-    assert (i.estimate, i.low, i.high) == (0.0, 0.0, 0.0)
-    v = b.statistic_verdict("set-max", i, 0.0)
-    assert v.outcome is Outcome.SUPPORTED and words(v).key_figure == "set-max: fused = eager in all 50 sets"
-
-
-def test_sets_to_decide_is_what_the_interval_width_implies():
-    i = Interval("relative", estimate=0.02, low=-0.02, high=0.06, sets=100, resamples=10_000)
-    assert math.isclose(i.sets_to_decide(0.05), 100 * (0.04 / 0.03) ** 2)
-    assert i.sets_to_decide(0.07) is None  # already SUPPORTED
-    # and it is a usable forecast: fused 10 % worse, 20 sets leave it undecided; at twice the forecast
-    # (at the forecast itself the interval would just touch the tolerance if the estimate stayed put,
-    # so it decides about half the time) the same effect is decided
-    rng = np.random.default_rng(3)
-    eager, fused = per_set(rng, 20, 64), per_set(rng, 20, 64, scale=1.1)
-    small = paired_interval(fused["ulp_max"], eager["ulp_max"])
-    need = small.sets_to_decide(0.05)
-    assert need is not None and need > 20, small
-    n = int(2 * need) + 1
-    eager, fused = per_set(rng, n, 64), per_set(rng, n, 64, scale=1.1)
-    big = paired_interval(fused["ulp_max"], eager["ulp_max"])
-    assert big.low > 0.05, (need, big)
-
-
-def test_bootstrap_refuses_zero_sets():
-    with pytest.raises(ValueError):
-        paired_interval([], [])
+    [part] = b.cell_parts(BCell("f16", "uniform", {}, {"ulp_max": (x, x.copy())}))
+    v = b.part_verdict(part)
+    assert (part.interval.estimate, part.interval.low, part.interval.high) == (0.0, 0.0, 0.0)
+    assert v.outcome is Outcome.SUPPORTED and words(v).key_figure == "set-max ULP: fused = eager in all 50 sets"
+    [share] = part.beside
+    assert words(b.part_verdict(share)).key_figure == "sets worse (set-max ULP): fused = eager in all 50 sets"
 
 
 # ---- task B's decision
@@ -176,7 +154,8 @@ def test_b_without_the_deciding_measure_says_which_measure_decided():
 
 def test_b_leaves_out_sets_without_a_finite_figure_and_says_so():
     f, e = np.array([1.0, np.nan, 2.0, 3.0]), np.array([1.0, 1.0, np.inf, 3.0])
-    [(_, v, _), _share] = b.cell_verdicts(_cell(cond_max=(f, e)), "conditioned")
+    [part] = b.cell_parts(_cell(cond_max=(f, e)), "conditioned")
+    v = b.part_verdict(part)
     assert v.cases == 2 and "2 of 4 sets without a finite figure" in words(v).evidence
 
 
@@ -196,14 +175,15 @@ def _gamma_cells(rng, dtypes, fused_scale=1.0, sets=25) -> tuple[BCell, ...]:
     return tuple(out)
 
 
-def test_b_holm_keeps_a_chain_of_12_parts_from_reading_contradicted_on_noise():
-    """Fused and eager drawn from one distribution, 200 seeds, a chain of 12 parts (f16, bf16 ×
-    uniform, heavy × 3 statistics): CONTRADICTED in at most 5 % of seeds."""
+def test_b_holm_keeps_a_chain_of_8_parts_from_reading_contradicted_on_noise():
+    """Fused and eager drawn from one distribution, 200 seeds, a chain of 8 deciding parts (f16, bf16
+    × uniform, heavy × 2 statistics; the share of sets worse beside each set-max): CONTRADICTED in at
+    most 5 % of seeds."""
     contradicted = 0
     for seed in range(200):
         chain = b.Chain("chain", _gamma_cells(np.random.default_rng(seed), ("f16", "bf16")))
         v = b.measure_verdict(list(chain.cells), "conditioned")
-        assert len(v.figures.parts) == 12
+        assert (len(v.figures.parts), len(v.figures.beside)) == (8, 4)
         contradicted += v.outcome is Outcome.CONTRADICTED
     assert contradicted <= 10, f"{contradicted} of 200 seeds CONTRADICTED"
 
@@ -214,18 +194,21 @@ def test_b_holm_demotes_a_part_contradicted_alone_and_says_so():
     rng = np.random.default_rng(5)
     eager = rng.gamma(3.0, size=24)
     fused = eager * (1.12 + 0.15 * rng.standard_normal(24))
-    alone = [v for _, v, _ in b.cell_verdicts(_cell(cond_p99=(fused, eager)))]
-    assert [v.outcome for v in alone] == [Outcome.CONTRADICTED]
-    quiet = [v for k in range(39) for _, v, _ in b.cell_verdicts(_cell(cond_p99=(eager + k, eager + k)))]
-    (first, *rest) = b.holm(alone + quiet)
-    deep = float(np.quantile(alone[0].figures.draws, 0.025 / 40))
+    alone = b.cell_parts(_cell(cond_p99=(fused, eager)))
+    assert [p.outcome for p in alone] == [decision.Outcome.CONTRADICTED]
+    quiet = [p for k in range(39) for p in b.cell_parts(_cell(cond_p99=(eager + k, eager + k)))]
+    decision.holm(alone + quiet)
+    (first, *rest) = [b.part_verdict(p) for p in alone + quiet]
+    deep = float(np.quantile(alone[0].draws, 0.025 / 40))
     if deep > 0.05:
         assert first.outcome is Outcome.CONTRADICTED
     else:
-        assert first.outcome is Outcome.INCONCLUSIVE and first.figures.holm == (0.025 / 40, 40)
+        assert first.outcome is Outcome.INCONCLUSIVE and first.figures.holm_rule == (0.025 / 40, 40)
         assert "not after Holm over 40 parts" in words(first).key_figure
+        assert "Holm's rule over the chain's 40 parts" in b.to_decide_text(first)
     assert all(v.outcome is Outcome.SUPPORTED for v in rest)
-    assert b.holm(alone)[0].outcome is Outcome.CONTRADICTED  # one part: the plain rule
+    decision.holm(alone)
+    assert b.part_verdict(alone[0]).outcome is Outcome.CONTRADICTED  # one part: the plain rule
 
 
 def test_b_judges_f32_and_a_chain_worse_in_f32_reads_contradicted_on_the_first_screen():

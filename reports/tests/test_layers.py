@@ -14,10 +14,10 @@ REPORTS = pathlib.Path(__file__).resolve().parents[1]
 BELOW = {
     "__init__": set(),
     "numbers": set(),
-    "bootstrap": set(),
+    "decision": set(),
     "results": set(),
     "fusion_switches": {"results"},
-    "claims": {"claims", "results", "numbers", "bootstrap", "fusion_switches"},
+    "claims": {"claims", "results", "numbers", "decision", "fusion_switches"},
     "document": {"claims"},
     "matrix": {"claims", "document", "results"},
     "runline": {"numbers", "results"},

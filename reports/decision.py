@@ -1,0 +1,1 @@
+../python/fusebench/decision.py
