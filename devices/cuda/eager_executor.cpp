@@ -100,17 +100,17 @@ kernels::Unary unary_op(OpKind k) {
       return kernels::Unary::Cast;
   }
 }
-DeviceTensor converted(const DeviceTensor& t, DType to, const kernels::Knobs& knobs) {
-  DeviceTensor out(to, t.shape());
-  kernels::unary(kernels::Unary::Cast, storage(t.dtype()), t.data(), storage(to), out.data(),
-                 shape_numel(t.shape()), 0, nullptr, knobs);
-  return out;
+// t rounded to out's dtype (a Cast kernel into out, allocated beforehand).
+void convert_into(const DeviceTensor& t, DeviceTensor& out, const kernels::Knobs& knobs) {
+  kernels::unary(kernels::Unary::Cast, storage(t.dtype()), t.data(), storage(out.dtype()),
+                 out.data(), shape_numel(t.shape()), 0, nullptr, knobs);
 }
+DType compute_dtype(DType d) { return d == DType::f64 ? DType::f64 : DType::f32; }
 
 // ---- the kernel launches, one per op kind
 // What one op's launch reads and writes: its node, the device values of the graph so far, the
-// output it fills (allocated with the node's dtype and shape; matmul may replace it), temporaries
-// that must outlive the launch, and the trace that records its lowering decisions.
+// output it fills (allocated with the node's dtype and shape), the temporaries prepare() allocated
+// for it (in the order its launch takes them), and the trace that records its lowering decisions.
 struct Launch {
   const engine::Graph& graph;
   const Node& n;
@@ -137,19 +137,18 @@ void mul(Launch& l) { binary(l, kernels::Binary::Mul); }
 void div(Launch& l) { binary(l, kernels::Binary::Div); }
 void gelu_tanh_backward(Launch& l) { binary(l, kernels::Binary::GeluTanhBackward); }
 
+bool broadcast_scalar(const Launch& l) {
+  return l.options.scalar_lowering == engine::ScalarLowering::BroadcastTensor &&
+         l.n.dtype != DType::f64;
+}
 // x + c or x * c: the scalar as an fp32 immediate, or as a one-element tensor of the storage dtype
 // read from GPU memory (the BroadcastTensor lowering).
 void scalar(Launch& l) {
   const Node& n = l.n;
   const DeviceTensor& x = l.operand(0);
   const void* scalar_ptr = nullptr;
-  if (l.options.scalar_lowering == engine::ScalarLowering::BroadcastTensor &&
-      n.dtype != DType::f64) {
-    l.temporaries.push_back(DeviceTensor::upload(visit_floating(n.dtype, "constant", [&](auto tag) {
-      using T = decltype(tag);
-      return Tensor::from_values<T>({1}, std::vector<T>{round_to<T>(n.scalar)});
-    })));
-    scalar_ptr = l.temporaries.back().data();
+  if (broadcast_scalar(l)) {
+    scalar_ptr = l.temporaries.at(0).data();
     l.trace.lowering.push_back(fmt::format("{}: broadcast tensor {} (loaded from GPU memory)",
                                            n.name, dtype_name(n.dtype)));
   } else {
@@ -184,8 +183,7 @@ void reduction(Launch& l) {
   for (int j = 0; j < n.axis; ++j) outer *= x.shape()[std::size_t(j)];
   for (std::size_t j = std::size_t(n.axis) + 1; j < x.shape().size(); ++j) inner *= x.shape()[j];
   const std::int64_t tile = std::min(l.options.reduce_tile, extent);
-  DeviceBuffer partials(std::size_t(outer * inner * ((extent + tile - 1) / tile)) *
-                        (n.dtype == DType::f64 ? 8 : 4));
+  const DeviceTensor& partials = l.temporaries.at(0);
   const kernels::Reduce op = n.kind == OpKind::Sum    ? kernels::Reduce::Sum
                              : n.kind == OpKind::Mean ? kernels::Reduce::Mean
                                                       : kernels::Reduce::Max;
@@ -199,7 +197,7 @@ void row(Launch& l) {
   const Node& n = l.n;
   const DeviceTensor& x = l.operand(0);
   const std::int64_t k = n.shape.back(), rows = l.count() / k;
-  DeviceBuffer scratch(std::size_t(2 * rows * k + 2 * k) * (n.dtype == DType::f64 ? 8 : 4));
+  const DeviceTensor& scratch = l.temporaries.at(0);
   const bool ln = n.kind == OpKind::LayerNorm;
   const DeviceTensor* w = ln ? &l.operand(1) : nullptr;
   const DeviceTensor* b = ln ? &l.operand(2) : nullptr;
@@ -210,16 +208,32 @@ void row(Launch& l) {
 }
 
 // cuBLAS in fp32 (fp64 for fp64 tensors), one GEMM per batch element, rounded to the dtype after.
+// Operands already in the compute type are read in place; the others are converted into
+// temporaries (a, b, then the result where the node's dtype is not the compute type).
+struct MatmulTemporaries {
+  bool a, b, c;
+};
+MatmulTemporaries matmul_temporaries(const Launch& l) {
+  const DType compute = compute_dtype(l.n.dtype);
+  return {l.operand(0).dtype() != compute, l.operand(1).dtype() != compute, l.n.dtype != compute};
+}
 void matmul(Launch& l) {
   const Node& n = l.n;
   const DeviceTensor &x = l.operand(0), &y = l.operand(1);
-  const DType compute = n.dtype == DType::f64 ? DType::f64 : DType::f32;
+  const DType compute = compute_dtype(n.dtype);
   const std::int64_t m = x.shape()[x.shape().size() - 2], kk = x.shape().back(),
                      nn = y.shape().back();
   const std::int64_t batches = shape_numel(x.shape()) / (m * kk);
   const bool batched_b = y.shape().size() > 2;
-  const DeviceTensor a = converted(x, compute, l.knobs), b = converted(y, compute, l.knobs);
-  DeviceTensor c(compute, n.shape);
+  const MatmulTemporaries converted = matmul_temporaries(l);
+  std::size_t next = 0;
+  DeviceTensor* const a_copy = converted.a ? &l.temporaries.at(next++) : nullptr;
+  DeviceTensor* const b_copy = converted.b ? &l.temporaries.at(next++) : nullptr;
+  DeviceTensor& c = converted.c ? l.temporaries.at(next++) : l.out;
+  if (a_copy != nullptr) convert_into(x, *a_copy, l.knobs);
+  if (b_copy != nullptr) convert_into(y, *b_copy, l.knobs);
+  const DeviceTensor& a = a_copy != nullptr ? *a_copy : x;
+  const DeviceTensor& b = b_copy != nullptr ? *b_copy : y;
   for (std::int64_t i = 0; i < batches; ++i) {
     // row-major C = A B is column-major C^T = B^T A^T
     const std::size_t e = compute == DType::f64 ? 8 : 4;
@@ -243,7 +257,7 @@ void matmul(Launch& l) {
                    "cublasSgemm");
     }
   }
-  l.out = compute == n.dtype ? std::move(c) : converted(c, n.dtype, l.knobs);
+  if (converted.c) convert_into(c, l.out, l.knobs);
   l.trace.lowering.push_back(
       fmt::format("{}: cuBLAS GEMM, {} accumulation", n.name, dtype_name(compute)));
 }
@@ -281,13 +295,15 @@ void concat(Launch& l) {
   const Node& n = l.n;
   const Shape out_strides = contiguous_strides(n.shape);
   std::int64_t start = 0;
+  std::size_t next = 0;
   for (engine::NodeId part_id : n.inputs) {
     const DeviceTensor* part = &l.values.at(part_id);
     if (part->dtype() != n.dtype) {
       l.trace.lowering.push_back(fmt::format("{}: operand {} promoted to {}", n.name,
                                              l.graph.node(part_id).name, dtype_name(n.dtype)));
-      l.temporaries.push_back(converted(*part, n.dtype, l.knobs));
-      part = &l.temporaries.back();
+      DeviceTensor& promoted = l.temporaries.at(next++);
+      convert_into(*part, promoted, l.knobs);
+      part = &promoted;
     }
     kernels::Layout dst = contiguous_layout(part->shape());
     for (std::size_t j = 0; j < n.shape.size(); ++j) dst.strides[j] = out_strides[j];
@@ -346,6 +362,58 @@ static_assert(
     }(),
     "kLaunches must list every OpKind in the enum's order");
 
+// What an op's launch needs beyond its output, allocated (and a broadcast scalar uploaded) before
+// its timed region: cudaMalloc and a synchronous copy wait for the device, and would be counted
+// as the op's time.
+void prepare(Launch& l) {
+  const Node& n = l.n;
+  const DType compute = compute_dtype(n.dtype);
+  switch (n.kind) {
+    case OpKind::AddScalar:
+    case OpKind::MulScalar:
+      if (broadcast_scalar(l)) {
+        l.temporaries.push_back(
+            DeviceTensor::upload(visit_floating(n.dtype, "constant", [&](auto tag) {
+              using T = decltype(tag);
+              return Tensor::from_values<T>({1}, std::vector<T>{round_to<T>(n.scalar)});
+            })));
+      }
+      break;
+    case OpKind::Sum:
+    case OpKind::Mean:
+    case OpKind::Max: {
+      const Shape& in = l.operand(0).shape();
+      const std::int64_t extent = in[std::size_t(n.axis)];
+      const std::int64_t tile = std::min(l.options.reduce_tile, extent);
+      const std::int64_t positions = shape_numel(in) / extent;
+      l.temporaries.emplace_back(compute, Shape{positions * ((extent + tile - 1) / tile)});
+      break;
+    }
+    case OpKind::LayerNorm:
+    case OpKind::Softmax: {
+      const std::int64_t k = n.shape.back();
+      l.temporaries.emplace_back(
+          compute, Shape{kernels::row_scratch_elements(l.count() / k, k, compute == DType::f64)});
+      break;
+    }
+    case OpKind::Matmul: {
+      const MatmulTemporaries converted = matmul_temporaries(l);
+      if (converted.a) l.temporaries.emplace_back(compute, l.operand(0).shape());
+      if (converted.b) l.temporaries.emplace_back(compute, l.operand(1).shape());
+      if (converted.c) l.temporaries.emplace_back(compute, n.shape);
+      break;
+    }
+    case OpKind::Concat:
+      for (engine::NodeId part_id : n.inputs) {
+        const DeviceTensor& part = l.values.at(part_id);
+        if (part.dtype() != n.dtype) l.temporaries.emplace_back(n.dtype, part.shape());
+      }
+      break;
+    default:
+      break;
+  }
+}
+
 void launch(Launch& l) {
   const auto index = std::size_t(l.n.kind);
   if (index >= kLaunches.size()) no_kernel(l);
@@ -386,10 +454,11 @@ engine::RunResult EagerExecutor::run(const engine::Graph& graph, const engine::I
     trace.kind = engine::op_kernel_kind(n.kind);
     trace.ops.push_back(fmt::format("{}={}", n.name, engine::op_name(n.kind)));
     DeviceTensor out(n.dtype, n.shape);
-    EventTimer timer;
-    timer.start(nullptr);
     std::vector<DeviceTensor> temporaries;
     Launch launch_of_node{graph, n, values, out, temporaries, trace, knobs, o, blas};
+    prepare(launch_of_node);
+    EventTimer timer;
+    timer.start(nullptr);
     launch(launch_of_node);
     check_cuda(cudaGetLastError(), "eager kernel launch");
     trace.run_ms = timer.stop_ms(nullptr);

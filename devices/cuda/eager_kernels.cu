@@ -1,5 +1,6 @@
 #include "device_math.cuh"
 #include "eager_kernels.hpp"
+#include "warp_rows.cuh"
 
 #include <cuda_runtime.h>
 
@@ -63,12 +64,16 @@ __device__ void store(void* p, Storage d, std::int64_t i, C v) {
       break;
   }
 }
-__device__ std::int64_t offset_of(const Layout& l, std::int64_t flat) {
-  std::int64_t off = l.offset;
+// I: the index type, 32-bit unsigned where every flat index and offset fits (a 64-bit division
+// or remainder is several times the instructions of a 32-bit one), else 64-bit.
+template <class I>
+__device__ I offset_of(const Layout& l, I flat) {
+  I off = I(l.offset);
   for (int d = l.rank - 1; d >= 0; --d) {
-    const std::int64_t i = flat % l.shape[d];
-    flat /= l.shape[d];
-    off += i * l.strides[d];
+    const I extent = I(l.shape[d]);
+    const I i = flat % extent;
+    flat /= extent;
+    off += i * I(l.strides[d]);
   }
   return off;
 }
@@ -133,104 +138,189 @@ struct KnobRound {
 KnobRound round_for(const Knobs& k, Storage out) {
   return KnobRound{k.storage_accumulator ? out : Storage::F32};
 }
-struct NoStep {
-  __device__ void operator()(std::int64_t) const {}
-};
 
 bool wide(Storage a, Storage b = Storage::F32) { return a == Storage::F64 || b == Storage::F64; }
 
 // ---- element-wise
+// The op of each family on compute-type values (every kernel below computes through these).
 template <class C>
-__global__ void unary_kernel(Unary op, Storage in, const void* x, Storage out, void* y,
-                             std::int64_t n, double scalar, const void* scalar_ptr, Knobs knobs) {
-  const C s = scalar_ptr != nullptr ? load<C>(scalar_ptr, out, 0)
-                                    : (std::is_same_v<C, double> ? C(scalar) : C(float(scalar)));
+__device__ C unary_op(Unary op, C v, C s, const KnobRsqrt& rsqrt) {
+  switch (op) {
+    case Unary::Neg:
+      return -v;
+    case Unary::Exp:
+      return fbk::exp_c(v);
+    case Unary::Sqrt:
+      return std::sqrt(v);
+    case Unary::Rsqrt:
+      return rsqrt(v);
+    case Unary::GeluErf:
+      return fbk::gelu_erf_c(v);
+    case Unary::GeluTanh:
+      return fbk::gelu_tanh_c(v);
+    case Unary::AddScalar:
+      return v + s;
+    case Unary::MulScalar:
+      return v * s;
+    case Unary::Log:
+      return fbk::log_c(v);
+    default:
+      return v;  // Cast: the store rounds
+  }
+}
+template <class C>
+__device__ C binary_op(Binary op, C u, C v, const KnobDiv& div) {
+  switch (op) {
+    case Binary::Add:
+      return u + v;
+    case Binary::Sub:
+      return u - v;
+    case Binary::Mul:
+      return u * v;
+    case Binary::GeluTanhBackward:
+      return fbk::gelu_tanh_backward_c(u, v);
+    default:
+      return div(u, v);
+  }
+}
+template <class C>
+__device__ C scalar_operand(Storage out, double scalar, const void* scalar_ptr) {
+  return scalar_ptr != nullptr ? load<C>(scalar_ptr, out, 0)
+                               : (std::is_same_v<C, double> ? C(scalar) : C(float(scalar)));
+}
+
+// A storage dtype as a type: its element, its compute type, and the conversions of load / store.
+template <Storage S>
+struct Stored {
+  using T = std::conditional_t<S == Storage::F32, float,
+                               std::conditional_t<S == Storage::F64, double, std::uint16_t>>;
+  using C = std::conditional_t<S == Storage::F64, double, float>;
+  static constexpr int kVector = int(16 / sizeof(T));  // elements of a 16-byte access
+  __device__ static C widen(T v) {
+    if constexpr (S == Storage::F16) return fusebench::fp16_bits_to_fp32(v);
+    if constexpr (S == Storage::BF16) return fusebench::bf16_bits_to_fp32(v);
+    return C(v);
+  }
+  __device__ static T narrow(C v) {
+    if constexpr (S == Storage::F16) return fusebench::fp32_to_fp16_bits(v);
+    if constexpr (S == Storage::BF16) return fusebench::fp32_to_bf16_bits(v);
+    return T(v);
+  }
+};
+
+// Contiguous operands and output of one dtype (the common case: every operand in the graph's
+// dtype, no broadcast): 16-byte vectors per thread, no index arithmetic beyond the chunk's
+// offset, then the elements past the last whole vector one by one.
+template <Storage S, class I>
+__global__ void unary_vector_kernel(Unary op, const typename Stored<S>::T* x,
+                                    typename Stored<S>::T* y, I n, double scalar,
+                                    const void* scalar_ptr, Knobs knobs) {
+  using Type = Stored<S>;
+  using C = typename Type::C;
+  constexpr int V = Type::kVector;
+  using Vector = fbw::Vec<typename Type::T, V>;
+  const C s = scalar_operand<C>(S, scalar, scalar_ptr);
   const KnobRsqrt rsqrt{knobs.rsqrt_mode, knobs.rsqrt_iters};
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::int64_t(gridDim.x) * blockDim.x) {
-    const C v = load<C>(x, in, i);
-    C r;
-    switch (op) {
-      case Unary::Neg:
-        r = -v;
-        break;
-      case Unary::Exp:
-        r = fbk::exp_c(v);
-        break;
-      case Unary::Sqrt:
-        r = std::sqrt(v);
-        break;
-      case Unary::Rsqrt:
-        r = rsqrt(v);
-        break;
-      case Unary::GeluErf:
-        r = fbk::gelu_erf_c(v);
-        break;
-      case Unary::GeluTanh:
-        r = fbk::gelu_tanh_c(v);
-        break;
-      case Unary::AddScalar:
-        r = v + s;
-        break;
-      case Unary::MulScalar:
-        r = v * s;
-        break;
-      case Unary::Log:
-        r = fbk::log_c(v);
-        break;
-      default:
-        r = v;
-        break;  // Cast: the store rounds
-    }
-    store<C>(y, out, i, r);
+  const I stride = I(gridDim.x) * blockDim.x, chunks = n / V;
+  for (I g = I(blockIdx.x) * blockDim.x + threadIdx.x; g < chunks; g += stride) {
+    const Vector in = reinterpret_cast<const Vector*>(x)[g];
+    Vector out;
+#pragma unroll
+    for (int v = 0; v < V; ++v)
+      out.v[v] = Type::narrow(unary_op<C>(op, Type::widen(in.v[v]), s, rsqrt));
+    reinterpret_cast<Vector*>(y)[g] = out;
   }
+  for (I i = chunks * V + I(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = Type::narrow(unary_op<C>(op, Type::widen(x[i]), s, rsqrt));
 }
-
-template <class C>
-__global__ void binary_kernel(Binary op, Storage ad, const void* a, Layout la, Storage bd,
-                              const void* b, Layout lb, Storage out, void* y, std::int64_t n,
-                              Knobs knobs) {
+template <Storage S, class I>
+__global__ void binary_vector_kernel(Binary op, const typename Stored<S>::T* a,
+                                     const typename Stored<S>::T* b, typename Stored<S>::T* y, I n,
+                                     Knobs knobs) {
+  using Type = Stored<S>;
+  using C = typename Type::C;
+  constexpr int V = Type::kVector;
+  using Vector = fbw::Vec<typename Type::T, V>;
   const KnobDiv div{knobs.div_mode, knobs.div_iters};
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::int64_t(gridDim.x) * blockDim.x) {
-    const C u = load<C>(a, ad, offset_of(la, i)), v = load<C>(b, bd, offset_of(lb, i));
-    C r;
-    switch (op) {
-      case Binary::Add:
-        r = u + v;
-        break;
-      case Binary::Sub:
-        r = u - v;
-        break;
-      case Binary::Mul:
-        r = u * v;
-        break;
-      case Binary::GeluTanhBackward:
-        r = fbk::gelu_tanh_backward_c(u, v);
-        break;
-      default:
-        r = div(u, v);
-        break;
-    }
-    store<C>(y, out, i, r);
+  const I stride = I(gridDim.x) * blockDim.x, chunks = n / V;
+  for (I g = I(blockIdx.x) * blockDim.x + threadIdx.x; g < chunks; g += stride) {
+    const Vector u = reinterpret_cast<const Vector*>(a)[g],
+                 w = reinterpret_cast<const Vector*>(b)[g];
+    Vector out;
+#pragma unroll
+    for (int v = 0; v < V; ++v)
+      out.v[v] = Type::narrow(binary_op<C>(op, Type::widen(u.v[v]), Type::widen(w.v[v]), div));
+    reinterpret_cast<Vector*>(y)[g] = out;
+  }
+  for (I i = chunks * V + I(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = Type::narrow(binary_op<C>(op, Type::widen(a[i]), Type::widen(b[i]), div));
+}
+
+// Any dtypes and layouts: one element per thread, operands at their layouts' offsets.
+template <class C, class I>
+__global__ void unary_kernel(Unary op, Storage in, const void* x, Storage out, void* y, I n,
+                             double scalar, const void* scalar_ptr, Knobs knobs) {
+  const C s = scalar_operand<C>(out, scalar, scalar_ptr);
+  const KnobRsqrt rsqrt{knobs.rsqrt_mode, knobs.rsqrt_iters};
+  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x)
+    store<C>(y, out, std::int64_t(i), unary_op<C>(op, load<C>(x, in, std::int64_t(i)), s, rsqrt));
+}
+
+template <class C, class I>
+__global__ void binary_kernel(Binary op, Storage ad, const void* a, Layout la, Storage bd,
+                              const void* b, Layout lb, Storage out, void* y, I n, Knobs knobs) {
+  const KnobDiv div{knobs.div_mode, knobs.div_iters};
+  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
+    const C u = load<C>(a, ad, std::int64_t(offset_of(la, i)));
+    const C v = load<C>(b, bd, std::int64_t(offset_of(lb, i)));
+    store<C>(y, out, std::int64_t(i), binary_op<C>(op, u, v, div));
   }
 }
 
-template <class C>
-__global__ void causal_mask_kernel(Storage d, const void* x, void* y, std::int64_t n,
-                                   std::int64_t rows, std::int64_t cols, C fill) {
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::int64_t(gridDim.x) * blockDim.x) {
-    const std::int64_t col = i % cols, row = (i / cols) % rows;
-    store<C>(y, d, i, col > row ? fill : load<C>(x, d, i));
+template <class C, class I>
+__global__ void causal_mask_kernel(Storage d, const void* x, void* y, I n, I rows, I cols, C fill) {
+  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
+    const I col = i % cols, row = (i / cols) % rows;
+    store<C>(y, d, std::int64_t(i), col > row ? fill : load<C>(x, d, std::int64_t(i)));
   }
 }
 
-template <class T>
-__global__ void copy_kernel(const T* src, Layout ls, T* dst, Layout ld, std::int64_t n) {
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::int64_t(gridDim.x) * blockDim.x) {
+template <class T, class I>
+__global__ void copy_kernel(const T* src, Layout ls, T* dst, Layout ld, I n) {
+  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x)
     dst[offset_of(ld, i)] = src[offset_of(ls, i)];
+}
+
+// Whether every flat index, and every offset a layout reaches, fits in 32 bits.
+bool fits_32_bits(std::int64_t n) { return n < (std::int64_t(1) << 31); }
+bool fits_32_bits(std::int64_t n, const Layout& l) {
+  std::int64_t last = l.offset;
+  for (int d = 0; d < l.rank; ++d) last += (l.shape[d] - 1) * l.strides[d];
+  return fits_32_bits(n) && l.offset >= 0 && fits_32_bits(last + 1);
+}
+bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+// A layout that reads element i at offset i.
+bool is_contiguous(const Layout& l) {
+  if (l.offset != 0) return false;
+  std::int64_t stride = 1;
+  for (int d = l.rank - 1; d >= 0; --d) {
+    if (l.shape[d] != 1 && l.strides[d] != stride) return false;
+    stride *= l.shape[d];
+  }
+  return true;
+}
+// Calls f(std::integral_constant<Storage, S>{}) for the runtime dtype d.
+template <class F>
+void with_storage(Storage d, F f) {
+  switch (d) {
+    case Storage::F16:
+      return f(std::integral_constant<Storage, Storage::F16>{});
+    case Storage::BF16:
+      return f(std::integral_constant<Storage, Storage::BF16>{});
+    case Storage::F32:
+      return f(std::integral_constant<Storage, Storage::F32>{});
+    default:
+      return f(std::integral_constant<Storage, Storage::F64>{});
   }
 }
 
@@ -276,88 +366,278 @@ __global__ void finish_kernel(Reduce op, const C* partials, std::int64_t positio
   }
 }
 
-// ---- layernorm and softmax: one thread per row, scalar_math's row functions on scratch rows
-template <class C>
-__global__ void row_kernel(Row op, Storage dtype, const void* x, Storage wd, const void* w,
-                           Storage bd, const void* b, void* y, std::int64_t rows, std::int64_t k,
-                           C eps, Knobs knobs, C* scratch) {
-  C* const weight = scratch + 2 * rows * k;
-  C* const bias = weight + k;
-  const KnobRound round{knobs.storage_accumulator ? dtype : Storage::F32};
-  for (std::int64_t q = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; q < rows;
-       q += std::int64_t(gridDim.x) * blockDim.x) {
-    C* const in = scratch + q * k;
-    C* const out = scratch + (rows + q) * k;
-    for (std::int64_t i = 0; i < k; ++i) in[i] = load<C>(x, dtype, q * k + i);
-    if (op == Row::LayerNorm) {
-      fbk::layernorm_row(in, weight, bias, out, k, knobs.tile, eps, round,
-                         KnobRsqrt{knobs.rsqrt_mode, knobs.rsqrt_iters}, NoStep{});
-    } else {
-      const C inverse = KnobDiv{knobs.div_mode, knobs.div_iters}(
-          C(1), fbk::softmax_exp_row(in, out, k, knobs.tile, round, NoStep{}));
-      for (std::int64_t i = 0; i < k; ++i) out[i] = out[i] * inverse;
+// ---- layernorm and softmax: one warp per row, several rows per block, the row in shared memory
+// (global scratch where it does not fit), reduced by warp_rows.cuh in the CPU's tiled order.
+// V elements per lane and chunk: a row of a multiple of 8 elements moves 8 at a time (16 bytes
+// of f16, two and four 16-byte accesses of f32 and f64), any other row one at a time.
+constexpr int kRowBatch = 4;  // chunks a lane loads before it converts the first
+
+// Row q of x (storage T, dtype d) into `row` in the compute type, kRowBatch chunks of V elements
+// per lane at a time so that several vector loads are in flight.
+template <class C, int V, class T>
+__device__ void gather_row(const fbw::CudaWarp& warp, const T* x, Storage d, std::int64_t first,
+                           std::int64_t chunks, C* row) {
+  for (std::int64_t g0 = warp.lane(); g0 < chunks; g0 += kWarp * kRowBatch) {
+    fbw::Vec<T, V> batch[kRowBatch];
+#pragma unroll
+    for (int u = 0; u < kRowBatch; ++u) {
+      const std::int64_t g = g0 + kWarp * u;
+      if (g < chunks) batch[u] = *reinterpret_cast<const fbw::Vec<T, V>*>(x + first + g * V);
     }
-    for (std::int64_t i = 0; i < k; ++i) store<C>(y, dtype, q * k + i, out[i]);
+#pragma unroll
+    for (int u = 0; u < kRowBatch; ++u) {
+      const std::int64_t g = g0 + kWarp * u;
+      if (g >= chunks) continue;
+      fbw::Vec<C, V> values;
+      for (int v = 0; v < V; ++v) {
+        if constexpr (std::is_same_v<T, std::uint16_t>) {
+          values.v[v] = C(d == Storage::F16 ? fusebench::fp16_bits_to_fp32(batch[u].v[v])
+                                            : fusebench::bf16_bits_to_fp32(batch[u].v[v]));
+        } else {
+          values.v[v] = C(batch[u].v[v]);
+        }
+      }
+      *reinterpret_cast<fbw::Vec<C, V>*>(row + g * V) = values;
+    }
+  }
+}
+template <class C, int V>
+__device__ void gather_stored_row(const fbw::CudaWarp& warp, const void* x, Storage d,
+                                  std::int64_t first, std::int64_t chunks, C* row) {
+  switch (d) {
+    case Storage::F16:
+    case Storage::BF16:
+      gather_row<C, V>(warp, static_cast<const std::uint16_t*>(x), d, first, chunks, row);
+      break;
+    case Storage::F32:
+      gather_row<C, V>(warp, static_cast<const float*>(x), d, first, chunks, row);
+      break;
+    default:
+      gather_row<C, V>(warp, static_cast<const double*>(x), d, first, chunks, row);
+      break;
+  }
+}
+template <class C, int V>
+__device__ void store_chunk(void* p, Storage d, std::int64_t first, const C* in) {
+  constexpr bool wide = std::is_same_v<C, double>;
+  switch (d) {
+    case Storage::F16:
+    case Storage::BF16: {
+      fbw::Vec<std::uint16_t, V> out;
+      for (int v = 0; v < V; ++v) {
+        if (d == Storage::F16) {
+          out.v[v] = wide ? fusebench::round_to_format_bits<fusebench::Half>(double(in[v]))
+                          : fusebench::fp32_to_fp16_bits(float(in[v]));
+        } else {
+          out.v[v] = wide ? fusebench::round_to_format_bits<fusebench::BFloat16>(double(in[v]))
+                          : fusebench::fp32_to_bf16_bits(float(in[v]));
+        }
+      }
+      *reinterpret_cast<fbw::Vec<std::uint16_t, V>*>(static_cast<std::uint16_t*>(p) + first) = out;
+      break;
+    }
+    case Storage::F32: {
+      fbw::Vec<float, V> out;
+      for (int v = 0; v < V; ++v) out.v[v] = float(in[v]);
+      *reinterpret_cast<fbw::Vec<float, V>*>(static_cast<float*>(p) + first) = out;
+      break;
+    }
+    default: {
+      fbw::Vec<double, V> out;
+      for (int v = 0; v < V; ++v) out.v[v] = double(in[v]);
+      *reinterpret_cast<fbw::Vec<double, V>*>(static_cast<double*>(p) + first) = out;
+      break;
+    }
+  }
+}
+
+constexpr int kRowWarps = 8;
+constexpr std::int64_t kRowSharedBytes = 48 * 1024;
+
+template <class C, int V>
+__global__ void row_kernel(Row op, Storage dtype, const void* x, void* y, std::int64_t rows,
+                           std::int64_t k, C eps, Knobs knobs, const C* params, C* global_rows) {
+  extern __shared__ __align__(16) unsigned char shared_rows[];
+  const int warps = int(blockDim.x / kWarp), warp_in_block = int(threadIdx.x / kWarp);
+  const fbw::CudaWarp warp{int(threadIdx.x % kWarp)};
+  C* const row = global_rows != nullptr
+                     ? global_rows + (std::int64_t(blockIdx.x) * warps + warp_in_block) * k
+                     : reinterpret_cast<C*>(shared_rows) + warp_in_block * k;
+  const KnobRound round{knobs.storage_accumulator ? dtype : Storage::F32};
+  const std::int64_t chunks = k / V;
+  for (std::int64_t q = std::int64_t(blockIdx.x) * warps + warp_in_block; q < rows;
+       q += std::int64_t(gridDim.x) * warps) {
+    gather_stored_row<C, V>(warp, x, dtype, q * k, chunks, row);
+    __syncwarp();
+    fbw::RowStatistics<C> stats{};
+    C inverse = 0;
+    if (op == Row::LayerNorm) {
+      stats = fbw::layernorm_statistics<C>(warp, row, k, knobs.tile, eps, round,
+                                           KnobRsqrt{knobs.rsqrt_mode, knobs.rsqrt_iters});
+    } else {
+      inverse = KnobDiv{knobs.div_mode, knobs.div_iters}(
+          C(1), fbw::softmax_exp<C>(warp, row, k, knobs.tile, round));
+    }
+    __syncwarp();
+    for (std::int64_t g = warp.lane(); g < chunks; g += kWarp) {
+      fbw::Vec<C, V> chunk = *reinterpret_cast<const fbw::Vec<C, V>*>(row + g * V);
+      for (int v = 0; v < V; ++v) {
+        const std::int64_t i = g * V + v;
+        chunk.v[v] = op == Row::LayerNorm
+                         ? fbw::layernorm_element(chunk.v[v], stats, params[i], params[k + i])
+                         : chunk.v[v] * inverse;
+      }
+      store_chunk<C, V>(y, dtype, q * k + g * V, chunk.v);
+    }
+    __syncwarp();
   }
 }
 template <class C>
 __global__ void row_params_kernel(Storage wd, const void* w, Storage bd, const void* b,
-                                  std::int64_t rows, std::int64_t k, C* scratch) {
-  C* const weight = scratch + 2 * rows * k;
+                                  std::int64_t k, C* params) {
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < k;
        i += std::int64_t(gridDim.x) * blockDim.x) {
-    weight[i] = load<C>(w, wd, i);
-    weight[k + i] = load<C>(b, bd, i);
+    params[i] = load<C>(w, wd, i);
+    params[k + i] = load<C>(b, bd, i);
+  }
+}
+
+// The row kernel's shape: warps (rows) per block, blocks, and whether the rows fit in shared
+// memory.
+struct RowLaunch {
+  int warps;
+  std::int64_t grid;
+  bool in_shared;
+};
+RowLaunch row_launch(std::int64_t rows, std::int64_t k, bool wide_rows) {
+  const std::int64_t row_bytes = k * (wide_rows ? 8 : 4);
+  const bool in_shared = row_bytes <= kRowSharedBytes;
+  const int warps = int(
+      std::clamp<std::int64_t>(in_shared ? kRowSharedBytes / row_bytes : kRowWarps, 1, kRowWarps));
+  return {warps, std::min<std::int64_t>(kMaxGrid, (rows + warps - 1) / warps), in_shared};
+}
+
+template <class C>
+void launch_rows(Row op, Storage dtype, const void* x, Storage wd, const void* w, Storage bd,
+                 const void* b, void* y, std::int64_t rows, std::int64_t k, C eps,
+                 const Knobs& knobs, C* scratch) {
+  C* const params = scratch;
+  if (op == Row::LayerNorm) row_params_kernel<C><<<blocks(k), kBlock>>>(wd, w, bd, b, k, params);
+  const RowLaunch shape = row_launch(rows, k, std::is_same_v<C, double>);
+  C* const global_rows = shape.in_shared ? nullptr : scratch + 2 * k;
+  const std::size_t shared = shape.in_shared ? std::size_t(shape.warps * k) * sizeof(C) : 0;
+  const dim3 grid(unsigned(shape.grid)), block(unsigned(shape.warps * kWarp));
+  if (k % 8 == 0) {
+    row_kernel<C, 8>
+        <<<grid, block, shared>>>(op, dtype, x, y, rows, k, eps, knobs, params, global_rows);
+  } else {
+    row_kernel<C, 1>
+        <<<grid, block, shared>>>(op, dtype, x, y, rows, k, eps, knobs, params, global_rows);
   }
 }
 }  // namespace
 
 void unary(Unary op, Storage in, const void* x, Storage out, void* y, std::int64_t n, double scalar,
            const void* scalar_ptr, const Knobs& knobs) {
-  if (wide(in, out)) {
-    unary_kernel<double><<<blocks(n), kBlock>>>(op, in, x, out, y, n, scalar, scalar_ptr, knobs);
+  auto launch = [&](auto index) {
+    using I = decltype(index);
+    if (in == out && aligned_16(x) && aligned_16(y)) {
+      with_storage(in, [&](auto dtype) {
+        constexpr Storage S = decltype(dtype)::value;
+        using T = typename Stored<S>::T;
+        unary_vector_kernel<S, I>
+            <<<blocks((n + Stored<S>::kVector - 1) / Stored<S>::kVector), kBlock>>>(
+                op, static_cast<const T*>(x), static_cast<T*>(y), I(n), scalar, scalar_ptr, knobs);
+      });
+    } else if (wide(in, out)) {
+      unary_kernel<double, I>
+          <<<blocks(n), kBlock>>>(op, in, x, out, y, I(n), scalar, scalar_ptr, knobs);
+    } else {
+      unary_kernel<float, I>
+          <<<blocks(n), kBlock>>>(op, in, x, out, y, I(n), scalar, scalar_ptr, knobs);
+    }
+  };
+  if (fits_32_bits(n)) {
+    launch(std::uint32_t{});
   } else {
-    unary_kernel<float><<<blocks(n), kBlock>>>(op, in, x, out, y, n, scalar, scalar_ptr, knobs);
+    launch(std::int64_t{});
   }
   check_launch("unary");
 }
 
 void binary(Binary op, Storage ad, const void* a, const Layout& la, Storage bd, const void* b,
             const Layout& lb, Storage out, void* y, std::int64_t n, const Knobs& knobs) {
-  if (wide(out)) {
-    binary_kernel<double><<<blocks(n), kBlock>>>(op, ad, a, la, bd, b, lb, out, y, n, knobs);
+  auto launch = [&](auto index) {
+    using I = decltype(index);
+    if (ad == out && bd == out && is_contiguous(la) && is_contiguous(lb) && aligned_16(a) &&
+        aligned_16(b) && aligned_16(y)) {
+      with_storage(out, [&](auto dtype) {
+        constexpr Storage S = decltype(dtype)::value;
+        using T = typename Stored<S>::T;
+        binary_vector_kernel<S, I>
+            <<<blocks((n + Stored<S>::kVector - 1) / Stored<S>::kVector), kBlock>>>(
+                op, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), I(n),
+                knobs);
+      });
+    } else if (wide(out)) {
+      binary_kernel<double, I>
+          <<<blocks(n), kBlock>>>(op, ad, a, la, bd, b, lb, out, y, I(n), knobs);
+    } else {
+      binary_kernel<float, I><<<blocks(n), kBlock>>>(op, ad, a, la, bd, b, lb, out, y, I(n), knobs);
+    }
+  };
+  if (fits_32_bits(n, la) && fits_32_bits(n, lb)) {
+    launch(std::uint32_t{});
   } else {
-    binary_kernel<float><<<blocks(n), kBlock>>>(op, ad, a, la, bd, b, lb, out, y, n, knobs);
+    launch(std::int64_t{});
   }
   check_launch("binary");
 }
 
 void causal_mask(Storage dtype, const void* x, void* y, std::int64_t n, std::int64_t rows,
                  std::int64_t cols, double fill) {
-  if (wide(dtype)) {
-    causal_mask_kernel<double><<<blocks(n), kBlock>>>(dtype, x, y, n, rows, cols, fill);
+  auto launch = [&](auto index) {
+    using I = decltype(index);
+    if (wide(dtype)) {
+      causal_mask_kernel<double, I>
+          <<<blocks(n), kBlock>>>(dtype, x, y, I(n), I(rows), I(cols), fill);
+    } else {
+      causal_mask_kernel<float, I>
+          <<<blocks(n), kBlock>>>(dtype, x, y, I(n), I(rows), I(cols), float(fill));
+    }
+  };
+  if (fits_32_bits(n)) {
+    launch(std::uint32_t{});
   } else {
-    causal_mask_kernel<float><<<blocks(n), kBlock>>>(dtype, x, y, n, rows, cols, float(fill));
+    launch(std::int64_t{});
   }
   check_launch("causal_mask");
 }
 
 void copy(Storage dtype, const void* src, const Layout& ls, void* dst, const Layout& ld,
           std::int64_t n) {
-  switch (dtype) {
-    case Storage::F16:
-    case Storage::BF16:
-      copy_kernel<<<blocks(n), kBlock>>>(static_cast<const std::uint16_t*>(src), ls,
-                                         static_cast<std::uint16_t*>(dst), ld, n);
-      break;
-    case Storage::F32:
-      copy_kernel<<<blocks(n), kBlock>>>(static_cast<const std::uint32_t*>(src), ls,
-                                         static_cast<std::uint32_t*>(dst), ld, n);
-      break;
-    default:
-      copy_kernel<<<blocks(n), kBlock>>>(static_cast<const std::uint64_t*>(src), ls,
-                                         static_cast<std::uint64_t*>(dst), ld, n);
-      break;
+  auto launch = [&](auto index) {
+    using I = decltype(index);
+    switch (dtype) {
+      case Storage::F16:
+      case Storage::BF16:
+        copy_kernel<std::uint16_t, I><<<blocks(n), kBlock>>>(
+            static_cast<const std::uint16_t*>(src), ls, static_cast<std::uint16_t*>(dst), ld, I(n));
+        break;
+      case Storage::F32:
+        copy_kernel<std::uint32_t, I><<<blocks(n), kBlock>>>(
+            static_cast<const std::uint32_t*>(src), ls, static_cast<std::uint32_t*>(dst), ld, I(n));
+        break;
+      default:
+        copy_kernel<std::uint64_t, I><<<blocks(n), kBlock>>>(
+            static_cast<const std::uint64_t*>(src), ls, static_cast<std::uint64_t*>(dst), ld, I(n));
+        break;
+    }
+  };
+  if (fits_32_bits(n, ls) && fits_32_bits(n, ld)) {
+    launch(std::uint32_t{});
+  } else {
+    launch(std::int64_t{});
   }
   check_launch("copy");
 }
@@ -381,21 +661,20 @@ void reduce(Reduce op, Storage in, const void* x, Storage out, void* y, std::int
   check_launch("reduce");
 }
 
+std::int64_t row_scratch_elements(std::int64_t rows, std::int64_t k, bool wide_rows) {
+  const RowLaunch shape = row_launch(rows, k, wide_rows);
+  return 2 * k + (shape.in_shared ? 0 : shape.grid * shape.warps * k);
+}
+
 void row(Row op, Storage dtype, const void* x, Storage wd, const void* w, Storage bd, const void* b,
          void* y, std::int64_t rows, std::int64_t k, double eps, const Knobs& knobs,
          void* scratch) {
   if (wide(dtype)) {
-    if (op == Row::LayerNorm)
-      row_params_kernel<double>
-          <<<blocks(k), kBlock>>>(wd, w, bd, b, rows, k, static_cast<double*>(scratch));
-    row_kernel<double><<<blocks(rows), kBlock>>>(op, dtype, x, wd, w, bd, b, y, rows, k, eps, knobs,
-                                                 static_cast<double*>(scratch));
+    launch_rows<double>(op, dtype, x, wd, w, bd, b, y, rows, k, eps, knobs,
+                        static_cast<double*>(scratch));
   } else {
-    if (op == Row::LayerNorm)
-      row_params_kernel<float>
-          <<<blocks(k), kBlock>>>(wd, w, bd, b, rows, k, static_cast<float*>(scratch));
-    row_kernel<float><<<blocks(rows), kBlock>>>(op, dtype, x, wd, w, bd, b, y, rows, k, float(eps),
-                                                knobs, static_cast<float*>(scratch));
+    launch_rows<float>(op, dtype, x, wd, w, bd, b, y, rows, k, float(eps), knobs,
+                       static_cast<float*>(scratch));
   }
   check_launch("row");
 }

@@ -69,8 +69,11 @@ void copy(Storage dtype, const void* src, const Layout& ls, void* dst, const Lay
 // tile) values of the compute type. The reduction order is the CPU's tiled_sum.
 void reduce(Reduce op, Storage in, const void* x, Storage out, void* y, std::int64_t outer,
             std::int64_t extent, std::int64_t inner, const Knobs& knobs, void* partials);
-// Over the last axis of [rows, k]; layernorm's weight and bias have k elements; `scratch` holds
-// 2 * rows * k + 2 * k values of the compute type.
+// Over the last axis of [rows, k], one warp per row in the CPU's reduction order; layernorm's
+// weight and bias have k elements; `scratch` holds row_scratch_elements(rows, k, dtype is f64)
+// values of the compute type (the weight and bias, and the rows where they do not fit in shared
+// memory).
+std::int64_t row_scratch_elements(std::int64_t rows, std::int64_t k, bool wide_rows);
 void row(Row op, Storage dtype, const void* x, Storage w_dtype, const void* w, Storage b_dtype,
          const void* b, void* y, std::int64_t rows, std::int64_t k, double eps, const Knobs& knobs,
          void* scratch);

@@ -4,9 +4,9 @@
 // compile_ms / hit_ms per iteration, cubin bytes, SASS instructions (cuobjdump), and the ratio
 // of a cold compile to a hit measured in the same run.
 // Where a GPU is usable (only there: they are not registered otherwise, and say why), the kernels'
-// speed: a device-to-device copy as the yardstick, then the chain and layernorm+gelu graphs eager
-// and fused, timed by CUDA events around the kernels alone (manual time), with their traffic as a
-// share of the copy's bandwidth measured in the same run.
+// speed: a device-to-device copy as the yardstick, then the chain, layernorm+gelu, layernorm and
+// softmax graphs (f16) eager and fused, timed by CUDA events around the kernels alone (manual
+// time), with their traffic as a share of the copy's bandwidth measured in the same run.
 #include <unistd.h>
 
 #include <chrono>
@@ -165,10 +165,14 @@ void gpu_graph(benchmark::State& state, const std::string& kernel, bool fused, c
       in[fmt::format("x{}", i)] = random_uniform(DType::f16, shape, -2, 2, 1, std::uint64_t(i));
     }
     g.mark_output(g.mul(g.gelu(g.add(g.mul(x[0], x[1]), x[2])), x[3]));
+  } else if (kernel == "softmax-f16") {
+    g.mark_output(g.softmax(g.input("x", shape, DType::f16)));
+    in = {{"x", random_uniform(DType::f16, shape, -4, 4, 5)}};
   } else {
     const Shape row = {shape.back()};
-    g.mark_output(g.gelu(g.layernorm(g.input("x", shape, DType::f16), g.input("w", row, DType::f16),
-                                     g.input("b", row, DType::f16))));
+    const auto y = g.layernorm(g.input("x", shape, DType::f16), g.input("w", row, DType::f16),
+                               g.input("b", row, DType::f16));
+    g.mark_output(kernel == "layernorm-f16" ? y : g.gelu(y));
     in = {{"x", random_uniform(DType::f16, shape, -2, 2, 2)},
           {"w", random_uniform(DType::f16, row, 0.5, 1.5, 3)},
           {"b", random_uniform(DType::f16, row, -0.5, 0.5, 4)}};
@@ -223,7 +227,7 @@ void register_benchmarks(const SuiteConfig& config) {
                                [=](benchmark::State& s) { gpu_copy(s, copy_bytes); })
       ->UseManualTime()
       ->Unit(benchmark::kMicrosecond);
-  for (const char* kernel : {"chain-f16", "layernorm-gelu-f16"}) {
+  for (const char* kernel : {"chain-f16", "layernorm-gelu-f16", "layernorm-f16", "softmax-f16"}) {
     for (bool fused : {false, true}) {
       benchmark::RegisterBenchmark(fmt::format("GPU/{}/exec:{}/shape:{}", kernel,
                                                fused ? "fused" : "eager", shape_string(shape))
