@@ -210,9 +210,9 @@ def group_status(state: dict) -> dict[str, str]:
 
 def rehearsal_table(state: dict) -> tuple[list[str], list[str]]:
     """The rehearsal's table (step, GPU estimate, seconds rehearsed here, the call of a loan it fits in
-    on a fresh plan) and the steps that neither finished nor were left out by the stand-in's rule."""
+    on a fresh plan) and what is wrong: the steps that failed, or no step done at all."""
     place = schedule({"steps": {}, "loans": []}, loans=8)
-    lines = [f"{'step':<24}{'est. s (GPU)':>13}{'rehearsed s (CPU)':>19}  {'loan/call (estimates)':<34}rehearsal"]
+    lines = [f"{'step':<24}{'est. s (GPU)':>13}{'rehearsed s (CPU)':>19}  {'loan/call (estimates)':<38}rehearsal"]
     wrong = []
     for s in plan_steps():
         entry = state["steps"].get(s.name, {})
@@ -221,9 +221,11 @@ def rehearsal_table(state: dict) -> tuple[list[str], list[str]]:
         note = f"{status} in {entry.get('loan', '?')}" if status != "pending" else "pending"
         if entry.get("reason"):
             note += f": {entry['reason'][:70]}"
-        if status in ("failed", "partial"):  # a step the budget left for later is the plan working
+        if status == "failed":  # a step cut or left for later by the budget is the plan working
             wrong.append(s.name)
-        lines.append(f"{s.name:<24}{s.estimate_s:>13.0f}{rehearsed:>19}  {place.get(s.name, '-'):<34}{note[:60]}")
+        lines.append(f"{s.name:<24}{s.estimate_s:>13.0f}{rehearsed:>19}  {place.get(s.name, '-'):<38}{note[:60]}")
+    if not any(e.get("status") == "done" for e in state["steps"].values()):
+        wrong.append("(no step done)")
     return lines, wrong
 
 
