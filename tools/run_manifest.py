@@ -4,6 +4,9 @@ they append while the suites run:
   .entries.tsv    suite, device, ran|skipped|failed, seconds, reason, [worker stats as a JSON list]
   .instances.tsv  suite, device, benchmark name, seconds
 Both files are consumed (deleted) once run.json is written through a temporary file.
+run.json names the run ("run_id": the run directory's name, which tools/run gave every suite as
+FUSEBENCH_RUN_ID) and lists each suite results file with its SHA-256 ("files"), computed on the files as
+the report and the other readers then find them (reports/integrity.py checks both).
 
 Usage: python -m tools.run_manifest RUN_DIR PROFILE FILTER SECONDS DEVICE... (TIMING, FRAMEWORK_TIMING,
 SHARD and UNAVAILABLE from the environment, as tools/run sets them); exit 1 naming the file when it cannot
@@ -19,7 +22,8 @@ import os
 import pathlib
 import sys
 
-from reports.results import failures, load_results
+from reports.integrity import sha256_of
+from reports.results import failures, load_results, suite_files
 from tools.shards import machine_description
 
 ENTRIES = ".entries.tsv"
@@ -38,6 +42,7 @@ def write_run_manifest(
     unavailable: dict[str, str] | None = None,
     extra: dict | None = None,
     consume: bool = True,
+    run_id: str | None = None,
 ) -> dict:
     manifest = {
         "profile": profile,
@@ -85,6 +90,9 @@ def write_run_manifest(
         )
     ]
     manifest.update(extra or {})
+    if run_id:  # the suites were given it (tools/run's FUSEBENCH_RUN_ID)
+        manifest["run_id"] = run_id
+    manifest["files"] = file_digests(run_dir)
     tmp = run_dir / ".run.json.tmp"
     try:
         tmp.write_text(json.dumps(manifest, indent=1) + "\n")
@@ -96,6 +104,12 @@ def write_run_manifest(
         instances.unlink(missing_ok=True)
         entries.unlink(missing_ok=True)
     return manifest
+
+
+def file_digests(run_dir: pathlib.Path) -> dict[str, str]:
+    """Each suite results file of the run (<suite>@<device>.json; not run.json, not the report's derived
+    files) by name, with its SHA-256."""
+    return {path.name: sha256_of(path) for path in suite_files(run_dir)}
 
 
 def report_failures(run_dir: pathlib.Path) -> int:
@@ -127,6 +141,7 @@ def main(argv: list[str]) -> int:
             {"engine": os.environ["TIMING"], "framework": os.environ["FRAMEWORK_TIMING"]},
             shard=json.loads(os.environ["SHARD"]) if os.environ.get("SHARD") else None,
             unavailable=unavailable,
+            run_id=os.environ.get("FUSEBENCH_RUN_ID") or None,
         )
     except OSError as e:
         print(f"run: cannot write {pathlib.Path(run_dir) / 'run.json'}: {e.strerror or e}", file=sys.stderr)

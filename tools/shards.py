@@ -19,13 +19,16 @@ import json
 import os
 import pathlib
 import re
+import secrets
 import shutil
 import socket
 import statistics
 import sys
+import time
 from collections import defaultdict
 
-from reports.results import MANIFEST, InputError, incomplete_reason, load_json, load_results
+from reports.integrity import sha256_of
+from reports.results import MANIFEST, InputError, incomplete_reason, load_json, load_results, suite_files
 from reports.results import read_manifest as read_manifest_file
 
 # Instances of one suite whose figures read state an earlier instance of the same process left:
@@ -284,6 +287,8 @@ def merge(
                     "but has no result there (rerun that shard)"
                 )
 
+    # The merged run is a run of its own: its files carry its id, and run.json lists them with their digests.
+    run_id = merged_run_id()
     partial = out.with_name(f".{out.name}.partial")
     if out.exists():
         raise InputError(f"--out {out}: exists (merge writes a new directory)")
@@ -301,17 +306,26 @@ def merge(
                 ]
             )
             data["context"]["fusebench_shards"] = str(count)
+            data["context"]["fusebench_run_id"] = run_id
             (partial / name).write_text(json.dumps(data, indent=1) + "\n")
         for run_dir, _ in shards:
             if (run_dir / "dumps").is_dir():
                 _copy_tree(run_dir / "dumps", partial / "dumps")
         manifest = merged_manifest(shards)
+        manifest["run_id"] = run_id
+        # the files as written above, as the report and the other readers will find them
+        manifest["files"] = {path.name: sha256_of(path) for path in suite_files(partial)}
         (partial / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         partial.rename(out)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
     return manifest
+
+
+def merged_run_id() -> str:
+    """A new run's id, as tools/run's sort by time: the UTC time and a random part (merges of one second)."""
+    return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-merged-{secrets.token_hex(4)}"
 
 
 def merged_manifest(shards: list[tuple[pathlib.Path, dict]]) -> dict:

@@ -103,6 +103,8 @@ std::string device_file_name(std::string device);
 // the project's .venv.
 std::filesystem::path python_executable();
 
+class StartClock;  // worker.cpp: the bounded wait for a starting worker
+
 // One worker process, or a session with a run's worker server. Thread-safe (one request at a
 // time).
 class Worker {
@@ -144,8 +146,10 @@ class Worker {
   std::string describe_exit();
 
   // A session with the run's server for these arguments and environment: the connected socket.
+  // The wait is bounded by `clock` (FUSEBENCH_WORKER_START_TIMEOUT).
   int connect_to_server(const std::filesystem::path& server_dir, const std::string& identity,
-                        std::vector<std::string> args, std::vector<std::string> env_entries);
+                        std::vector<std::string> args, std::vector<std::string> env_entries,
+                        StartClock& clock);
   // A request line to the worker; false when it is gone.
   bool send_line(const std::string& text);
 

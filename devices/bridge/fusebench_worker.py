@@ -6,7 +6,10 @@ With --serve SOCKET the worker is a server instead: it listens on that Unix sock
 clients one after another, each connection a session of the same protocol. A run (tools/run) has
 one per device for all its suites, so the framework is imported once, and a graph compiled by one
 suite is there for the next; the server exits when the process $FUSEBENCH_WORKER_OWNER names is
-gone, or on SIGTERM.
+gone (at once, wherever it is: a thread waits on that process), or on SIGTERM. A worker of one
+process exits when that process ($FUSEBENCH_WORKER_PARENT) is gone. The C++ side starts either with
+a parent-death signal that kills it if the thread that started it dies before its hello; the worker
+disarms it first thing (that thread may end while the worker serves on) and watches instead.
 Tensors never travel through the pipe: inputs are .npy files in shared memory (/dev/shm) that
 the worker maps (numpy mmap, copy-on-write) and hands to the framework without a copy where
 the framework accepts the mapping; outputs are written back as .npy next to them.
@@ -38,12 +41,14 @@ loading a corrupt artifact from its on-disk cache, else None; cache_moved(path) 
 
 import argparse
 import concurrent.futures
+import ctypes
 import hashlib
 import importlib
 import importlib.util
 import json
 import linecache
 import os
+import select
 import signal
 import socket
 import sys
@@ -298,6 +303,35 @@ def _owner_alive(pid):
     return True
 
 
+def _disarm_parent_death_signal():
+    """The C++ side armed PR_SET_PDEATHSIG (SIGKILL) for the start: from here the worker watches a
+    process instead (_exit_when_gone), since the thread that started it may end before it does."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG = 1, no signal
+    except (OSError, AttributeError):  # not Linux: nothing was armed
+        pass
+
+
+def _exit_when_gone(pid, on_exit):
+    """Calls on_exit() (which must not return) as soon as process `pid` is gone: a thread waits on
+    the process's pidfd, or polls it every 0.2 s where pidfds do not exist."""
+
+    def watch():
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            on_exit()
+        except (OSError, AttributeError):
+            while _owner_alive(pid):
+                time.sleep(0.2)
+            on_exit()
+        else:
+            select.select([fd], [], [])
+            on_exit()
+
+    threading.Thread(target=watch, name=f"fusebench-watch-{pid}", daemon=True).start()
+
+
 class _Shutdown:
     """The server's exit on SIGTERM, prompt wherever the server is: its socket and pidfile removed,
     then os._exit, never the interpreter's shutdown (joining a framework's threads and pools takes
@@ -328,11 +362,11 @@ class _Shutdown:
         except OSError:
             pass
 
-    def exit(self, *_):
+    def exit(self, *_, why="SIGTERM"):
         if not self.lock.acquire(blocking=False):
             return  # the other path is exiting already
         try:
-            print(f"fusebench worker server {os.getpid()}: SIGTERM, exiting", file=sys.stderr, flush=True)
+            print(f"fusebench worker server {os.getpid()}: {why}, exiting", file=sys.stderr, flush=True)
         except Exception:
             pass
         self.cleanup()
@@ -353,12 +387,9 @@ class _Shutdown:
         threading.Thread(target=watch, name="fusebench-sigterm", daemon=True).start()
 
 
-def serve(worker, socket_path):
+def serve(worker, socket_path, shutdown, owner):
     """Sessions one after another on a Unix socket, until SIGTERM or the owner's exit."""
-    owner = int(os.environ.get("FUSEBENCH_WORKER_OWNER", "0") or 0)
-    pidfile = os.environ.get("FUSEBENCH_WORKER_PIDFILE")
-    shutdown = _Shutdown(socket_path, pidfile)
-    shutdown.install()
+    pidfile = shutdown.pidfile
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     # bound under a temporary name and renamed, so that a client never connects to a half-made server
     bound = f"{socket_path}.{os.getpid()}"
@@ -407,11 +438,21 @@ def main():
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
 
-    worker = Worker(args)
+    _disarm_parent_death_signal()
     if args.serve:
+        # from before the framework's import (seconds): SIGTERM, and the run's end, stop it at once
+        owner = int(os.environ.get("FUSEBENCH_WORKER_OWNER", "0") or 0)
+        shutdown = _Shutdown(args.serve, os.environ.get("FUSEBENCH_WORKER_PIDFILE"))
+        shutdown.install()
+        if owner:
+            _exit_when_gone(owner, lambda: shutdown.exit(why=f"its run's process {owner} is gone"))
         protocol.close()
-        serve(worker, args.serve)
+        serve(Worker(args), args.serve, shutdown, owner)
         return
+    parent = int(os.environ.get("FUSEBENCH_WORKER_PARENT", "0") or 0)
+    if parent:
+        _exit_when_gone(parent, lambda: os._exit(0))
+    worker = Worker(args)
 
     def reply(obj):
         protocol.write(json.dumps(obj) + "\n")

@@ -1,11 +1,12 @@
-// The bridge's transport: the Python interpreter, the worker process (posix_spawn, JSON lines over
+// The bridge's transport: the Python interpreter, the worker process (fork and exec, JSON lines over
 // pipes) or a session with a run's worker server (a Unix socket), inputs staged as .npy files in
 // shared memory, and the worker each device shares within a process.
 #include "bridge.hpp"
 
 #include <fcntl.h>
-#include <spawn.h>
+#include <poll.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -69,16 +70,105 @@ std::string python_origin() {
                                               : "the project's .venv";
 }
 
-// posix_spawn of args[0] with exactly these arguments and environment; 0 or the error number.
+// How a worker process starts: its standard streams, and whether it leads a process group of its
+// own (a run's server, which outlives the suite that starts it).
+struct ChildStreams {
+  int stdin_fd = -1, stdout_fd = -1;         // dup2'd onto 0 and 1 when set
+  const char* stdin_path = nullptr;          // else opened read-only onto 0 when set
+  const char* stderr_append_path = nullptr;  // opened for appending onto 2 when set
+  bool own_process_group = false;
+};
+
+// fork and exec of args[0] with exactly these arguments and environment; 0 or the error number.
+// The child dies with the thread that starts it (PR_SET_PDEATHSIG, SIGKILL) until the worker's
+// Python disarms that and watches its parent or its run's owner itself (fusebench_worker.py): a
+// suite killed while its worker starts, perhaps inside a FUSEBENCH_PYTHON wrapper that never
+// reaches Python, leaves no worker behind. posix_spawn cannot set a parent-death signal; between
+// fork and exec only async-signal-safe calls are made, on arrays built before the fork.
 int spawn_process(pid_t& pid, const std::vector<std::string>& args,
-                  const std::vector<std::string>& env_entries,
-                  const posix_spawn_file_actions_t* actions) {
+                  const std::vector<std::string>& env_entries, const ChildStreams& streams) {
   std::vector<char*> argv, envp;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   for (const auto& e : env_entries) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  return posix_spawn(&pid, argv[0], actions, nullptr, argv.data(), envp.data());
+  int exec_error[2];  // the child's errno when exec fails; closed by a successful exec
+  if (::pipe2(exec_error, O_CLOEXEC) != 0) return errno;
+  const pid_t parent = ::getpid();
+  pid = ::fork();
+  if (pid < 0) {
+    const int error = errno;
+    ::close(exec_error[0]);
+    ::close(exec_error[1]);
+    return error;
+  }
+  if (pid == 0) {
+    const auto fail = [&](int error) {
+      (void)!::write(exec_error[1], &error, sizeof error);
+      ::_exit(127);
+    };
+    if (streams.own_process_group && ::setpgid(0, 0) != 0) fail(errno);
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before the signal was armed
+    if (streams.stdin_fd >= 0 && ::dup2(streams.stdin_fd, STDIN_FILENO) < 0) fail(errno);
+    if (streams.stdin_fd < 0 && streams.stdin_path != nullptr) {
+      const int fd = ::open(streams.stdin_path, O_RDONLY);
+      if (fd < 0 || ::dup2(fd, STDIN_FILENO) < 0) fail(errno);
+    }
+    if (streams.stdout_fd >= 0 && ::dup2(streams.stdout_fd, STDOUT_FILENO) < 0) fail(errno);
+    if (streams.stderr_append_path != nullptr) {
+      const int fd = ::open(streams.stderr_append_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd < 0 || ::dup2(fd, STDERR_FILENO) < 0) fail(errno);
+    }
+    ::execve(argv[0], argv.data(), envp.data());
+    fail(errno);
+  }
+  if (streams.own_process_group) ::setpgid(pid, pid);  // also here: no window where it has none
+  ::close(exec_error[1]);
+  int error = 0;
+  ssize_t n;
+  while ((n = ::read(exec_error[0], &error, sizeof error)) < 0 && errno == EINTR) {
+  }
+  ::close(exec_error[0]);
+  if (n == sizeof error) {
+    ::waitpid(pid, nullptr, 0);
+    pid = -1;
+    return error;
+  }
+  return 0;
+}
+
+// $FUSEBENCH_WORKER_START_TIMEOUT: how long a worker may take to say hello (the framework's
+// import: torch takes ten seconds here, more on a cold disk).
+std::chrono::milliseconds worker_start_timeout() {
+  const char* text = std::getenv("FUSEBENCH_WORKER_START_TIMEOUT");
+  if (text == nullptr || *text == '\0') return std::chrono::seconds(120);
+  char* end = nullptr;
+  errno = 0;
+  const double seconds = std::strtod(text, &end);
+  if (errno != 0 || end == text || *end != '\0' || !(seconds > 0) || seconds > 86400) {
+    throw_input_error(
+        "FUSEBENCH_WORKER_START_TIMEOUT={}: expected seconds, a number above 0 (at most 86400)",
+        text);
+  }
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+}
+
+std::string seconds_text(std::chrono::milliseconds duration) {
+  return fmt::format("{:g} s", double(duration.count()) / 1000);
+}
+
+// The last `lines` lines of a log file, or why there are none.
+std::string log_tail(const fs::path& path, std::size_t lines) {
+  std::ifstream log(path);
+  if (!log) return fmt::format("(cannot read {})", path.string());
+  std::vector<std::string> kept;
+  for (std::string line; std::getline(log, line);) {
+    kept.push_back(std::move(line));
+    if (kept.size() > lines) kept.erase(kept.begin());
+  }
+  if (kept.empty()) return "(empty)";
+  return fmt::format("{}", fmt::join(kept, "\n"));
 }
 }  // namespace
 
@@ -128,9 +218,56 @@ Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env
   start();
 }
 
+// The wait for a starting worker: bounded by FUSEBENCH_WORKER_START_TIMEOUT, and saying on stderr,
+// every quarter of it, that the worker is still starting (a run otherwise looks hung).
+class StartClock {
+ public:
+  StartClock(std::string device, std::string command)
+      : device_(std::move(device)),
+        command_(std::move(command)),
+        timeout_(worker_start_timeout()),
+        started_(std::chrono::steady_clock::now()),
+        next_report_(started_ + timeout_ / 4) {}
+
+  bool expired() const { return std::chrono::steady_clock::now() >= started_ + timeout_; }
+  // How long the next poll may block: until the next progress line or the deadline, 250 ms at most.
+  int poll_ms() const {
+    const auto now = std::chrono::steady_clock::now();
+    const auto until = std::min(next_report_, started_ + timeout_) - now;
+    return int(std::clamp<long long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(until).count(), 1, 250));
+  }
+  void report_progress(const std::string& what) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_report_) return;
+    next_report_ += timeout_ / 4;
+    fmt::print(stderr,
+               "fusebench: {}: {} is still starting after {:.3g} s ({}); it is given {} "
+               "(FUSEBENCH_WORKER_START_TIMEOUT)\n",
+               device_, what, double(elapsed().count()) / 1000, command_, seconds_text(timeout_));
+    std::fflush(stderr);
+  }
+  std::string timeout_text() const {
+    return fmt::format("{} (FUSEBENCH_WORKER_START_TIMEOUT; a slow framework import may need more)",
+                       seconds_text(timeout_));
+  }
+  const std::string& command() const { return command_; }
+
+ private:
+  std::chrono::milliseconds elapsed() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 started_);
+  }
+  std::string device_, command_;
+  std::chrono::milliseconds timeout_;
+  std::chrono::steady_clock::time_point started_, next_report_;
+};
+
 void Worker::start() {
+  StartClock clock(device_, fmt::format("{}", fmt::join(args_, " ")));
+  pid_t starting = -1;  // the process whose hello this waits for (its own process group)
   if (!server_dir_.empty()) {
-    socket_fd_ = connect_to_server(server_dir_, identity_, args_, env_entries_);
+    socket_fd_ = connect_to_server(server_dir_, identity_, args_, env_entries_, clock);
     session_ = true;
     to_worker_ = ::fdopen(::dup(socket_fd_), "w");
     from_worker_ = ::fdopen(::dup(socket_fd_), "r");
@@ -140,12 +277,14 @@ void Worker::start() {
       throw FrameworkError(fmt::format("{}: cannot create pipes for the Python worker: {}", device_,
                                        std::strerror(errno)));
     }
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, in_pipe[0], STDIN_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
-    const int spawned = spawn_process(pid_, args_, env_entries_, &actions);
-    posix_spawn_file_actions_destroy(&actions);
+    // the worker watches this process and exits when it is gone (fusebench_worker.py)
+    std::vector<std::string> env_entries = env_entries_;
+    env_entries.push_back(fmt::format("FUSEBENCH_WORKER_PARENT={}", ::getpid()));
+    ChildStreams streams;
+    streams.stdin_fd = in_pipe[0];
+    streams.stdout_fd = out_pipe[1];
+    streams.own_process_group = true;  // killed as a whole when it does not start: a wrapper too
+    const int spawned = spawn_process(pid_, args_, env_entries, streams);
     ::close(in_pipe[0]);
     ::close(out_pipe[1]);
     if (spawned != 0) {
@@ -155,8 +294,33 @@ void Worker::start() {
       throw InputError(fmt::format("{}: cannot start {} ({}): {}", device_, python_.string(),
                                    python_origin(), std::strerror(spawned)));
     }
+    starting = pid_;
     to_worker_ = ::fdopen(in_pipe[1], "w");
     from_worker_ = ::fdopen(out_pipe[0], "r");
+  }
+
+  // The hello: a line, or the end of the stream (read_reply says which), within the start timeout.
+  // A server that listens has imported its framework, but it serves one session at a time.
+  for (;;) {
+    pollfd ready{::fileno(from_worker_), POLLIN, 0};
+    const int polled = ::poll(&ready, 1, clock.poll_ms());
+    if (polled > 0 || (polled < 0 && errno != EINTR)) break;
+    if (clock.expired()) {
+      if (starting > 0) {
+        ::kill(-starting, SIGKILL);
+        ::waitpid(starting, nullptr, 0);
+        pid_ = -1;
+      }
+      close_connection();
+      session_ = false;
+      throw FrameworkError(
+          fmt::format("{}: the Python worker `{}` ({}) did not say hello within {}{}", device_,
+                      clock.command(), python_origin(), clock.timeout_text(),
+                      starting > 0 ? "; killed it"
+                                   : fmt::format("; its server's log {}", server_log_.string())));
+    }
+    clock.report_progress(starting > 0 ? "the Python worker"
+                                       : "the session with the worker server");
   }
 
   nlohmann::json hello;
@@ -183,7 +347,8 @@ void Worker::start() {
 }
 
 int Worker::connect_to_server(const fs::path& server_dir, const std::string& identity,
-                              std::vector<std::string> args, std::vector<std::string> env_entries) {
+                              std::vector<std::string> args, std::vector<std::string> env_entries,
+                              StartClock& clock) {
   const std::string stem =
       fmt::format("{}-{}", device_file_name(device_), sha256_hex(identity).substr(0, 12));
   const fs::path socket_path = server_dir / (stem + ".sock");
@@ -204,7 +369,8 @@ int Worker::connect_to_server(const fs::path& server_dir, const std::string& ide
     if (fd >= 0) ::close(fd);
     return -1;
   };
-  // One process starts the server; the others wait on the lock and then find it listening.
+  // One process starts the server; the others wait on the lock (as long as a start may take) and
+  // then find it listening.
   const fs::path lock_path = server_dir / (stem + ".lock");
   const int lock = ::open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
   if (lock < 0) {
@@ -215,30 +381,46 @@ int Worker::connect_to_server(const fs::path& server_dir, const std::string& ide
     int fd;
     ~Unlock() { ::close(fd); }  // closing the descriptor releases the lock
   } unlock{lock};
-  ::flock(lock, LOCK_EX);
+  while (::flock(lock, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      throw FrameworkError(
+          fmt::format("{}: cannot lock {}: {}", device_, lock_path.string(), std::strerror(errno)));
+    }
+    if (clock.expired()) {
+      throw FrameworkError(fmt::format(
+          "{}: another process of this run held {} (starting the worker server `{}`) for more "
+          "than {}; its log {}",
+          device_, lock_path.string(), clock.command(), clock.timeout_text(),
+          server_log_.string()));
+    }
+    clock.report_progress("the worker server (started by another process of this run)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(clock.poll_ms()));
+  }
   if (const int fd = try_connect(); fd >= 0) return fd;
 
   args.insert(args.end(), {"--serve", socket_path.string()});
-  env_entries.push_back(
-      fmt::format("FUSEBENCH_WORKER_PIDFILE={}", (server_dir / (stem + ".pid")).string()));
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  env_entries.push_back(fmt::format("FUSEBENCH_WORKER_PIDFILE={}", server_pidfile_.string()));
   // Its stderr outlives the process that starts it (perhaps a listing whose stderr is parsed):
   // a log beside the socket, which tools/run relays to its own stderr after each suite.
   const fs::path log_path = server_dir / (stem + ".log");
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  ChildStreams streams;
+  streams.stdin_path = "/dev/null";
+  streams.stderr_append_path = log_path.c_str();
+  streams.own_process_group = true;  // it outlives this suite; tools/run stops its group at the end
   pid_t server = -1;
-  const int spawned = spawn_process(server, args, env_entries, &actions);
-  posix_spawn_file_actions_destroy(&actions);
+  const int spawned = spawn_process(server, args, env_entries, streams);
   if (spawned != 0) {
     throw InputError(fmt::format("{}: cannot start the worker server {} ({}): {}", device_, args[0],
                                  python_origin(), std::strerror(spawned)));
   }
   server_pid_ = server;
+  {
+    // The server writes its pidfile once it listens; written here too, so that tools/run can stop
+    // one that never gets there (a FUSEBENCH_PYTHON wrapper that hangs before Python).
+    std::ofstream pidfile(server_pidfile_);
+    pidfile << server << "\n";
+  }
   // It listens once the framework is imported: seconds (torch about ten here).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
   for (;;) {
     if (const int fd = try_connect(); fd >= 0) return fd;
     int status = 0;
@@ -253,12 +435,20 @@ int Worker::connect_to_server(const fs::path& server_dir, const std::string& ide
           WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), socket_path.string(),
           log_path.string(), text));
     }
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(server, SIGTERM);
-      throw FrameworkError(fmt::format("{}: the worker server did not listen on {} within 5 min",
-                                       device_, socket_path.string()));
+    if (clock.expired()) {
+      ::kill(-server, SIGKILL);
+      ::waitpid(server, nullptr, 0);
+      server_pid_ = -1;
+      std::error_code ec;
+      fs::remove(server_pidfile_, ec);
+      throw FrameworkError(fmt::format(
+          "{}: the worker server `{}` ({}) did not listen on {} within {}; killed it; its log {}: "
+          "{}",
+          device_, clock.command(), python_origin(), socket_path.string(), clock.timeout_text(),
+          log_path.string(), log_tail(log_path, 10)));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    clock.report_progress("the worker server");
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(clock.poll_ms(), 20)));
   }
 }
 
@@ -319,19 +509,6 @@ std::string exit_status_text(int status) {
     return fmt::format("was killed by signal {} ({})", WTERMSIG(status),
                        strsignal(WTERMSIG(status)));
   return fmt::format("ended with wait status {}", status);
-}
-
-// The last `lines` lines of a log file, or why there are none.
-std::string log_tail(const fs::path& path, std::size_t lines) {
-  std::ifstream log(path);
-  if (!log) return fmt::format("(cannot read {})", path.string());
-  std::vector<std::string> kept;
-  for (std::string line; std::getline(log, line);) {
-    kept.push_back(std::move(line));
-    if (kept.size() > lines) kept.erase(kept.begin());
-  }
-  if (kept.empty()) return "(empty)";
-  return fmt::format("{}", fmt::join(kept, "\n"));
 }
 
 // Whether process `pid` still runs (a zombie does not).

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pathlib
 import random
+import re
 
 import pytest
 
-from reports.results import InputError
+from reports.results import InputError, load_results
 from tools import shards
 
 SUITES = ["accumulated_error@cpu", "scalar_lowering@cpu", "training_alignment@cpu", "data_movement@torch"]
@@ -274,3 +276,36 @@ def test_a_shard_from_the_environment_without_one_names_run_not_merge(tmp_path, 
     assert shards.main(["plan", "--shard", "env/2", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("run: --shard env/2: neither") and "merge" not in err, err
+
+
+def give_run_identity(run_dir: pathlib.Path, run_id: str) -> None:
+    """What tools/run writes into a shard: its id in every suite file and run.json, and the files' digests."""
+    for path in sorted(run_dir.glob("*@*.json")):
+        data = json.loads(path.read_text())
+        data["context"]["fusebench_run_id"] = run_id
+        path.write_text(json.dumps(data))
+    manifest = json.loads((run_dir / "run.json").read_text())
+    manifest["run_id"] = run_id
+    manifest["files"] = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(run_dir.glob("*@*.json"))}
+    (run_dir / "run.json").write_text(json.dumps(manifest))
+
+
+def test_a_merged_run_has_an_identity_of_its_own_and_lists_its_files_digests(tmp_path):
+    keys = listing(24)
+    dirs = [write_shard(tmp_path, i, 3, keys) for i in (1, 2, 3)]
+    for index, run_dir in enumerate(dirs, 1):
+        give_run_identity(run_dir, f"20261206T120000Z-shard{index}")
+    merged = tmp_path / "merged"
+    manifest = shards.merge(dirs, merged)
+    run_id = manifest["run_id"]
+    assert re.fullmatch(r"\d{8}T\d{6}Z-merged-[0-9a-f]{8}", run_id), run_id
+    assert json.loads((merged / "run.json").read_text())["run_id"] == run_id
+    files = sorted(p.name for p in merged.glob("*@*.json"))
+    assert sorted(manifest["files"]) == files and files
+    for name in files:
+        path = merged / name
+        assert json.loads(path.read_text())["context"]["fusebench_run_id"] == run_id, name
+        assert manifest["files"][name] == hashlib.sha256(path.read_bytes()).hexdigest(), name
+    load_results(merged)  # the readers' integrity check: every file is the merged run's, as written
+    again = shards.merge(dirs, tmp_path / "merged-again")
+    assert again["run_id"] != run_id, "two merges of the same shards are two runs"
