@@ -106,8 +106,9 @@ def render(s, result):
         "fused_fma is the fused path with the FMA-contraction knob on (off by default)."
         + (
             f" The shares of the copy with an interval are medians of {_rounds(fam, frameworks)} interleaved rounds with "
-            "their 95 % interval: each round one run of the path and a memcpy of the bytes it counts on the kernels' "
-            "threads, so that kernel and yardstick see the same load; the verdicts rest on them."
+            "their 95 % interval: each round the path and a memcpy of the bytes it counts on the kernels' threads, "
+            "alternating run by run for at least 40 ms, so that kernel and yardstick see the same load; the verdicts "
+            "rest on them."
             if _rounds(fam, frameworks)
             else ""
         )

@@ -72,7 +72,8 @@ def _rounds_text(rows) -> str:
         return ""
     return (
         f" Shares with an interval are medians of {rounds} interleaved rounds with their 95 % interval: each round "
-        "one call and a memcpy of the same bytes on the same threads, so that both see the same load (the copy "
+        "the operation and a memcpy of the same bytes on the same threads, alternating call by call for at least "
+        "40 ms, so that both see the same load (the copy "
         "figures above are the copies timed apart); the verdicts rest on them."
     )
 

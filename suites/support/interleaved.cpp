@@ -79,31 +79,24 @@ CopyShareRounds copy_share_rounds(const std::function<double()>& kernel_seconds,
   out.threads = threads;
   MemoryCopy copy(std::int64_t(traffic_bytes / 2), threads);
   out.copied_bytes = copy.bytes();
-  // Untimed first runs take the page faults; their times size the samples.
-  auto runs_to_last = [](double seconds) {
-    return int(std::clamp(std::ceil(kMinSampleSeconds / std::max(seconds, 1e-6)), 1.0, 1000.0));
-  };
-  out.copies_per_round = runs_to_last(std::min(copy.run_seconds(), copy.run_seconds()));
-  out.kernel_runs_per_round = runs_to_last(std::min(kernel_seconds(), kernel_seconds()));
-  auto mean_kernel = [&] {
-    double sum = 0;
-    for (int i = 0; i < out.kernel_runs_per_round; ++i) sum += kernel_seconds();
-    return sum / out.kernel_runs_per_round;
-  };
-  auto mean_copy = [&] {
-    double sum = 0;
-    for (int i = 0; i < out.copies_per_round; ++i) sum += copy.run_seconds();
-    return sum / out.copies_per_round;
-  };
+  // Untimed first runs take the page faults; their times size the rounds.
+  const double pair_seconds = std::min(copy.run_seconds(), copy.run_seconds()) +
+                              std::min(kernel_seconds(), kernel_seconds());
+  out.pairs_per_round =
+      int(std::clamp(std::ceil(kMinRoundSeconds / std::max(pair_seconds, 1e-6)), 1.0, 1000.0));
   for (int r = 0; r < rounds; ++r) {
     double kernel = 0, copied = 0;
-    if (r % 2 == 0) {
-      kernel = mean_kernel();
-      copied = mean_copy();
-    } else {
-      copied = mean_copy();
-      kernel = mean_kernel();
+    for (int i = 0; i < out.pairs_per_round; ++i) {
+      if ((r + i) % 2 == 0) {
+        kernel += kernel_seconds();
+        copied += copy.run_seconds();
+      } else {
+        copied += copy.run_seconds();
+        kernel += kernel_seconds();
+      }
     }
+    kernel /= out.pairs_per_round;
+    copied /= out.pairs_per_round;
     if (kernel <= 0 || copied <= 0) continue;  // a clock too coarse for the run: no figure
     out.kernel_seconds.push_back(kernel);
     out.copy_seconds.push_back(copied);
@@ -135,8 +128,7 @@ nlohmann::json copy_share_evidence(const CopyShareRounds& rounds) {
       {"traffic_bytes", rounds.traffic_bytes},
       {"copied_bytes", rounds.copied_bytes},
       {"threads", rounds.threads},
-      {"kernel_runs_per_round", rounds.kernel_runs_per_round},
-      {"copies_per_round", rounds.copies_per_round},
+      {"pairs_per_round", rounds.pairs_per_round},
       {"kernel_seconds", rounds.kernel_seconds},
       {"copy_seconds", rounds.copy_seconds},
       {"shares", rounds.shares},

@@ -46,23 +46,23 @@ class MemoryCopy {
 };
 
 // A kernel's share of the copy, round by round: each round runs the kernel and a memcpy of the same
-// traffic (traffic_bytes / 2 copied) on the same threads, one after the other, the order alternating
-// from round to round. A round's share is the kernel's bytes per second over the copy's, i.e. the
-// copy's time over the kernel's when both move the same bytes. Each side of a round is the mean of
-// enough back-to-back runs to last kMinSampleSeconds: a scheduler's time slice taken by another
-// process then moves a sample by a fraction, not a multiple (a 4 ms LayerNorm run alone read
-// anywhere from 20 % to 177 % of the copy on the loaded two-core machine).
-constexpr double kMinSampleSeconds = 0.02;
+// traffic (traffic_bytes / 2 copied) on the same threads, alternating run by run, for enough pairs
+// to last kMinRoundSeconds: a spell of other load falls on both sides of a round alike, and a
+// scheduler's time slice taken by another process moves a round by a fraction, not a multiple (one
+// 4 ms LayerNorm run against one copy read anywhere from 20 % to 177 % of the copy on the loaded
+// two-core machine). A round's share is the kernel's bytes per second over the copy's, i.e. the
+// copy's time over the kernel's when both move the same bytes.
+constexpr double kMinRoundSeconds = 0.04;
 struct CopyShareRounds {
   double traffic_bytes = 0;  // the kernel's counted traffic per run
   std::int64_t copied_bytes = 0;
   int threads = 0;
-  int kernel_runs_per_round = 1, copies_per_round = 1;
+  int pairs_per_round = 1;
   std::vector<double> kernel_seconds, copy_seconds, shares;
   MedianInterval share;
 };
 // `kernel_seconds`: runs the kernel once and returns its time in seconds (what the benchmark times);
-// kernel_seconds and copy_seconds of the result are per run, each the mean of its round's runs.
+// kernel_seconds and copy_seconds of the result are per run, each the mean over its round's pairs.
 CopyShareRounds copy_share_rounds(const std::function<double()>& kernel_seconds,
                                   double traffic_bytes, int threads,
                                   int rounds = kInterleavedRounds);
