@@ -392,7 +392,9 @@ class Explanation:
             )
         for e in self.switch_list:
             cost = ""
-            if e.cost:
+            if e.cost and not e.cost.get("rounds"):
+                cost = f"; cost {e.cost.get('resolved', 'not measured')}"
+            elif e.cost:
                 cost = (
                     f"; cost: {e.cost['slowdown']:.2f}x the compiled time [{e.cost['low']:.2f}, {e.cost['high']:.2f}] "
                     f"over {e.cost['rounds']} interleaved rounds ({e.cost.get('resolved', '')})"
@@ -448,19 +450,36 @@ class _Recorder:
 
 
 def _interpret(gm, args, torch, mode=None) -> dict:
-    """node name -> value, running gm's nodes one by one (under mode when given)."""
+    """node name -> value, running gm's nodes one by one (under mode when given). Each value is
+    a copy taken when its node ran: an in-place op further on (ReLU(inplace=True) after a batch
+    norm, as ResNet and MobileNet write it) mutates the tensor a node returned, and the node's value
+    must be the one its out-of-place twin would keep (under mode, the copy keeps the bound of that
+    moment too). The graph's inputs are copied too, so that a graph mutating one leaves the set as
+    it was."""
     values: dict[str, Any] = {}
+
+    def snapshot(value):
+        if isinstance(value, torch.Tensor):
+            return value.clone()
+        if isinstance(value, (list, tuple)):
+            return type(value)(snapshot(v) for v in value) if not hasattr(value, "_fields") else value
+        return value
 
     class Keep(torch.fx.Interpreter):
         def run_node(self, n):
             result = super().run_node(n)
-            values[n.name] = result
+            values[n.name] = snapshot(result)
             return result
 
     ctx = mode if mode is not None else contextlib.nullcontext()
     with torch.no_grad(), ctx:
-        Keep(gm).run(*args)
+        Keep(gm).run(*_fresh(args, torch))
     return values
+
+
+def _fresh(args, torch) -> list:
+    """Copies of a call's tensor arguments: a compiled graph may mutate its inputs in place."""
+    return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
 
 
 def _prefix(gm, node_name: str, torch):
@@ -794,7 +813,7 @@ def _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, Bo
         compiled = SwitchedInductor(list(base) + switches, options)(prefix, list(sets[0]))
         for s, args in enumerate(sets):
             with torch.no_grad():
-                out = compiled(*args)
+                out = compiled(*_fresh(args, torch))
             c = out[0] if isinstance(out, (list, tuple)) else out
             ref, bound = ref_vals[s][name]
             if _meets(criterion, c, eager_vals[s][name], ref, bound, torch):
@@ -812,7 +831,7 @@ def _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, Bo
         hit, values = False, []
         for s, args in enumerate(sets):
             with torch.no_grad():
-                out = compiled(*args)
+                out = compiled(*_fresh(args, torch))
             c = out[0] if isinstance(out, (list, tuple)) else out
             e = eager_vals[s][name]
             ref, bound = ref_vals[s][name]
@@ -991,11 +1010,23 @@ def _costs(fn, inputs, minimal, entries, options, rounds, torch, base=()) -> Non
     plain = torch.compile(fn, backend=SwitchedInductor(list(base), options), dynamic=False)
     with torch.no_grad():
         inputs.call(plain)
+    from torch._dynamo.utils import counters
+
     for switch, entry in zip(minimal, entries):
         switched = torch.compile(fn, backend=SwitchedInductor([*base, switch], options), dynamic=False)
         with torch.no_grad():
             inputs.call(switched)
-        s = measure_speed(lambda f=switched: inputs.call(f), lambda: inputs.call(plain), 0.0, rounds, torch)
+        # both compiled forms are timed as compiled: a recompile inside the rounds (a guard failing,
+        # Dynamo's cache limit reached and eager run instead) would price the compiler, not the switch
+        compiles = counters["stats"]["unique_graphs"]
+        with torch._dynamo.config.patch(recompile_limit=64, accumulated_recompile_limit=1024):
+            s = measure_speed(lambda f=switched: inputs.call(f), lambda: inputs.call(plain), 0.0, rounds, torch)
+        if counters["stats"]["unique_graphs"] != compiles:
+            entry.cost = {
+                "rounds": 0,
+                "resolved": "not measured: Dynamo compiled again during the timed rounds",
+            }
+            continue
         # measure_speed's speedup is first / second: switched time relative to plain compiled
         entry.cost = {
             "slowdown": s.speedup,

@@ -412,6 +412,42 @@ def _num(x, sig: int = 3) -> str:
     return D._num(x, sig)
 
 
+# ---- progress
+class Progress:
+    """Progress lines on stderr once a judgment has run PROGRESS_AFTER_S seconds: sets done of all,
+    the time so far and the time left at the pace so far; at most one line every PROGRESS_EVERY_S."""
+
+    PROGRESS_AFTER_S = 10.0
+    PROGRESS_EVERY_S = 10.0
+
+    def __init__(self, title: str, sets: int, start: float, stream=None):
+        self.title, self.sets, self.start = title, sets, start
+        self.loop_start = time.perf_counter()
+        self.last = -math.inf
+        self.stream = stream
+        self.shown = 0
+
+    def _elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def say(self, text: str) -> None:
+        if self._elapsed() < self.PROGRESS_AFTER_S:
+            return
+        import sys
+
+        print(f"fusebench judge: {self.title}: {text} ({self._elapsed():.0f} s so far)", file=self.stream or sys.stderr,
+              flush=True)  # fmt: skip
+        self.last = time.perf_counter()
+        self.shown += 1
+
+    def set_done(self, done: int) -> None:
+        now = time.perf_counter()
+        if self._elapsed() < self.PROGRESS_AFTER_S or (now - self.last < self.PROGRESS_EVERY_S and done < self.sets):
+            return
+        left = (now - self.loop_start) / done * (self.sets - done)
+        self.say(f"{done} of {self.sets} sets done, about {left:.0f} s left for the sets")
+
+
 # ---- speed
 @dataclass
 class Speed:
@@ -424,12 +460,16 @@ class Speed:
     rounds: int
 
     def text(self) -> str:
+        """One measure with its interval: the per-round ratio of eager's time to compiled's (the
+        medians of each path's times are in to_dict; a ratio of medians can disagree with the
+        geometric mean of ratios when rounds vary, so the line shows only the latter and eager's
+        time beside it for scale)."""
         if self.rounds == 0:
             return f"compile {self.compile_s:.1f} s (first call); speed not measured"
         return (
-            f"compile {self.compile_s:.1f} s (first call); eager {self.eager_ms:.3g} ms, compiled "
-            f"{self.compiled_ms:.3g} ms per call: compiled {self.speedup:.2f}x eager's speed "
-            f"[{self.low:.2f}, {self.high:.2f}] (95 % interval over {self.rounds} interleaved rounds)"
+            f"compile {self.compile_s:.1f} s (first call); compiled {self.speedup:.2f}x eager's speed "
+            f"[{self.low:.2f}, {self.high:.2f}] (geometric mean over {self.rounds} interleaved rounds of eager's "
+            f"time / compiled's, 95 % interval); eager {self.eager_ms:.3g} ms per call (median of the rounds)"
         )
 
     def to_dict(self) -> dict:
@@ -1036,6 +1076,7 @@ def judge(
     decomposed: dict[str, int] = {}
     seconds = {"eager": 0.0, "compiled": 0.0, "fp64_with_bounds": 0.0, "statistics": 0.0}
     worst_cands: dict[str, list[Worst]] = {}
+    progress = Progress(title, sets, t_start)
     for index in range(sets):
         inputs = first if index == 0 else make_set(index)
         t = time.perf_counter()
@@ -1160,6 +1201,7 @@ def judge(
                     )
                 )
         seconds["statistics"] += time.perf_counter() - t
+        progress.set_done(index + 1)
 
     # decide: exact outputs and non-finite findings first, then the statistics of the others
     if not outputs:
@@ -1217,6 +1259,7 @@ def judge(
         }
 
     # speed
+    progress.say(f"timing eager against compiled, {speed_rounds} interleaved rounds")
     with torch.no_grad():
         speed = measure_speed(lambda: first.call(fn), lambda: first.call(compiled), compile_s, speed_rounds, torch)
     seconds["total"] = time.perf_counter() - t_start
