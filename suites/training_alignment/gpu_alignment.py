@@ -17,12 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pathlib
 import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-
+# run as a script, Python puts this folder first on the path: peer_torch is its sibling
 from peer_torch import initialise, learning_rate, model_class, optimizer
 
 
