@@ -6,6 +6,7 @@
 
 #include "codegen.hpp"
 #include "cuda_device.hpp"
+#include "eager_kernels.hpp"
 #include "fusebench/engine/executor.hpp"
 #include "fusebench/error.hpp"
 #include "fusebench/hash.hpp"
@@ -217,6 +218,16 @@ TEST(CudaCodegen, LongRowsLiveInGlobalScratchAndOddRowsMoveOneElementAtATime) {
   const auto wide =
       compile_graph(softmax_graph(DType::f64, 64, 1024), EngineOptions{}, "sm_90", shared_cache());
   EXPECT_TRUE(lowering_mentions(wide[0], "2-element vectors"));
+}
+
+// The eager row kernel's scratch (sized by the executor before the op's timed region): the
+// weight and bias always, the rows only where they do not fit in 48 KiB of shared memory.
+TEST(CudaCodegen, EagerRowScratchHoldsRowsOnlyWhenSharedMemoryCannot) {
+  EXPECT_EQ(kernels::row_scratch_elements(4096, 1024, false), 2 * 1024);    // 4 KiB rows
+  EXPECT_EQ(kernels::row_scratch_elements(4096, 12288, false), 2 * 12288);  // 48 KiB: one a block
+  EXPECT_EQ(kernels::row_scratch_elements(4096, 12288, true), 2 * 12288 + 512 * 8 * 12288);
+  // 64 KiB fp32 rows: 8 warps a block, one scratch row each, for ceil(100 / 8) blocks
+  EXPECT_EQ(kernels::row_scratch_elements(100, 16384, false), 2 * 16384 + 13 * 8 * 16384);
 }
 
 // ---- element-wise kernels: vectors, and 32-bit index arithmetic where the sizes allow
