@@ -27,6 +27,9 @@ from reports.claims.verdict import (
 from reports.numbers import num
 from reports.results import SuiteResult, axes, benchmarks, dump_dir, rows
 
+# the one-sided sign test's level for the speed verdict (tools/thresholds.json "E-speed")
+SIGN_TEST_ALPHA = thresholds.of("E-speed").settings["sign_test_alpha"]
+
 TASK = Task("E", "E — end-to-end training alignment (claim §3.2 in practice)", "training_alignment")
 CLAIMS = {
     "E-speed": Claim("E-speed", "fused training steps are faster than eager", noun="dtypes"),
@@ -227,9 +230,9 @@ def decide_speed(dtype: str, b: dict) -> Verdict:
     noise = max(control, 1 / control)
     outcome = (
         Outcome.SUPPORTED
-        if speedup > noise and p_faster < 0.05
+        if speedup > noise and p_faster < SIGN_TEST_ALPHA
         else Outcome.CONTRADICTED
-        if speedup < 1 / noise and p_slower < 0.05
+        if speedup < 1 / noise and p_slower < SIGN_TEST_ALPHA
         else Outcome.INCONCLUSIVE
     )
     figures = Speed(
@@ -320,7 +323,7 @@ def words(v: Verdict) -> Wording:
         return Wording(
             v.outcome,
             f"{num(f.speedup)}×",
-            f"speed-up beyond the A/A control's {spread} and a sign test p < 0.05",
+            f"speed-up beyond the A/A control's {spread} and a sign test p < {SIGN_TEST_ALPHA:g}",
             f"median step {num(f.eager_ms)} ms eager vs {num(f.fused_ms)} ms fused, "
             f"interleaved ({f.rounds} rounds of {f.steps_per_turn} timed steps per mode): "
             f"{num(f.speedup)}×; the fused turn was faster in {f.wins} of {f.rounds} rounds (sign test p = "

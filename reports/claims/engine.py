@@ -28,7 +28,8 @@ CLAIMS = {
     # the gate's own check of the task (the fused chain's ULP P99 no worse than eager's), not judged in the report
     "Engine": Claim("Engine", "the fused chain's ULP P99 is no worse than eager's"),
 }
-SPEEDUP_NOISE = 0.1  # one run of each on a shared machine: a ratio within 10 % of 1 is not read as faster or slower
+# one run of each on a shared machine: a ratio within this share of 1 is not read as faster or slower
+SPEEDUP_NOISE = thresholds.of("Engine-speed").settings["speedup_noise"]
 
 
 def targets() -> dict[str, float]:
@@ -207,7 +208,7 @@ def decide_speedup(family: str, eager: dict, fused: dict, copy_bw: float | None)
 
 # A path whose time is this many times what its bytes need at the copy bandwidth is not a
 # memory-bound kernel at its best: per-call work or a slow kernel sets it.
-OVERHEAD_BOUND = 10
+OVERHEAD_BOUND = thresholds.of("Engine-speed").settings["overhead_bound"]
 
 
 @dataclass(frozen=True)
