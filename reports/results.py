@@ -246,9 +246,14 @@ def check_integrity(results: Results) -> list[integrity.Problem]:
     if results.whole_run:
         contexts = {r.path.name: r.context for r in results.by_key.values()}
         problems += integrity.file_problems(results.root, results.manifest, contexts)
-        problems += integrity.ran_without_file(
-            results.manifest, set(results.by_key), lambda suite, device: f"{suite}@{file_device_name(device)}.json"
-        )
+        named = {p.file for p in problems}
+        problems += [
+            p
+            for p in integrity.ran_without_file(
+                results.manifest, set(results.by_key), lambda suite, device: f"{suite}@{file_device_name(device)}.json"
+            )
+            if p.file not in named
+        ]
     for r in results.by_key.values():
         problems += integrity.row_problems(r.path.name, r.data.get("benchmarks", []))
     return problems
