@@ -149,15 +149,20 @@ def test_google_benchmarks_nan_in_an_aggregate_no_claim_reads_is_accepted(run):
     assert load_results(run).integrity == []
 
 
+def relabel(run: pathlib.Path, context_field: str, manifest_field: str, value: str) -> pathlib.Path:
+    """Every suite file's context and run.json saying `value` (the run as another profile or commit wrote it)."""
+    for path in run.glob("*@*.json"):
+        data = json.loads(path.read_text())
+        data["context"][context_field] = value
+        path.write_text(json.dumps(data))
+    manifest = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps(manifest | {manifest_field: value}))
+    return run
+
+
 def test_compare_refuses_other_profiles_and_runs_with_no_case_in_common(tmp_path, capsys):
     base = make_run("quick_a", tmp_path / "a")
-    full = make_run("quick_b", tmp_path / "b")
-    for path in full.glob("*@*.json"):
-        data = json.loads(path.read_text())
-        data["context"]["fusebench_profile"] = "full"
-        path.write_text(json.dumps(data))
-    manifest = json.loads((full / "run.json").read_text())
-    (full / "run.json").write_text(json.dumps(manifest | {"profile": "full"}))
+    full = relabel(make_run("quick_b", tmp_path / "b"), "fusebench_profile", "profile", "full")
     assert compare_runs.main([str(base), str(full)]) == 2
     assert "the runs ran different profiles" in capsys.readouterr().err
 
@@ -173,13 +178,8 @@ def test_compare_refuses_other_profiles_and_runs_with_no_case_in_common(tmp_path
 
 
 def test_compare_says_when_commits_differ(tmp_path, capsys):
-    base, contender = make_run("quick_a", tmp_path / "a"), make_run("quick_b", tmp_path / "b")
-    for path in contender.glob("*@*.json"):
-        data = json.loads(path.read_text())
-        data["context"]["git_revision"] = "feedfacecafe"
-        path.write_text(json.dumps(data))
-    manifest = json.loads((contender / "run.json").read_text())
-    (contender / "run.json").write_text(json.dumps(manifest | {"git_revision": "feedfacecafe"}))
+    base = make_run("quick_a", tmp_path / "a")
+    contender = relabel(make_run("quick_b", tmp_path / "b"), "git_revision", "git_revision", "feedfacecafe")
     compare_runs.main([str(base), str(contender)])
     assert "compare: the runs differ in commits: base" in capsys.readouterr().out
 

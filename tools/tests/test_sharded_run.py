@@ -29,6 +29,7 @@ import time
 
 import pytest
 
+from reports.integrity import ROW_FIELDS
 from tools.compare_runs import direction
 from tools.tests.built import ROOT, needs_suites, work_dir
 
@@ -39,25 +40,8 @@ FILTER = (
     "^(D/subgraph:transpose/dtype:f16/|C2/out:f16/acc:f32/shape:1x16384/|C1/dtype:f16/scalar:0\\.7/"
     "|B/chain:mul_add_gelu_mul/dtype:f16/dist:uniform/|UlpDiff/dtype:f16/)"
 )
-BOOKKEEPING = {
-    "name",
-    "run_name",
-    "run_type",
-    "repetitions",
-    "repetition_index",
-    "threads",
-    "iterations",
-    "real_time",
-    "cpu_time",
-    "time_unit",
-    "family_index",
-    "per_family_instance_index",
-    "aggregate_name",
-    "aggregate_unit",
-    "error_occurred",
-    "error_message",
-    "label",
-}
+# Google Benchmark's own fields of a row, not the suites' counters
+BOOKKEEPING = ROW_FIELDS
 
 
 def run(args: list[str], expect: int = 0, env: dict | None = None) -> subprocess.CompletedProcess:
