@@ -134,3 +134,27 @@ def test_the_run_line_names_the_benchmark_library_and_the_tree():
         "0123456789ab+tree-aaaabbbbcccc (with uncommitted changes: their diff is in device/provenance/tree.diff)"
     )
     assert runline.tree([{"git_revision": "0123456789ab"}]) == "0123456789ab"
+
+
+def test_the_bundle_stamp_names_this_tree_and_the_device_run_accepts_it(tmp_path):
+    import subprocess
+
+    from tools import device_run
+
+    root = device_run.ROOT
+    (tmp_path / "MANIFEST").write_text("# no packages: --stamp only stamps\n")
+    done = subprocess.run([str(root / "tools" / "device-bundle"), "--out", str(tmp_path), "--stamp"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True)
+    revision = (tmp_path / "REVISION").read_text().strip()
+    differs = (tmp_path / "tree.diff").stat().st_size > 0
+    assert revision == head.stdout.strip() + (revision[12:] if differs else "")
+    assert not differs or (revision[12:18] == "+tree-" and len(revision) == 30)
+    listed = dict(line.split("  ", 1)[::-1] for line in (tmp_path / "TREE.sha256").read_text().splitlines())
+    assert "tools/device_run.py" in listed
+    assert device_run.checked_tree(tmp_path, root) == (revision, "")
+    clean = subprocess.run([str(root / "tools" / "device-bundle"), "--out", str(tmp_path), "--stamp", "--require-clean"],
+                           capture_output=True, text=True)  # fmt: skip
+    assert (clean.returncode == 0) == (not differs)
+    assert differs == ("the tree differs from" in clean.stderr)
