@@ -90,10 +90,13 @@ class Runner:
         budget_s: float,
         clock=time.monotonic,
         done_elsewhere: dict[str, str] | None = None,
+        measured_elsewhere: dict[str, float] | None = None,
     ):
         self.out = out
         # step -> where it was done (an earlier loan, from the plan's state file): skipped here
         self.done_elsewhere = done_elsewhere or {}
+        # step -> the seconds an earlier loan ran it before it was cut or failed: a floor on its time
+        self.measured_elsewhere = measured_elsewhere or {}
         self.work = work
         self.budget_s = budget_s
         self.clock = clock
@@ -247,10 +250,12 @@ class Runner:
             left = self.remaining() - PACK_RESERVE_S
             if missing:
                 outcome = Outcome("skipped", f"needs {', '.join(missing)}, which did not succeed")
-            elif step.estimate_s > left:
+            elif self.expected_s(step) > left:
+                measured = self.measured_elsewhere.get(step.name, 0)
+                basis = "an earlier loan ran it that long" if measured > step.estimate_s else "its estimate"
                 outcome = Outcome(
                     "skipped",
-                    f"budget: {max(left, 0):.0f} s left, the step takes about {step.estimate_s:.0f} s (its estimate)",
+                    f"budget: {max(left, 0):.0f} s left, the step takes about {self.expected_s(step):.0f} s ({basis})",
                 )
             elif left < step.min_s:
                 outcome = Outcome(
@@ -275,6 +280,11 @@ class Runner:
                 done_ok.add(step.name)
             self.say(f"{step.name}: {outcome.status}{': ' + outcome.reason if outcome.reason else ''}")
             self.pack()
+
+    def expected_s(self, step: Step) -> float:
+        if not step.estimate_s:  # a setup step: always started
+            return 0
+        return max(step.estimate_s, self.measured_elsewhere.get(step.name, 0))
 
     def print_table(self) -> None:
         print("\nstep                          status     seconds  reason")
@@ -1085,6 +1095,12 @@ def stand_in_revision() -> str:
     return head.stdout.strip() + ("-dirty" if dirty else "")
 
 
+def measured_steps(state: pathlib.Path) -> dict[str, float]:
+    """The seconds the plan's state records for steps not done (cut or failed in an earlier loan)."""
+    steps = json.loads(state.read_text())["steps"]
+    return {n: float(s["seconds"]) for n, s in steps.items() if s.get("status") != "done" and "seconds" in s}
+
+
 def done_steps(state: pathlib.Path) -> dict[str, str]:
     """The steps the plan's state file says are done, each with where (loan and commit)."""
     try:
@@ -1178,7 +1194,8 @@ def main(argv: list[str] | None = None) -> int:
         done = done_steps(args.state) if args.state else {}
     except ValueError as e:
         parser.error(str(e))
-    runner = Runner(args.out.resolve(), work, args.budget, done_elsewhere=done)
+    measured = measured_steps(args.state) if args.state else {}
+    runner = Runner(args.out.resolve(), work, args.budget, done_elsewhere=done, measured_elsewhere=measured)
     if args.stand_in:  # no bundle: the revision is this checkout's, as the build stamped it
         runner.env["FUSEBENCH_REVISION"] = stand_in_revision()
         runner.facts["stand_in"] = True

@@ -239,3 +239,18 @@ def test_the_gpu_plan_follows_the_issue_priority_and_e_needs_no_build():
     stand_in = device_run.gpu_plan(dataclasses.replace(settings, stand_in=True, estimate_scale=0.1))
     by_name = {s.name: s for s in stand_in}
     assert by_name["A@cuda"].estimate_s == 24 and "configure" not in by_name
+
+
+def test_a_step_an_earlier_loan_cut_is_expected_to_take_at_least_that_long(tmp_path):
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"steps": {"long": {"status": "partial", "seconds": 95.0}}, "loans": []}))
+    measured = device_run.measured_steps(state)
+    assert measured == {"long": 95.0}
+    clock = FakeClock()
+    runner = Runner(tmp_path / "out", tmp_path / "work", budget_s=100, clock=clock, measured_elsewhere=measured)
+    long = writing_step("long", clock, 50, min_s=1)
+    long.estimate_s = 40  # fits the 90 s left, but the last loan ran it 95 s and cut it
+    runner.run_plan([long])
+    step = json.loads((tmp_path / "out" / "summary.json").read_text())["steps"][0]
+    assert step["status"] == "skipped"
+    assert step["reason"] == "budget: 90 s left, the step takes about 95 s (an earlier loan ran it that long)"
