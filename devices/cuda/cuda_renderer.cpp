@@ -20,6 +20,9 @@ constexpr int kWarp = 32;                   // = scalar_math's kReduceLanes: one
 constexpr std::int64_t kRowWarps = 8;
 constexpr std::int64_t kRowSharedBytes = 48 * 1024;
 constexpr int kRowBatch = 4;  // chunks a lane loads before it converts the first
+// Blocks of a row kernel whose rows live in global scratch: the scratch is a row per warp of the
+// grid, so the grid stays at about what a GPU keeps resident and loops over the rows.
+constexpr std::int64_t kScratchRowGrid = 256;
 
 std::int64_t blocks_for(std::int64_t threads) {
   return std::min<std::int64_t>(kMaxGrid,
@@ -304,7 +307,8 @@ class CudaRenderer final : public CStyleEmitter {
     const bool in_shared = row_bytes <= kRowSharedBytes;
     const std::int64_t warps =
         std::clamp<std::int64_t>(in_shared ? kRowSharedBytes / row_bytes : kRowWarps, 1, kRowWarps);
-    const std::int64_t grid = std::min<std::int64_t>(kMaxGrid, (rows + warps - 1) / warps);
+    const std::int64_t grid =
+        std::min<std::int64_t>(in_shared ? kMaxGrid : kScratchRowGrid, (rows + warps - 1) / warps);
     index_type_ = index_type_for(rows * extent);
     std::string code;
     scopes_.emplace_back();

@@ -453,6 +453,9 @@ __device__ void store_chunk(void* p, Storage d, std::int64_t first, const C* in)
 
 constexpr int kRowWarps = 8;
 constexpr std::int64_t kRowSharedBytes = 48 * 1024;
+// Blocks of a row kernel whose rows live in global scratch: the scratch is a row per warp of the
+// grid, so the grid stays at about what a GPU keeps resident and loops over the rows.
+constexpr std::int64_t kScratchRowGrid = 256;
 
 template <class C, int V>
 __global__ void row_kernel(Row op, Storage dtype, const void* x, void* y, std::int64_t rows,
@@ -514,7 +517,10 @@ RowLaunch row_launch(std::int64_t rows, std::int64_t k, bool wide_rows) {
   const bool in_shared = row_bytes <= kRowSharedBytes;
   const int warps = int(
       std::clamp<std::int64_t>(in_shared ? kRowSharedBytes / row_bytes : kRowWarps, 1, kRowWarps));
-  return {warps, std::min<std::int64_t>(kMaxGrid, (rows + warps - 1) / warps), in_shared};
+  return {
+      warps,
+      std::min<std::int64_t>(in_shared ? kMaxGrid : kScratchRowGrid, (rows + warps - 1) / warps),
+      in_shared};
 }
 
 template <class C>

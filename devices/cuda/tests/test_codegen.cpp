@@ -209,6 +209,11 @@ TEST(CudaCodegen, LongRowsLiveInGlobalScratchAndOddRowsMoveOneElementAtATime) {
   EXPECT_EQ(long_rows[0].kernel.scratch_elements[0], rows.grid * (rows.block / 32) * 16384);
   EXPECT_TRUE(lowering_mentions(long_rows[0], "global scratch"));
   EXPECT_GE(disassemble_cubin(long_rows[0].cubin.library).count("LDG.E.128"), 1);
+  // many long rows: the grid stops at 256 blocks and loops, so the scratch stays 2048 rows
+  const auto many = compile_graph(softmax_graph(DType::f32, 4096, 16384), EngineOptions{}, "sm_90",
+                                  shared_cache());
+  EXPECT_EQ(launch_named(many[0], "fb_rowwise").grid, 256);
+  EXPECT_EQ(many[0].kernel.scratch_elements[0], 256 * 8 * 16384);
   // 999 elements: no vector divides the row, so every access is one element
   const auto odd =
       compile_graph(softmax_graph(DType::f16, 100, 999), EngineOptions{}, "sm_90", shared_cache());
@@ -225,8 +230,9 @@ TEST(CudaCodegen, LongRowsLiveInGlobalScratchAndOddRowsMoveOneElementAtATime) {
 TEST(CudaCodegen, EagerRowScratchHoldsRowsOnlyWhenSharedMemoryCannot) {
   EXPECT_EQ(kernels::row_scratch_elements(4096, 1024, false), 2 * 1024);    // 4 KiB rows
   EXPECT_EQ(kernels::row_scratch_elements(4096, 12288, false), 2 * 12288);  // 48 KiB: one a block
-  EXPECT_EQ(kernels::row_scratch_elements(4096, 12288, true), 2 * 12288 + 512 * 8 * 12288);
-  // 64 KiB fp32 rows: 8 warps a block, one scratch row each, for ceil(100 / 8) blocks
+  // 96 KiB fp64 rows: 8 warps a block, a scratch row each, for at most 256 blocks
+  EXPECT_EQ(kernels::row_scratch_elements(4096, 12288, true), 2 * 12288 + 256 * 8 * 12288);
+  // 64 KiB fp32 rows, fewer than 256 blocks' worth: ceil(100 / 8) blocks
   EXPECT_EQ(kernels::row_scratch_elements(100, 16384, false), 2 * 16384 + 13 * 8 * 16384);
 }
 
