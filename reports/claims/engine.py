@@ -288,7 +288,8 @@ def words(v: Verdict) -> Wording:
         for device, share, time in f.frameworks:
             details += f"; {device}'s fused kernel {pct(share)} of the same copy ({num(time)}× fusebench's time)"
         if f.ceiling is not None:
-            details += f"; its arithmetic ceiling is {pct(f.ceiling)} of the copy" + (
+            timed_apart = " timed apart" if f.rounds else ""
+            details += f"; its arithmetic ceiling is {pct(f.ceiling)} of the copy{timed_apart}" + (
                 ", below the target: reaching it needs cheaper per-element math, not better memory access"
                 if f.ceiling < f.target
                 else ""

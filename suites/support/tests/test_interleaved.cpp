@@ -1,0 +1,105 @@
+// The interleaving helper: the median's order-statistic interval, and a replay of recorded rounds
+// (reports/tests/fixtures/share_rounds.json: two runs' dumps of the same code, and constructed
+// rounds around a target) through it: every recorded interval is what the helper computes from the
+// recorded times, so the report's decisions on those intervals (reports/tests/test_share_rounds.py)
+// are decisions on the rounds.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "support/interleaved.hpp"
+
+namespace fusebench::suite {
+namespace {
+
+TEST(MedianInterval, ThirtyOneRoundsTakeTheTenthAndTheTwentySecond) {
+  std::vector<double> values;
+  for (int i = 31; i >= 1; --i) values.push_back(double(i));  // unsorted on purpose
+  const MedianInterval m = median_interval(values);
+  EXPECT_EQ(m.n, 31);
+  EXPECT_EQ(m.median, 16);
+  EXPECT_EQ(m.low, 10);
+  EXPECT_EQ(m.high, 22);
+}
+
+TEST(MedianInterval, EvenCountAveragesTheMiddleTwo) {
+  std::vector<double> values;
+  for (int i = 1; i <= 30; ++i) values.push_back(double(i));
+  const MedianInterval m = median_interval(values);
+  EXPECT_EQ(m.median, 15.5);
+  EXPECT_EQ(m.low, 10);  // n = 30: P(X <= 9) = 2.1 %, P(X <= 10) = 4.9 %
+  EXPECT_EQ(m.high, 21);
+}
+
+TEST(MedianInterval, TooFewRoundsGiveTheWholeRange) {
+  const MedianInterval m = median_interval({3.0, 1.0, 2.0, 5.0, 4.0});
+  EXPECT_EQ(m.median, 3);
+  EXPECT_EQ(m.low, 1);
+  EXPECT_EQ(m.high, 5);
+  EXPECT_EQ(median_interval({}).n, 0);
+}
+
+TEST(CopyShareRounds, RefusesNoRoundsAndNoTraffic) {
+  EXPECT_THROW(copy_share_rounds([] { return 1.0; }, 1024, 1, 0), std::invalid_argument);
+  EXPECT_THROW(copy_share_rounds([] { return 1.0; }, 0, 1, 3), std::invalid_argument);
+  EXPECT_THROW(MemoryCopy(0, 1), std::invalid_argument);
+}
+
+TEST(CopyShareRounds, EveryRoundTimesTheKernelAndTheCopy) {
+  int calls = 0;
+  const CopyShareRounds r = copy_share_rounds(
+      [&] {
+        ++calls;
+        return 1e-3;
+      },
+      2 << 20, 2, 7);
+  // 2 untimed calls size the rounds: 1 ms runs and a copy, at most 40 pairs a round
+  EXPECT_GE(r.pairs_per_round, 1);
+  EXPECT_LE(r.pairs_per_round, 40);
+  EXPECT_EQ(calls, 2 + 7 * r.pairs_per_round);
+  EXPECT_EQ(r.copied_bytes, 1 << 20);
+  ASSERT_EQ(r.shares.size(), 7u);
+  for (std::size_t i = 0; i < r.shares.size(); ++i)
+    EXPECT_DOUBLE_EQ(r.shares[i], r.copy_seconds[i] / r.kernel_seconds[i]);
+}
+
+void expect_replayed(const std::string& where, const nlohmann::json& dump) {
+  SCOPED_TRACE(where);
+  const double traffic = dump.at("traffic_bytes");
+  const std::int64_t copied = dump.at("copied_bytes");
+  const auto kernel = dump.at("kernel_seconds").get<std::vector<double>>();
+  const auto copy = dump.at("copy_seconds").get<std::vector<double>>();
+  ASSERT_EQ(kernel.size(), copy.size());
+  std::vector<double> shares;
+  for (std::size_t i = 0; i < kernel.size(); ++i)
+    shares.push_back(round_share(traffic, kernel[i], copied, copy[i]));
+  const MedianInterval m = median_interval(shares);
+  const auto& recorded = dump.at("share");
+  EXPECT_EQ(m.n, recorded.at("rounds").get<int>());
+  EXPECT_NEAR(m.median, recorded.at("median").get<double>(), 1e-12);
+  EXPECT_NEAR(m.low, recorded.at("low").get<double>(), 1e-12);
+  EXPECT_NEAR(m.high, recorded.at("high").get<double>(), 1e-12);
+}
+
+TEST(CopyShareRounds, RecordedRoundsReplayToTheirIntervals) {
+  std::ifstream in(FUSEBENCH_SHARE_ROUNDS_FIXTURE);
+  ASSERT_TRUE(in) << FUSEBENCH_SHARE_ROUNDS_FIXTURE;
+  const nlohmann::json fixture = nlohmann::json::parse(in);
+  int replayed = 0;
+  for (const auto& [run, dumps] : fixture.at("runs").items()) {
+    for (const auto& [name, dump] : dumps.items()) {
+      expect_replayed(run + " " + name, dump);
+      ++replayed;
+    }
+  }
+  for (const auto& [name, dump] : fixture.at("constructed").items()) {
+    expect_replayed("constructed " + name, dump);
+    ++replayed;
+  }
+  EXPECT_GE(replayed, 10);
+}
+
+}  // namespace
+}  // namespace fusebench::suite
