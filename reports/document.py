@@ -12,7 +12,8 @@ import pathlib
 import tempfile
 from dataclasses import dataclass, field
 
-from reports.claims.verdict import Wording, failures_of_any, with_failures
+from reports import claims
+from reports.claims.verdict import Verdict, Wording, failures_of_any, with_failures
 
 FIGURE_DPI = 100  # CSS pixels per figure inch: a figure W inches wide shows W*100 px wide, unscaled
 PNG_SCALE = 2  # PNGs carry twice that, for sharp text on high-density screens
@@ -114,24 +115,25 @@ class Section:
     device: str = "cpu"
     show_device: bool = False
     # verdicts given and not yet recorded (settle), each with the device it was given for
-    pending: list[tuple[str, str | None, str, Wording, str, bool]] = field(default_factory=list)
+    pending: list[tuple[str, Verdict, str, bool]] = field(default_factory=list)
 
-    def verdict(self, claim: str, member: str | None, statement: str, wording: Wording):
+    def verdict(self, statement: str, v: Verdict):
         """A verdict: the claim in words, its outcome, then what decided it (the matrix reads it too).
         Held until settle(), when the failed cases that bear on it are known."""
-        self.pending.append((claim, member, statement, wording, self.device, self.show_device))
+        self.pending.append((statement, v, self.device, self.show_device))
 
     def settle(self, failed: list[tuple[str, str]] = ()):
         """Records the verdicts given since the last settle (the current device's), each with the failed
-        cases (benchmark name, error) that bear on it (claims.verdict.with_failures): a member's, those
-        that name it; a claim without members, all of them; and a failure that names no member of the
-        section bears on every verdict."""
+        cases (benchmark name, error) that bear on it applied to its data (claims.verdict.with_failures):
+        a member's, those that name it; a claim without members, all of them; and a failure that names
+        no member of the section bears on every verdict. Only then is it put into words."""
         failed = list(failed)
-        members = {m for _, m, *_ in self.pending if m}
+        members = {v.member for _, v, *_ in self.pending if v.member}
         unplaced = [f for f in failed if not failures_of_any(members, [f])]
-        for claim, member, statement, wording, device, show_device in self.pending:
-            bearing = failed if member is None else failures_of_any({member}, failed) + unplaced
-            self._record(claim, member, statement, with_failures(wording, bearing), device, show_device)
+        for statement, v, device, show_device in self.pending:
+            bearing = failed if v.member is None else failures_of_any({v.member}, failed) + unplaced
+            settled = with_failures(v, bearing)
+            self._record(v.claim, v.member, statement, claims.words(settled), device, show_device)
         self.pending = []
 
     def _record(self, claim: str, member: str | None, statement: str, wording: Wording, device: str, show_device: bool):

@@ -22,7 +22,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from reports.claims import a, b, c1, c2, c3, d, e, engine, s
-from reports.claims.verdict import Claim, Outcome, Task, Verdict, Wording
+from reports.claims.verdict import Claim, FailedCases, Outcome, Task, Verdict, Wording, failed_wording
 
 FAMILIES: tuple[ModuleType, ...] = (a, b, c1, c2, c3, d, e, s, engine)  # the plan's order: the report's sections
 
@@ -55,6 +55,8 @@ def task(task_id: str) -> Task:
 
 
 def words(v: Verdict) -> Wording:
+    if isinstance(v.figures, FailedCases):
+        return failed_wording(v, words(v.figures.judged))
     return family(v.claim).words(v)
 
 

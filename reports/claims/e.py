@@ -280,6 +280,47 @@ def verdicts(facts: Facts) -> list[Verdict]:
     return out
 
 
+# ---- task E on a GPU (suites/training_alignment/gpu_alignment.py's gpu_alignment.json)
+def gpu_band_row(data: dict) -> dict:
+    """The plan's literal rule over every evaluation of a GPU training run: the compiled run's held-out
+    loss within the range of the eager seeds' at the same step (rows, excursions, max gap / band)."""
+    runs = [r for r in data.get("runs", []) if "eval" in r]
+    eager = [r for r in runs if r["mode"] == "eager"]
+    rows = excursions = 0
+    worst = 0.0
+    for compiled in (r for r in runs if r["mode"] == "compiled"):
+        for point in compiled["eval"]:
+            band = [p["loss"] for r in eager for p in r["eval"] if p["step"] == point["step"]]
+            if len(band) < 2:
+                continue
+            low, high = min(band), max(band)
+            width = max(high - low, 1e-12)
+            gap = max(low - point["loss"], point["loss"] - high, 0.0)
+            rows += 1
+            excursions += gap > 0
+            worst = max(worst, gap / width)
+    return {"rows": rows, "excursions": excursions, "max_gap_over_band": worst}
+
+
+def gpu_facts(data: dict) -> Alignment:
+    """A GPU training run's eval losses per seed and mode, and its band row."""
+
+    def losses(mode: str) -> dict[int, dict]:
+        return {
+            r["seed"]: {"eval_loss": [p["loss"] for p in r["eval"]]}
+            for r in data.get("runs", [])
+            if r["mode"] == mode and "eval" in r
+        }
+
+    return Alignment(data.get("dtype", "bf16"), gpu_band_row(data), losses("eager"), losses("compiled"), {})
+
+
+def gpu_verdicts(facts: Alignment) -> list[Verdict]:
+    """Task E on the GPU: the compiled run's final held-out loss against the eager seeds' prediction
+    interval (decide_gap), the plan's literal rule beside it."""
+    return [decide_gap(facts.dtype, facts.eager, facts.fused, facts.row)]
+
+
 # ---- words
 def statement(v: Verdict) -> str:
     statement = CLAIMS[v.claim].statement

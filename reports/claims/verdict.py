@@ -139,33 +139,51 @@ def _name_values(name: str) -> set[str]:
     return {part.split(":", 1)[-1] for part in name.split("/")} | set(name.split("/"))
 
 
-def with_failures(wording: Wording, failed: list[tuple[str, str]]) -> Wording:
-    """A verdict some of whose cases failed (errored for a reason other than a declared n/a). What
-    was judged cannot stand for the claim: SUPPORTED, ABSENT and N/A become INCONCLUSIVE, naming the
-    failures; CONTRADICTED stands (the judged cases already contradict the claim) and names them."""
+@dataclass(frozen=True)
+class FailedCases:
+    """The figures of a verdict some of whose cases failed (errored for a reason other than a declared
+    n/a): the verdict judged without them, and the failures (benchmark name, error)."""
+
+    judged: Verdict
+    failed: tuple[tuple[str, str], ...]
+
+
+def with_failures(v: Verdict, failed: list[tuple[str, str]]) -> Verdict:
+    """A verdict some of whose cases failed. What was judged cannot stand for the claim: SUPPORTED,
+    ABSENT and N/A become INCONCLUSIVE; CONTRADICTED stands (the judged cases already contradict the
+    claim). Either way the failures are its figures' (FailedCases), named in its words."""
     if not failed:
-        return wording
-    messages = list(dict.fromkeys(message for _, message in failed))
+        return v
+    if v.outcome is Outcome.CONTRADICTED:
+        return replace(v, figures=FailedCases(v, tuple(failed)))
+    judged = v.cases if v.outcome in JUDGED else 0
+    return Verdict(v.claim, Outcome.INCONCLUSIVE, FailedCases(v, tuple(failed)), (judged or 0) + len(failed), v.member)
+
+
+def failed_wording(v: Verdict, judged: Wording) -> Wording:
+    """The words of a verdict with failed cases (with_failures), from the words of what was judged."""
+    f: FailedCases = v.figures
+    messages = list(dict.fromkeys(message for _, message in f.failed))
     errors = "; ".join(short(m, 16) for m in messages[:2]) + (
         f" (and {len(messages) - 2} other errors)" if len(messages) > 2 else ""
     )
-    k = len(failed)
+    k = len(f.failed)
     failed_text = f"{k} case{'' if k == 1 else 's'} failed: {errors}"
-    if wording.outcome is Outcome.CONTRADICTED:
-        evidence = f"{wording.evidence.rstrip('.')}; also {failed_text}" if wording.evidence else failed_text
-        return replace(wording, evidence=evidence)
-    judged = wording.cases if wording.outcome in JUDGED else 0
-    before = f"{wording.label} {wording.key_figure}".strip()
+    if v.outcome is Outcome.CONTRADICTED:
+        evidence = f"{judged.evidence.rstrip('.')}; also {failed_text}" if judged.evidence else failed_text
+        return replace(judged, evidence=evidence)
+    cases = f.judged.cases if f.judged.outcome in JUDGED else 0
+    before = f"{judged.label} {judged.key_figure}".strip()
     return Wording(
-        Outcome.INCONCLUSIVE,
-        f"{k} failed; on the {num_cases(judged)} judged: {before}" if judged else f"{k} failed; none judged",
-        wording.condition or "the claim's condition over every case of the task",
-        wording.evidence or wording.reason,
-        (judged or 0) + k,
+        v.outcome,
+        f"{k} failed; on the {num_cases(cases)} judged: {before}" if cases else f"{k} failed; none judged",
+        judged.condition or "the claim's condition over every case of the task",
+        judged.evidence or judged.reason,
+        v.cases,
         interval=f"{failed_text}. Judged without them: {before}",
-        beside=wording.beside,
-        parts=wording.parts,
-        decider=wording.decider,
+        beside=judged.beside,
+        parts=judged.parts,
+        decider=judged.decider,
     )
 
 

@@ -17,7 +17,7 @@ ENGINE_DEVICES = ("cpu", "cuda")  # fusebench's own engine: its kernels carry tr
 def show(s, verdicts: list[Verdict]):
     """Each verdict in the section, in its claim's words (the matrix reads them from there)."""
     for v in verdicts:
-        s.verdict(v.claim, v.member, claims.statement(v), claims.words(v))
+        s.verdict(claims.statement(v), v)
 
 
 def flag(value) -> str:

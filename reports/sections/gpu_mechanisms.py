@@ -172,40 +172,11 @@ def load_alignment(results_dir: pathlib.Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def alignment_band_rows(data: dict) -> dict:
-    """The plan's literal rule over every evaluation: the compiled run's held-out loss within the
-    range of the eager seeds' at the same step."""
-    runs = [r for r in data.get("runs", []) if "eval" in r]
-    eager = [r for r in runs if r["mode"] == "eager"]
-    rows = excursions = 0
-    worst = 0.0
-    for compiled in (r for r in runs if r["mode"] == "compiled"):
-        for point in compiled["eval"]:
-            band = [p["loss"] for r in eager for p in r["eval"] if p["step"] == point["step"]]
-            if len(band) < 2:
-                continue
-            low, high = min(band), max(band)
-            width = max(high - low, 1e-12)
-            gap = max(low - point["loss"], point["loss"] - high, 0.0)
-            rows += 1
-            excursions += gap > 0
-            worst = max(worst, gap / width)
-    return {"rows": rows, "excursions": excursions, "max_gap_over_band": worst}
-
-
 def render_alignment(s, data: dict) -> None:
     """Task E on the GPU (gpu_alignment.py): the compiled run's final held-out loss against the eager
     seeds' prediction interval, the suite's rule, and the plan's literal rule beside it."""
+    show(s, claims.e.gpu_verdicts(claims.e.gpu_facts(data)))
     runs = data.get("runs", [])
-    eager = {
-        r["seed"]: {"eval_loss": [p["loss"] for p in r["eval"]]} for r in runs if r["mode"] == "eager" and "eval" in r
-    }
-    fused = {
-        r["seed"]: {"eval_loss": [p["loss"] for p in r["eval"]]}
-        for r in runs
-        if r["mode"] == "compiled" and "eval" in r
-    }
-    show(s, [claims.e.decide_gap(data.get("dtype", "bf16"), eager, fused, alignment_band_rows(data))])
     model = data.get("model", {})
     s.paragraph(
         f"On {data.get('device', 'the GPU')} in PyTorch alone (suites/training_alignment/gpu_alignment.py, torch "

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 
-from reports import report
-from reports.claims.verdict import Outcome, Wording, with_failures
+from reports import claims, report
+from reports.claims import d
+from reports.claims.verdict import NotApplicable, Outcome, Verdict, not_applicable, with_failures
 from reports.document import Document
 from reports.results import is_failure
 from reports.tests.fixture_runs import make_run
@@ -23,32 +24,42 @@ def test_a_declared_na_is_not_a_failure():
     assert not is_failure({"error_message": WORKER_DIED})  # no error occurred
 
 
-def test_failures_turn_a_verdict_inconclusive_and_name_them():
-    supported = Wording(Outcome.SUPPORTED, "3/3 bit-equal", "fused = eager bit for bit", "3 cases", 3)
+def _bit_equal(cases: int, differing: int = 0) -> Verdict:
+    """Task D's verdict over `cases` data-movement cases, `differing` of them not bit-equal."""
+    rows = tuple(
+        ({"subgraph": f"s{k}"}, {"name": f"D/subgraph:s{k}/dtype:f16", "bit_equal": int(k >= differing)})
+        for k in range(cases)
+    )
+    return d.decide(d.Facts(rows, {}))
+
+
+def test_failures_turn_a_verdict_inconclusive_in_its_data_and_name_them():
+    supported = _bit_equal(3)
     failed = [(f"D/subgraph:s{k}/dtype:f16", WORKER_DIED) for k in range(15)]
     v = with_failures(supported, failed)
-    assert v.outcome is Outcome.INCONCLUSIVE and v.cases == 18
-    assert v.key_figure == "15 failed; on the 3 cases judged: SUPPORTED 3/3 bit-equal"
-    assert "15 cases failed: the run's worker server closed the session" in v.interval
-    contradicted = Wording(Outcome.CONTRADICTED, "1/3 differ", "fused = eager", "3 cases", 3)
-    assert with_failures(contradicted, failed[:1]).outcome is Outcome.CONTRADICTED
-    assert "also 1 case failed" in with_failures(contradicted, failed[:1]).evidence
-    na = Wording(Outcome.NA, "no inexact-scalar case", reason="no inexact-scalar f16/bf16 case in this run")
+    assert v.outcome is Outcome.INCONCLUSIVE and v.cases == 18 and v.figures.judged is supported
+    shown = claims.words(v)
+    assert shown.key_figure == f"15 failed; on the 3 cases judged: SUPPORTED {claims.words(supported).key_figure}"
+    assert "15 cases failed: the run's worker server closed the session" in shown.interval
+    contradicted = with_failures(_bit_equal(3, differing=1), failed[:1])
+    assert contradicted.outcome is Outcome.CONTRADICTED
+    assert "also 1 case failed" in claims.words(contradicted).evidence
+    na = not_applicable("C1", "no inexact-scalar f16/bf16 case in this run", "no inexact-scalar case")
     v = with_failures(na, [("C1/dtype:f16/scalar:0.7", "filesystem error: cannot create directories")])
-    assert v.outcome is Outcome.INCONCLUSIVE and v.key_figure == "1 failed; none judged"
-    assert v.interval.endswith("Judged without them: N/A no inexact-scalar case")
+    assert v.outcome is Outcome.INCONCLUSIVE and claims.words(v).key_figure == "1 failed; none judged"
+    assert claims.words(v).interval.endswith("Judged without them: N/A no inexact-scalar case")
     assert with_failures(supported, []) is supported
 
 
 def test_a_failure_bears_on_the_member_it_names_else_on_every_member(tmp_path):
-    ok = Wording(Outcome.SUPPORTED, "fine", "a condition", "facts", 4)
+    ok = {m: Verdict("B", Outcome.NA, NotApplicable("no per-set figures"), member=m) for m in ("attention", "softmax")}
     s = Document(tmp_path).section("B", "B")
     for member in ("attention", "softmax"):
-        s.verdict("B", member, member, ok)
+        s.verdict(member, ok[member])
     s.settle([("B/chain:attention/dtype:f16/dist:uniform", "boom")])
-    assert [c.wording.outcome for c in s.doc.verdicts] == [Outcome.INCONCLUSIVE, Outcome.SUPPORTED]
+    assert [c.wording.outcome for c in s.doc.verdicts] == [Outcome.INCONCLUSIVE, Outcome.NA]
     for member in ("attention", "softmax"):
-        s.verdict("B", member, member, ok)
+        s.verdict(member, ok[member])
     s.settle([("B/setup", "boom")])  # names no member: it may hide any of them
     assert [c.wording.outcome for c in s.doc.verdicts[2:]] == [Outcome.INCONCLUSIVE, Outcome.INCONCLUSIVE]
 
@@ -80,10 +91,10 @@ def test_the_report_lists_failed_cases_and_the_verdict_says_so(tmp_path):
 def test_a_verdict_keeps_the_device_it_was_given_for_until_settled(tmp_path):
     doc = Document(tmp_path)
     section = doc.section("E", "E — training")
-    na = Wording(Outcome.NA, "not run", reason="the training suite did not run")
+    na = not_applicable("E-gap", "the training suite did not run", "not run")
     for device in ("cpu", "torch", "xla"):  # as E's not-run path gives them: one settle for all
         section.device, section.show_device = device, True
-        section.verdict("E-gap", None, "training metrics align", na)
+        section.verdict("training metrics align", na)
     section.settle()
     assert [cell.device for cell in doc.verdicts] == ["cpu", "torch", "xla"]
     assert [md[0].split("]")[0].split("[")[-1] for md, _ in section.verdicts] == ["cpu", "torch", "xla"]

@@ -4,6 +4,7 @@ is never the host's memcpy; task E on the GPU is decided by the suite's predicti
 
 from __future__ import annotations
 
+from reports import claims
 from reports.results import copy_bandwidth
 from reports.sections import gpu_mechanisms
 
@@ -79,8 +80,8 @@ class Recorder:
     def __init__(self):
         self.verdicts, self.tables, self.paragraphs = [], [], []
 
-    def verdict(self, claim, member, statement, wording):
-        self.verdicts.append((claim, wording))
+    def verdict(self, statement, v):
+        self.verdicts.append((v.claim, v))
 
     def paragraph(self, text):
         self.paragraphs.append(text)
@@ -97,7 +98,7 @@ def test_training_on_the_gpu_is_decided_by_the_prediction_interval():
         s = Recorder()
         gpu_mechanisms.render_alignment(s, data)
         assert s.verdicts[0][1].outcome.name == expected
-    rows = gpu_mechanisms.alignment_band_rows(outside)
+    rows = claims.e.gpu_band_row(outside)
     assert rows["rows"] == 2 and rows["excursions"] == 1
 
 
