@@ -947,7 +947,8 @@ def judge_step(stand_in: bool) -> Callable[[Runner, float], Outcome]:
             return Outcome("failed", f"pip install ./python offline: {why}")
         env = dict(runner.env, PYTHONPATH=os.pathsep.join(filter(None, [str(target), runner.env.get("PYTHONPATH")])))
         device = "cpu" if stand_in else "cuda"
-        argv = [python, "-m", "fusebench", "judge", f"{ROOT / 'tools/gpu/judge_models.py'}:gpt2_small_{device}",
+        factory = "gpt2_two_layers_cpu" if stand_in else "gpt2_124m_cuda"
+        argv = [python, "-m", "fusebench", "judge", f"{ROOT / 'tools/gpu/judge_models.py'}:{factory}",
                 "--dtype", "bf16", "--sets", "4" if stand_in else "32", "--speed-rounds", "0" if stand_in else "15",
                 "--out", str(runner.extras / f"judge-gpt2@{device}")]  # fmt: skip
         status, text = runner.command(argv, max(timeout - (time.monotonic() - t0), 1), log_name="judge.log", env=env)
