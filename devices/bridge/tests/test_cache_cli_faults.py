@@ -309,3 +309,36 @@ def test_verify_does_not_call_a_half_written_build_corrupt(tmp_path):
     kernel["so"].write_bytes(b"\x7fELF truncated")
     done = cache_cli(clean_env(), "--dir", str(cache), "verify")
     assert done.returncode == 1 and f"CORRUPT kernel {kernel['so'].stem}" in done.stdout, done.stdout
+
+
+def test_tools_run_holds_the_cache_for_the_whole_run(tmp_path):
+    """tools/run takes the use lock before its first suite and keeps it between suites (the framework caches beside
+    the kernel cache are in use then too): a clear during the run refuses naming it; after the run it goes ahead."""
+    cache, out = tmp_path / "kernels", tmp_path / "results"
+    env = clean_env(FUSEBENCH_KERNEL_CACHE=str(cache))
+    run = subprocess.Popen(
+        [str(ROOT / "tools" / "run"), "--no-build", "--device", "cpu", "--out", str(out),
+         "--filter", "^D/subgraph:transpose/dtype:f16/shape:2x16x32/"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not ((cache / USE_LOCK).exists() and lock_is_held(cache / USE_LOCK)):
+            assert run.poll() is None, f"the run ended (exit {run.returncode}) before holding the cache"
+            assert time.monotonic() < deadline, "tools/run never took the cache's use lock"
+            time.sleep(0.1)
+        done = cache_cli(clean_env(), "--dir", str(cache), "clear")
+        assert run.poll() is None, "the run ended during the check: the refusal proves nothing"
+        assert done.returncode == EXIT_IN_USE, f"clear under a run: exit {done.returncode}: {done.stdout}"
+        assert "nothing was removed" in done.stderr, done.stderr
+        assert run.wait(timeout=600) == 0, run.stderr.read()[-2000:]
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait(timeout=30)
+    done = cache_cli(clean_env(), "--dir", str(cache), "clear")
+    assert done.returncode == 0, f"clear after the run: exit {done.returncode}: {done.stderr}"
