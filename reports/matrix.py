@@ -4,9 +4,9 @@ has results, each cell the verdict and the figure that decided it, linked to the
 Rows are claims by id (reports/claims/), never by their words. With several devices, a claim judged
 once per member (B's chains, E's dtypes, S's measures, the engine's kernels) gets one row for all its
 members: its cell is CONTRADICTED if a judged member is, SUPPORTED if all judged ones are, else
-INCONCLUSIVE, and names the members that differ (each has its own verdict in the section). A claim
-judged twice on one device shows its worse verdict. A task without any verdict keeps a row: not run,
-or ran without a case."""
+INCONCLUSIVE (claims.verdict.group_outcome decides it), and names the members that differ (each has its
+own verdict in the section). A claim judged twice on one device shows its worse verdict. A task without
+any verdict keeps a row: not run, or ran without a case."""
 
 from __future__ import annotations
 
@@ -15,18 +15,12 @@ import re
 from dataclasses import dataclass, field
 
 from reports.claims import FAMILIES, claim
-from reports.claims.verdict import JUDGED, Outcome, Wording, combine, short
+from reports.claims.verdict import JUDGED, SEVERITY, Outcome, Wording, group_outcome, short
 from reports.document import Cell, Document, anchor
 from reports.results import Results
 
 # Worst first: a claim judged more than once on one device shows its worst outcome in the matrix.
-VERDICT_ORDER = {
-    Outcome.CONTRADICTED: 0,
-    Outcome.INCONCLUSIVE: 1,
-    Outcome.SUPPORTED: 2,
-    Outcome.ABSENT: 3,
-    Outcome.NA: 4,
-}
+VERDICT_ORDER = SEVERITY
 
 
 def matrix_reason(reason: str) -> str:
@@ -63,12 +57,7 @@ def grouped_verdict(members: list[tuple[str, Wording]]) -> Wording:
     else INCONCLUSIVE; ABSENT or N/A when no member was judged. Its figure names the members of the
     cell's outcome (counts them where SUPPORTED), then the others by outcome."""
     judged = [v for _, v in members if v.outcome in JUDGED]
-    if judged:
-        outcome = combine([v.outcome for v in judged])
-    elif all(v.outcome is Outcome.ABSENT for _, v in members):
-        outcome = Outcome.ABSENT
-    else:
-        outcome = Outcome.NA
+    outcome = group_outcome([v.outcome for _, v in members])
     if len({(v.outcome, v.key_figure) for _, v in members}) == 1:
         figure = members[0][1].key_figure  # all alike: their own figure
     elif outcome not in JUDGED and all(v.outcome is outcome for _, v in members):

@@ -106,6 +106,12 @@ def verdicts(facts: Facts) -> list[Verdict]:
     return [decide(m) for m in facts.measured if m.target is not None and m.dtype == "f16"]
 
 
+def row_verdicts(facts: Facts) -> list[tuple[Measured, Verdict | None]]:
+    """Every measured operation (each dtype, each thread count) with its verdict against its target, for
+    the section's table; None where it has no target. The claim's own verdicts are `verdicts`."""
+    return [(m, decide(m) if m.target is not None else None) for m in facts.measured]
+
+
 def decide(m: Measured) -> Verdict:
     if m.rounds:
         return Verdict("S", shares.rounds_outcome(m.rounds, m.target), m, m.rounds.rounds, member=m.family)

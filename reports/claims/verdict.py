@@ -204,6 +204,19 @@ def combine(outcomes: list[Outcome]) -> Outcome:
     return Outcome.INCONCLUSIVE
 
 
+# Worst first: where one claim has several verdicts in one place (judged twice on a device), the worst stands.
+SEVERITY = {Outcome.CONTRADICTED: 0, Outcome.INCONCLUSIVE: 1, Outcome.SUPPORTED: 2, Outcome.ABSENT: 3, Outcome.NA: 4}
+
+
+def group_outcome(outcomes: list[Outcome]) -> Outcome:
+    """One outcome for a claim judged once per member, over its members (the matrix cell that groups
+    them): combine over the judged members; ABSENT when every member is ABSENT, else N/A, when none
+    was judged."""
+    if any(o in JUDGED for o in outcomes):
+        return combine(outcomes)
+    return Outcome.ABSENT if outcomes and all(o is Outcome.ABSENT for o in outcomes) else Outcome.NA
+
+
 def all_pass(passed: int, cases: int) -> Outcome:
     """SUPPORTED when every case passes, CONTRADICTED otherwise; N/A over zero cases."""
     if cases == 0:

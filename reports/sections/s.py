@@ -57,10 +57,10 @@ def render(s, result):
             gbps(r.bw),
             shares.interval_text(r.rounds) if r.rounds else claim.share_text(r),
             pct(r.target, 2) if r.target is not None else "—",
-            VERDICT_WORD[claim.decide(r).outcome] if r.target is not None else "—",
+            VERDICT_WORD[v.outcome] if v is not None else "—",
             WHAT.get(r.family, ""),
         ]
-        for r in rows
+        for r, v in claim.row_verdicts(facts)
     ]
     s.table(["operation", "dtype", "elements", "threads", "GB/s", "of copy", "target", "verdict", "traffic"], table)
 
