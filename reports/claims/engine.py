@@ -132,6 +132,7 @@ class Speedup:
     low: float = 0.0
     high: float = 0.0
     wins: int = 0
+    pairs: int = 1  # eager and fused runs per round, alternating run by run
 
 
 def decide_target(family: str, facts: Facts) -> Verdict | None:
@@ -195,6 +196,7 @@ def decide_speedup(family: str, eager: dict, fused: dict, copy_bw: float | None)
         lo,
         hi,
         int(fused["interleaved_fused_wins"]) if rounds else 0,
+        int(fused.get("interleaved_pairs_per_round", 1)),
     )
     if rounds:
         outcome = Outcome.SUPPORTED if lo > 1 else Outcome.CONTRADICTED if hi < 1 else Outcome.INCONCLUSIVE
@@ -314,9 +316,14 @@ def _speedup_words(v: Verdict) -> Wording:
     )
     if f.rounds:
         figure = f"{num(f.median)}× eager [{num(f.low)}, {num(f.high)}]"
+        per_round = (
+            f"{f.pairs} runs of each per round, alternating run by run"
+            if f.pairs > 1
+            else "one run of each per round, alternating order"
+        )
         condition = (
-            f"the 95 % interval of the median eager/fused time ratio over {f.rounds} interleaved rounds (one run of "
-            "each per round, alternating order; sign-test order statistics) lies above 1 (below: CONTRADICTED)"
+            f"the 95 % interval of the median eager/fused time ratio over {f.rounds} interleaved rounds ({per_round}; "
+            "sign-test order statistics) lies above 1 (below: CONTRADICTED)"
         )
         facts_text = (
             f"interleaved: fused faster in {f.wins} of {f.rounds} rounds, median ratio {num(f.median)}× "

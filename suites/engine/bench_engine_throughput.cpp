@@ -23,8 +23,8 @@
 //                  engine's fused path, so each is a share of the same MemoryCopy
 // Precision counters (ulp_max, ulp_p99 against fp64) are computed once, outside the timed loop.
 // The fused path's speed-up over eager (Chain, LayerNorm, Softmax: the verdicts') is also timed
-// interleaved (interleaved_* counters): the two paths run one after the other, in alternating
-// order, round after round, so that a burst of other load on the machine slows both and not one;
+// interleaved (interleaved_* counters): the two paths alternate run by run within rounds of at
+// least 40 ms, so that a burst of other load on the machine slows both and not one;
 // the report decides "fused is faster" on the median per-round ratio and its distribution-free
 // 95 % interval, not on two runs timed minutes apart. A path's share of the copy is timed the same
 // way (copy_share* counters, the rounds in the dump as copy_share_<name>.json): each round one run
@@ -123,8 +123,8 @@ double run_ms(engine::Executor& executor, const Workload& w, bool manual_time) {
   return own_ms;
 }
 
-// Rounds of one eager and one fused run, in alternating order; the per-round ratio eager/fused,
-// its median and the median's 95 % interval (support/interleaved.hpp).
+// Rounds of eager and fused runs alternating run by run (support/interleaved.hpp's paired rounds);
+// the per-round ratio eager/fused, its median and the median's 95 % interval.
 // Measured once per workload and device: Google Benchmark calls a benchmark more than once to size
 // its loop, and the rounds do not depend on that.
 void interleaved_speedup(benchmark::State& state, const Workload& w, engine::Executor& fused,
@@ -137,17 +137,12 @@ void interleaved_speedup(benchmark::State& state, const Workload& w, engine::Exe
   }
   std::unique_ptr<engine::Executor> eager = make_executor(config, false, engine::EngineOptions{});
   (void)eager->run(w.graph, w.inputs);  // compiles or warms, untimed
+  const PairedRounds rounds = paired_rounds([&] { return run_ms(*eager, w, manual_time) * 1e-3; },
+                                            [&] { return run_ms(fused, w, manual_time) * 1e-3; });
   std::vector<double> ratios;
   int fused_wins = 0;
-  for (int r = 0; r < kInterleavedRounds; ++r) {
-    double eager_ms = 0, fused_ms = 0;
-    if (r % 2 == 0) {
-      eager_ms = run_ms(*eager, w, manual_time);
-      fused_ms = run_ms(fused, w, manual_time);
-    } else {
-      fused_ms = run_ms(fused, w, manual_time);
-      eager_ms = run_ms(*eager, w, manual_time);
-    }
+  for (std::size_t r = 0; r < rounds.first_seconds.size(); ++r) {
+    const double eager_ms = rounds.first_seconds[r], fused_ms = rounds.second_seconds[r];
     if (fused_ms <= 0) continue;
     ratios.push_back(eager_ms / fused_ms);
     fused_wins += fused_ms < eager_ms ? 1 : 0;
@@ -157,6 +152,7 @@ void interleaved_speedup(benchmark::State& state, const Workload& w, engine::Exe
   auto& c = measured[key];
   c["interleaved_rounds"] = speedup.n;
   c["interleaved_fused_wins"] = fused_wins;
+  c["interleaved_pairs_per_round"] = rounds.pairs_per_round;
   c["interleaved_speedup"] = speedup.median;
   c["interleaved_speedup_lo"] = speedup.low;
   c["interleaved_speedup_hi"] = speedup.high;

@@ -68,6 +68,29 @@ double round_share(double traffic_bytes, double kernel_seconds, std::int64_t cop
   return (traffic_bytes / kernel_seconds) / (2.0 * double(copied_bytes) / copy_seconds);
 }
 
+PairedRounds paired_rounds(const std::function<double()>& first,
+                           const std::function<double()>& second, int rounds) {
+  PairedRounds out;
+  const double pair_seconds = std::min(first(), first()) + std::min(second(), second());
+  out.pairs_per_round =
+      int(std::clamp(std::ceil(kMinRoundSeconds / std::max(pair_seconds, 1e-6)), 1.0, 1000.0));
+  for (int r = 0; r < rounds; ++r) {
+    double a = 0, b = 0;
+    for (int i = 0; i < out.pairs_per_round; ++i) {
+      if ((r + i) % 2 == 0) {
+        a += first();
+        b += second();
+      } else {
+        b += second();
+        a += first();
+      }
+    }
+    out.first_seconds.push_back(a / out.pairs_per_round);
+    out.second_seconds.push_back(b / out.pairs_per_round);
+  }
+  return out;
+}
+
 CopyShareRounds copy_share_rounds(const std::function<double()>& kernel_seconds,
                                   double traffic_bytes, int threads, int rounds) {
   if (rounds <= 0 || traffic_bytes < 2)
@@ -79,24 +102,11 @@ CopyShareRounds copy_share_rounds(const std::function<double()>& kernel_seconds,
   out.threads = threads;
   MemoryCopy copy(std::int64_t(traffic_bytes / 2), threads);
   out.copied_bytes = copy.bytes();
-  // Untimed first runs take the page faults; their times size the rounds.
-  const double pair_seconds = std::min(copy.run_seconds(), copy.run_seconds()) +
-                              std::min(kernel_seconds(), kernel_seconds());
-  out.pairs_per_round =
-      int(std::clamp(std::ceil(kMinRoundSeconds / std::max(pair_seconds, 1e-6)), 1.0, 1000.0));
-  for (int r = 0; r < rounds; ++r) {
-    double kernel = 0, copied = 0;
-    for (int i = 0; i < out.pairs_per_round; ++i) {
-      if ((r + i) % 2 == 0) {
-        kernel += kernel_seconds();
-        copied += copy.run_seconds();
-      } else {
-        copied += copy.run_seconds();
-        kernel += kernel_seconds();
-      }
-    }
-    kernel /= out.pairs_per_round;
-    copied /= out.pairs_per_round;
+  const PairedRounds paired = paired_rounds(
+      kernel_seconds, [&copy] { return copy.run_seconds(); }, rounds);
+  out.pairs_per_round = paired.pairs_per_round;
+  for (std::size_t r = 0; r < paired.first_seconds.size(); ++r) {
+    const double kernel = paired.first_seconds[r], copied = paired.second_seconds[r];
     if (kernel <= 0 || copied <= 0) continue;  // a clock too coarse for the run: no figure
     out.kernel_seconds.push_back(kernel);
     out.copy_seconds.push_back(copied);

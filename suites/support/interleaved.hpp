@@ -45,6 +45,18 @@ class MemoryCopy {
   int threads_;
 };
 
+// Two measurements interleaved: each round runs `first` and `second` alternately, run by run, for
+// enough pairs to last kMinRoundSeconds, the order of each pair alternating; a round's figure for
+// each is its mean time per run (seconds) over the round's pairs. The first two runs of each,
+// untimed, take page faults and size the rounds.
+constexpr double kMinRoundSeconds = 0.04;
+struct PairedRounds {
+  std::vector<double> first_seconds, second_seconds;
+  int pairs_per_round = 1;
+};
+PairedRounds paired_rounds(const std::function<double()>& first,
+                           const std::function<double()>& second, int rounds = kInterleavedRounds);
+
 // A kernel's share of the copy, round by round: each round runs the kernel and a memcpy of the same
 // traffic (traffic_bytes / 2 copied) on the same threads, alternating run by run, for enough pairs
 // to last kMinRoundSeconds: a spell of other load falls on both sides of a round alike, and a
@@ -52,7 +64,6 @@ class MemoryCopy {
 // 4 ms LayerNorm run against one copy read anywhere from 20 % to 177 % of the copy on the loaded
 // two-core machine). A round's share is the kernel's bytes per second over the copy's, i.e. the
 // copy's time over the kernel's when both move the same bytes.
-constexpr double kMinRoundSeconds = 0.04;
 struct CopyShareRounds {
   double traffic_bytes = 0;  // the kernel's counted traffic per run
   std::int64_t copied_bytes = 0;

@@ -5,9 +5,11 @@
 // are decisions on the rounds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <string>
 
 #include "support/interleaved.hpp"
 
@@ -63,6 +65,29 @@ TEST(CopyShareRounds, EveryRoundTimesTheKernelAndTheCopy) {
   ASSERT_EQ(r.shares.size(), 7u);
   for (std::size_t i = 0; i < r.shares.size(); ++i)
     EXPECT_DOUBLE_EQ(r.shares[i], r.copy_seconds[i] / r.kernel_seconds[i]);
+}
+
+TEST(PairedRounds, AlternateRunByRunAndSwapWhoGoesFirstEachRound) {
+  std::string order;
+  const PairedRounds r = paired_rounds(
+      [&] {
+        order += 'a';
+        return 0.016;
+      },
+      [&] {
+        order += 'b';
+        return 0.016;
+      },
+      3);
+  // 2 untimed runs of each size the rounds: 32 ms a pair, 2 pairs for 40 ms
+  EXPECT_EQ(r.pairs_per_round, 2);
+  std::string untimed = order.substr(0, 4);
+  std::sort(untimed.begin(), untimed.end());
+  EXPECT_EQ(untimed, "aabb");
+  EXPECT_EQ(order.substr(4), "abbabaababba");
+  ASSERT_EQ(r.first_seconds.size(), 3u);
+  EXPECT_DOUBLE_EQ(r.first_seconds[0], 0.016);
+  EXPECT_DOUBLE_EQ(r.second_seconds[2], 0.016);
 }
 
 void expect_replayed(const std::string& where, const nlohmann::json& dump) {
