@@ -18,6 +18,8 @@ import enum
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from reports import decision
+
 
 class Outcome(str, enum.Enum):
     SUPPORTED = "supported"
@@ -192,16 +194,13 @@ def num_cases(n: int | None) -> str:
 
 
 def combine(outcomes: list[Outcome]) -> Outcome:
-    """Several judged parts of one claim: CONTRADICTED if any part is, SUPPORTED if all are, else
-    INCONCLUSIVE. N/A and ABSENT parts do not vote (the caller says which they were)."""
-    votes = [o for o in outcomes if o in JUDGED]
+    """Several judged parts of one claim, by the decision core's rule (reports/decision.py combine):
+    CONTRADICTED if any part is, SUPPORTED if all are, else INCONCLUSIVE. N/A and ABSENT parts do not
+    vote (the caller says which they were)."""
+    votes = [decision.Outcome(o.value) for o in outcomes if o in JUDGED]
     if not votes:
         raise ValueError("no judged part to combine")
-    if Outcome.CONTRADICTED in votes:
-        return Outcome.CONTRADICTED
-    if all(o is Outcome.SUPPORTED for o in votes):
-        return Outcome.SUPPORTED
-    return Outcome.INCONCLUSIVE
+    return Outcome(decision.combine(votes).value)
 
 
 # Worst first: where one claim has several verdicts in one place (judged twice on a device), the worst stands.
