@@ -37,7 +37,7 @@ THRESHOLDS = pathlib.Path(__file__).resolve().parent / "thresholds.json"
 # Speed, sizes and bookkeeping: not precision (timings are compared through their own rules).
 NOT_PRECISION = re.compile(
     r"(bytes_per_second|items_per_second|gflops|_ms$|bytes_moved|bytes_copied|^threads$|"
-    r"^kernels$|^runs$|^sets$|^promoted$|^iterations$)"
+    r"^kernels$|^runs$|^sets$|^promoted$|^iterations$|^copy_share|^interleaved_|^passes$)"
 )
 # Larger is better for these (verdicts and shares of exact results); for every other precision
 # counter with an error-like name, larger is worse.
