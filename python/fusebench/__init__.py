@@ -229,7 +229,8 @@ def judge(fn, sample, *, sets=32, compile="inductor", options=None, seed=0, dtyp
     tolerance: the relative change of a statistic's mean over sets that still counts as "not
       worse" (task B's 0.05 by default); the share of sets worse keeps its 0.1.
 
-    Raises JudgeError for bad input, ModelError when the model raises in one of its runs.
+    Raises JudgeError for bad input, ModelError when the model raises in one of its runs. A
+    judgment that has run 10 s reports its progress on stderr (sets done, time left).
 
     Every output is judged, whatever its dtype: integer and bool outputs exactly (a differing
     element is CONTRADICTED); a floating output that is non-finite where eager is finite is

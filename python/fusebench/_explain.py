@@ -462,7 +462,7 @@ def _interpret(gm, args, torch, mode=None) -> dict:
         if isinstance(value, torch.Tensor):
             return value.clone()
         if isinstance(value, (list, tuple)):
-            return type(value)(snapshot(v) for v in value) if not hasattr(value, "_fields") else value
+            return value if hasattr(value, "_fields") else type(value)([snapshot(v) for v in value])
         return value
 
     class Keep(torch.fx.Interpreter):
