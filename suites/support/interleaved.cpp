@@ -33,26 +33,44 @@ MedianInterval median_interval(std::vector<double> values) {
 }
 
 MemoryCopy::MemoryCopy(std::int64_t bytes, int threads)
-    : source_(static_cast<std::size_t>(bytes), std::byte{1}),
-      destination_(static_cast<std::size_t>(bytes), std::byte{0}),
-      threads_(threads) {
+    : source_(static_cast<std::size_t>(std::max<std::int64_t>(bytes, 0)), std::byte{1}),
+      destination_(source_.size(), std::byte{0}),
+      threads_(threads),
+      start_(std::max(threads, 1)),
+      done_(std::max(threads, 1)) {
   if (bytes <= 0 || threads <= 0)
     throw std::invalid_argument(fmt::format(
         "MemoryCopy: bytes and threads must be positive, got {} and {}", bytes, threads));
+  for (int t = 1; t < threads_; ++t) {
+    helpers_.emplace_back([this, t] {
+      while (true) {
+        start_.arrive_and_wait();
+        if (stopping_) return;
+        copy_part(t);
+        done_.arrive_and_wait();
+      }
+    });
+  }
+}
+
+MemoryCopy::~MemoryCopy() {
+  stopping_ = true;  // published to the helpers by the barrier
+  start_.arrive_and_wait();
+  for (auto& h : helpers_) h.join();
+}
+
+void MemoryCopy::copy_part(int part) {
+  const std::size_t size = source_.size();
+  const std::size_t share = (size + std::size_t(threads_) - 1) / std::size_t(threads_);
+  const std::size_t begin = std::min(size, share * std::size_t(part)),
+                    end = std::min(size, begin + share);
+  std::memcpy(destination_.data() + begin, source_.data() + begin, end - begin);
 }
 
 void MemoryCopy::run() {
-  const std::size_t size = source_.size();
-  const std::size_t part = (size + std::size_t(threads_) - 1) / std::size_t(threads_);
-  auto copy_part = [&](int t) {
-    const std::size_t begin = std::min(size, part * std::size_t(t)),
-                      end = std::min(size, begin + part);
-    std::memcpy(destination_.data() + begin, source_.data() + begin, end - begin);
-  };
-  std::vector<std::thread> helpers;
-  for (int t = 1; t < threads_; ++t) helpers.emplace_back(copy_part, t);
+  start_.arrive_and_wait();
   copy_part(0);
-  for (auto& h : helpers) h.join();
+  done_.arrive_and_wait();
   benchmark::DoNotOptimize(destination_.data());
   benchmark::ClobberMemory();
 }
