@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from reports import claims
-from reports.claims.verdict import Verdict, Wording, failures_of_any, with_failures
+from reports.claims.verdict import Verdict, Wording, settle
 
 FIGURE_DPI = 100  # CSS pixels per figure inch: a figure W inches wide shows W*100 px wide, unscaled
 PNG_SCALE = 2  # PNGs carry twice that, for sharp text on high-density screens
@@ -123,17 +123,12 @@ class Section:
         self.pending.append((statement, v, self.device, self.show_device))
 
     def settle(self, failed: list[tuple[str, str]] = ()):
-        """Records the verdicts given since the last settle (the current device's), each with the failed
-        cases (benchmark name, error) that bear on it applied to its data (claims.verdict.with_failures):
-        a member's, those that name it; a claim without members, all of them; and a failure that names
-        no member of the section bears on every verdict. Only then is it put into words."""
-        failed = list(failed)
-        members = {v.member for _, v, *_ in self.pending if v.member}
-        unplaced = [f for f in failed if not failures_of_any(members, [f])]
-        for statement, v, device, show_device in self.pending:
-            bearing = failed if v.member is None else failures_of_any({v.member}, failed) + unplaced
-            settled = with_failures(v, bearing)
-            self._record(v.claim, v.member, statement, claims.words(settled), device, show_device)
+        """Records the verdicts given since the last settle (the current device's), each settled with the
+        failed cases that bear on it (claims.verdict.settle, on the verdicts' data), and only then puts
+        them into words."""
+        settled = settle([v for _, v, _, _ in self.pending], failed)
+        for (statement, _, device, show_device), v in zip(self.pending, settled):
+            self._record(v.claim, v.member, statement, claims.words(v), device, show_device)
         self.pending = []
 
     def _record(self, claim: str, member: str | None, statement: str, wording: Wording, device: str, show_device: bool):

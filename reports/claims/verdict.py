@@ -162,6 +162,19 @@ def with_failures(v: Verdict, failed: list[tuple[str, str]]) -> Verdict:
     return Verdict(v.claim, Outcome.INCONCLUSIVE, FailedCases(v, tuple(failed)), (judged or 0) + len(failed), v.member)
 
 
+def settle(verdicts: list[Verdict], failed: list[tuple[str, str]]) -> list[Verdict]:
+    """Each verdict of one task on one device with the failed cases that bear on it (with_failures): a
+    member's, those that name it; a claim without members, all of them; and a failure that names no
+    member of the task bears on every verdict."""
+    failed = list(failed)
+    members = {v.member for v in verdicts if v.member}
+    unplaced = [f for f in failed if not failures_of_any(members, [f])]
+    return [
+        with_failures(v, failed if v.member is None else failures_of_any({v.member}, failed) + unplaced)
+        for v in verdicts
+    ]
+
+
 def failed_wording(v: Verdict, judged: Wording) -> Wording:
     """The words of a verdict with failed cases (with_failures), from the words of what was judged."""
     f: FailedCases = v.figures
