@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reports.claims.verdict import Outcome, Wording
-from reports.numbers import num, pct
+from reports.numbers import gbps, num, pct
 
 
 def outcome(share: float, target: float, suspect: str = "") -> Outcome:
@@ -102,7 +102,8 @@ def rounds_wording(outcome: Outcome, what: str, r: Rounds, target: float, detail
         "kernel and a memcpy of the same bytes on the same threads, alternating; sign-test order statistics) lies at "
         f"or above {pct(target, 2)} (entirely below: CONTRADICTED)"
     )
-    facts = f"median share {interval_text(r)} over {r.rounds} rounds; {details}"
+    against = f" against a copy at {gbps(r.copy_bytes_per_second)} GB/s (median)" if r.copy_bytes_per_second else ""
+    facts = f"median share {interval_text(r)} over {r.rounds} rounds{against}; {details}"
     if r.median > 1:
         facts += ". " + ABOVE_COPY
     interval = (
