@@ -49,11 +49,11 @@ ROW_FIELDS = frozenset(
 # unknown is written -1 by its suite and is not named here (`sources_differ`, `instructions_differ`).
 COUNT = re.compile(
     r"^(sets|kernels|compiles|mismatches|interleaved_rounds|interleaved_fused_wins|bytes_moved|bytes_copied"
-    r"|.*counterexamples.*|.*_count|.*_rounds|.*_wins|n_.*)$"
+    r"|interleaved_pairs_per_round|copy_share_rounds|.*counterexamples.*|.*_count|n_.*)$"
 )
 # Counters that are fractions of a whole (of elements, sets or cases): within [0, 1]. A speed's share of the copy
 # is not one: a kernel may outrun the copy it is set against.
-FRACTION = re.compile(r"(^|_)frac(_|$)|^fused_le_eager_|^bit_equal$|^promoted$")
+FRACTION = re.compile(r"(^|_)frac(_|$)|^fused_le_eager_|^bit_equal$|^promoted$|_faster_rounds$")
 PROFILES = ("quick", "full")  # what tools/run's --profile takes, and what the suites write
 # Timings and rates Google Benchmark computes: finite and never negative.
 NONNEGATIVE_FIELDS = ("real_time", "cpu_time", "bytes_per_second", "items_per_second", "iterations")

@@ -66,6 +66,11 @@ def test_a_partial_run_says_what_was_not_run(tmp_path):
     for f in partial.glob("*.json"):
         if not f.name.startswith(("data_movement@", "run.json")):
             f.unlink()
+    # a run that ran only D: its run.json says so (a file run.json says ran, missing, is an integrity failure:
+    # tools/tests/test_results_integrity.py)
+    manifest = json.loads((partial / "run.json").read_text())
+    manifest["ran"] = [e for e in manifest["ran"] if e["suite"] == "data_movement"]
+    (partial / "run.json").write_text(json.dumps(manifest))
     r = report(partial)
     assert r.returncode == 0, f"report on a partial run: exit {r.returncode} {r.stderr}"
     md = (partial / "report.md").read_text()
