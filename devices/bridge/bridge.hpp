@@ -103,7 +103,7 @@ std::string device_file_name(std::string device);
 // the project's .venv.
 std::filesystem::path python_executable();
 
-class StartClock;  // worker.cpp: the bounded wait for a starting worker
+class WaitClock;  // worker.cpp: a bounded wait on a worker (its start, an answer)
 
 // One worker process, or a session with a run's worker server. Thread-safe (one request at a
 // time).
@@ -142,14 +142,17 @@ class Worker {
   void close_connection();
   // After a death: the restart (once), or a FrameworkError naming the deaths.
   void revive();
+  // The worker's next line, within FUSEBENCH_WORKER_REQUEST_TIMEOUT (WorkerGone after it).
   nlohmann::json read_reply();
   std::string describe_exit();
+  // A worker that did not answer in time: its process group killed; says what was stopped.
+  std::string stop_unanswering_worker(const std::string& timeout_text);
 
   // A session with the run's server for these arguments and environment: the connected socket.
   // The wait is bounded by `clock` (FUSEBENCH_WORKER_START_TIMEOUT).
   int connect_to_server(const std::filesystem::path& server_dir, const std::string& identity,
                         std::vector<std::string> args, std::vector<std::string> env_entries,
-                        StartClock& clock);
+                        WaitClock& clock);
   // A request line to the worker; false when it is gone.
   bool send_line(const std::string& text);
 

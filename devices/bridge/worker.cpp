@@ -138,18 +138,17 @@ int spawn_process(pid_t& pid, const std::vector<std::string>& args,
   return 0;
 }
 
-// $FUSEBENCH_WORKER_START_TIMEOUT: how long a worker may take to say hello (the framework's
-// import: torch takes ten seconds here, more on a cold disk).
-std::chrono::milliseconds worker_start_timeout() {
-  const char* text = std::getenv("FUSEBENCH_WORKER_START_TIMEOUT");
-  if (text == nullptr || *text == '\0') return std::chrono::seconds(120);
+// A wait on the worker, bounded by seconds from an environment variable (InputError naming it when it is
+// not a number of seconds).
+std::chrono::milliseconds timeout_from(const char* variable, double default_seconds) {
+  const char* text = std::getenv(variable);
+  if (text == nullptr || *text == '\0')
+    return std::chrono::milliseconds(static_cast<long long>(default_seconds * 1000));
   char* end = nullptr;
   errno = 0;
   const double seconds = std::strtod(text, &end);
   if (errno != 0 || end == text || *end != '\0' || !(seconds > 0) || seconds > 86400) {
-    throw_input_error(
-        "FUSEBENCH_WORKER_START_TIMEOUT={}: expected seconds, a number above 0 (at most 86400)",
-        text);
+    throw_input_error("{}={}: expected seconds, a number above 0 (at most 86400)", variable, text);
   }
   return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
 }
@@ -218,14 +217,27 @@ Worker::Worker(const FrameworkSpec& spec, std::map<std::string, std::string> env
   start();
 }
 
-// The wait for a starting worker: bounded by FUSEBENCH_WORKER_START_TIMEOUT, and saying on stderr,
-// every quarter of it, that the worker is still starting (a run otherwise looks hung).
-class StartClock {
+// What a worker is waited for, and for how long: its start (the framework's import: torch takes ten seconds
+// here, more on a cold disk) or a request's answer (a compile, or task A's repeated runs: minutes at the full
+// profile). Every quarter of the time a line says the wait goes on (a run otherwise looks hung).
+struct WaitKind {
+  const char* variable;
+  double default_seconds;
+  const char* still;  // "is still starting", "has not answered"
+  const char* hint;   // what may need more time
+};
+constexpr WaitKind kWorkerStart{"FUSEBENCH_WORKER_START_TIMEOUT", 120, "is still starting",
+                                "a slow framework import may need more"};
+constexpr WaitKind kWorkerAnswer{"FUSEBENCH_WORKER_REQUEST_TIMEOUT", 7200, "has not answered",
+                                 "a larger graph or more repeated runs may need more"};
+
+class WaitClock {
  public:
-  StartClock(std::string device, std::string command)
+  WaitClock(std::string device, std::string command, const WaitKind& kind = kWorkerStart)
       : device_(std::move(device)),
         command_(std::move(command)),
-        timeout_(worker_start_timeout()),
+        kind_(kind),
+        timeout_(timeout_from(kind.variable, kind.default_seconds)),
         started_(std::chrono::steady_clock::now()),
         next_report_(started_ + timeout_ / 4) {}
 
@@ -241,15 +253,13 @@ class StartClock {
     const auto now = std::chrono::steady_clock::now();
     if (now < next_report_) return;
     next_report_ += timeout_ / 4;
-    fmt::print(stderr,
-               "fusebench: {}: {} is still starting after {:.3g} s ({}); it is given {} "
-               "(FUSEBENCH_WORKER_START_TIMEOUT)\n",
-               device_, what, double(elapsed().count()) / 1000, command_, seconds_text(timeout_));
+    fmt::print(stderr, "fusebench: {}: {} {} after {:.3g} s ({}); it is given {} ({})\n", device_,
+               what, kind_.still, double(elapsed().count()) / 1000, command_,
+               seconds_text(timeout_), kind_.variable);
     std::fflush(stderr);
   }
   std::string timeout_text() const {
-    return fmt::format("{} (FUSEBENCH_WORKER_START_TIMEOUT; a slow framework import may need more)",
-                       seconds_text(timeout_));
+    return fmt::format("{} ({}; {})", seconds_text(timeout_), kind_.variable, kind_.hint);
   }
   const std::string& command() const { return command_; }
 
@@ -259,12 +269,13 @@ class StartClock {
                                                                  started_);
   }
   std::string device_, command_;
+  WaitKind kind_;
   std::chrono::milliseconds timeout_;
   std::chrono::steady_clock::time_point started_, next_report_;
 };
 
 void Worker::start() {
-  StartClock clock(device_, fmt::format("{}", fmt::join(args_, " ")));
+  WaitClock clock(device_, fmt::format("{}", fmt::join(args_, " ")));
   pid_t starting = -1;  // the process whose hello this waits for (its own process group)
   if (!server_dir_.empty()) {
     socket_fd_ = connect_to_server(server_dir_, identity_, args_, env_entries_, clock);
@@ -348,7 +359,7 @@ void Worker::start() {
 
 int Worker::connect_to_server(const fs::path& server_dir, const std::string& identity,
                               std::vector<std::string> args, std::vector<std::string> env_entries,
-                              StartClock& clock) {
+                              WaitClock& clock) {
   const std::string stem =
       fmt::format("{}-{}", device_file_name(device_), sha256_hex(identity).substr(0, 12));
   const fs::path socket_path = server_dir / (stem + ".sock");
@@ -572,7 +583,38 @@ std::string Worker::describe_exit() {
   return "the Python worker closed its pipe";
 }
 
+std::string Worker::stop_unanswering_worker(const std::string& timeout_text) {
+  // Its own process group: the worker and whatever it started (a wrapper's children too).
+  pid_t stopped = pid_;
+  if (session_ && stopped <= 0) {
+    stopped = server_pid_;
+    std::ifstream pidfile(server_pidfile_);
+    if (stopped <= 0 && !(pidfile >> stopped)) stopped = -1;
+  }
+  if (stopped > 0) {
+    ::kill(-stopped, SIGKILL);
+    ::kill(stopped, SIGKILL);
+    if (stopped == pid_ || stopped == server_pid_) ::waitpid(stopped, nullptr, 0);
+    if (stopped == pid_) pid_ = -1;
+    if (stopped == server_pid_) server_pid_ = -1;
+  }
+  return fmt::format("the Python worker{} gave no answer within {}; {}", session_ ? " server" : "",
+                     timeout_text,
+                     stopped > 0 ? fmt::format("killed it (pid {})", stopped)
+                                 : std::string("no process of it was found to stop"));
+}
+
 nlohmann::json Worker::read_reply() {
+  // The answer within FUSEBENCH_WORKER_REQUEST_TIMEOUT: a framework call that hangs (a deadlock, a compile
+  // that never ends) fails its case, naming the wait, and the worker is stopped (restarted for the next one).
+  WaitClock clock(device_, fmt::format("{}", fmt::join(args_, " ")), kWorkerAnswer);
+  for (;;) {
+    pollfd ready{::fileno(from_worker_), POLLIN, 0};
+    const int polled = ::poll(&ready, 1, clock.poll_ms());
+    if (polled > 0 || (polled < 0 && errno != EINTR)) break;
+    if (clock.expired()) throw WorkerGone(stop_unanswering_worker(clock.timeout_text()));
+    clock.report_progress("the Python worker");
+  }
   char* line = nullptr;
   std::size_t capacity = 0;
   const ssize_t length = ::getline(&line, &capacity, from_worker_);

@@ -9,6 +9,8 @@ two runs never share a directory.
   command and the variable; SIGTERM in the middle stops the run at once. Nothing of the wrapper is left.
 - Two runs started in the same second: the second takes <stamp>-2 and leaves the first run alone; two runs
   started together both complete, each in its own directory.
+- A framework call that never answers: the case fails at FUSEBENCH_WORKER_REQUEST_TIMEOUT, naming it, and the
+  worker is killed; the run ends (exit 3).
 - OUT/latest a real directory: exit 2 at once, naming it; nothing runs.
 - The run's identity: run.json's run_id is the directory's name, every suite file carries it
   (fusebench_run_id), and run.json lists each suite file with its SHA-256.
@@ -176,6 +178,28 @@ def test_a_worker_that_never_starts_is_given_up_at_the_start_timeout_naming_its_
     assert "fusebench_worker.py" in err and "killed it" in err, err[-1500:]
     assert not processes_with(sleep), "the wrapper's sleep outlived the worker's start"
     assert not runs.exists() or not run_dirs(runs), "a run directory was made for a run that never started"
+
+
+@needs_suites
+def test_a_request_that_never_answers_fails_its_case_at_the_request_timeout(tmp_path):
+    """A framework call that hangs (the worker alive, its compile blocked for good): the case fails at
+    FUSEBENCH_WORKER_REQUEST_TIMEOUT naming it, the worker is killed, and the run ends with exit 3."""
+    env = hanging_framework(tmp_path)
+    env["FUSEBENCH_WORKER_REQUEST_TIMEOUT"] = "4"
+    runs = tmp_path / "runs"
+    proc = tools_run(runs, "--device", "torch", "--filter", QUICK_FILTER + "shape:2x16x32/", env=env)
+    try:
+        _, err = proc.communicate(timeout=400)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3, err[-2000:]
+    assert "has not answered after" in err, err[-2000:]  # the progress line, every quarter of the wait
+    run = (runs / "latest").resolve()
+    data = json.loads((run / "data_movement@torch.json").read_text())
+    errors = [b.get("error_message", "") for b in data["benchmarks"] if b.get("error_occurred")]
+    assert errors and all("gave no answer within 4 s (FUSEBENCH_WORKER_REQUEST_TIMEOUT" in e for e in errors), errors
+    assert not processes_with(str(tmp_path / "backend")), "a hung worker outlived its timeout"
 
 
 @needs_suites
