@@ -107,8 +107,10 @@ def _c3_sass(s, run):
     ]
     s.paragraph(
         "On a GPU (CUDA device, SASS compiled by NVRTC for each architecture and disassembled without a GPU): "
-        "the hardware seed is one MUFU.RSQ / MUFU.RCP, and each Newton step adds multiplies and adds. MUFU.RCP "
-        "also counts the kernel's grid-stride index division."
+        "the hardware seed is one MUFU.RSQ / MUFU.RCP per element, and each Newton step adds multiplies and adds. "
+        "The counts are per kernel: a kernel that computes several elements per thread (the vectorised f32 "
+        "kernels: 4) holds that many seeds, and a kernel with a 64-bit grid-stride index also counts its index "
+        "division in MUFU.RCP."
     )
     s.table(
         ["op", "dtype", "method", "iterations", "arch", "MUFU.RSQ", "MUFU.RCP", "FFMA", "FMUL", "FADD", "instructions"],
