@@ -227,7 +227,8 @@ def judge(fn, sample, *, sets=32, compile="inductor", options=None, seed=0, dtyp
     dtype: bf16 / f16 / f32 to judge a copy of the model and the sample cast to it. A float64 model
       is refused (JudgeError): torch has no more precise dtype for its reference.
     tolerance: the relative change of a statistic's mean over sets that still counts as "not
-      worse" (task B's 0.05 by default); the share of sets worse keeps its 0.1.
+      worse" (task B's 0.05 by default); the share of sets worse stands beside it and decides only
+      where eager's figure is 0 in every set.
 
     Raises JudgeError for bad input, ModelError when the model raises in one of its runs. A
     judgment that has run 10 s reports its progress on stderr (sets done, time left).

@@ -4,7 +4,7 @@ For many input sets (the sample perturbed from a seed, counter-based, or a sampl
 function runs eagerly, compiled and in float64 with a running error bound (fusebench._bounds).
 Every floating output gets, per set, its conditioned error and ULP error against fp64 for both
 paths; a paired bootstrap over the sets decides SUPPORTED / CONTRADICTED / INCONCLUSIVE with the
-suite's tolerances, and Holm's rule across the judgment's parts (fusebench._decide). Beside the
+suite's tolerances, and Holm's rule across the judgment's parts (fusebench.decision). Beside the
 verdict, each labelled: the ULP measure's verdict, the plan's literal rule, torch._dynamo.utils.same's
 rule and msprobe's metrics; always eager-vs-compiled bit equality and ULP distance; sanity checks
 (eager twice bit-equal, train mode, cancellation at the worst elements); compile time and speed from
@@ -599,9 +599,9 @@ class Judgment:
         return (
             f"the {D.CONFIDENCE * 100:.0f} % paired-bootstrap interval over input sets ({D.RESAMPLES:,} resamples, seed "
             f"{D.SEED}) of compiled − eager, per output and statistic: SUPPORTED when its upper end ≤ the tolerance "
-            f"({D.effect_text('relative', self.tolerance)} on the mean of the per-set figure; +0.1 on the share of sets "
-            "worse), CONTRADICTED when its lower end "
-            "exceeds it (Holm's rule across all parts), else INCONCLUSIVE; the conditioned error decides "
+            f"({D.effect_text('relative', self.tolerance)} on the mean of the per-set figure), CONTRADICTED when its "
+            "lower end exceeds it (Holm's rule across all parts), else INCONCLUSIVE; the share of sets worse stands "
+            "beside it and decides only where eager's figure is 0 in every set; the conditioned error decides "
             "(ULP error where an output has no bound), as task B's verdict"
         )
 
