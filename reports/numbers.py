@@ -5,22 +5,7 @@ from __future__ import annotations
 
 import math
 
-
-def num(x, sig: int = 3) -> str:
-    """Integers exactly, with thousands separators; other values to `sig` significant figures, in
-    scientific notation only below 0.001; '—' for a missing value."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "—"
-    if isinstance(x, float) and math.isinf(x):
-        return "∞" if x > 0 else "−∞"
-    x = float(x)
-    if x == int(x) and abs(x) < 1e15:
-        return f"{int(x):,}".replace("-", "−")
-    magnitude = math.floor(math.log10(abs(x)))
-    if abs(x) < 1e-3:
-        return f"{x:.{sig - 1}e}".replace("-", "−")
-    decimals = max(0, sig - 1 - magnitude)
-    return f"{x:,.{decimals}f}".replace("-", "−")
+from reports.decision import num  # the one format, shared with fusebench.judge's words
 
 
 def pct(share, sig: int = 3) -> str:

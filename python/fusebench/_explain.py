@@ -334,9 +334,9 @@ class Localisation:
 
 
 def _n(x) -> str:
-    from .decision import _num
+    from .decision import num
 
-    return _num(x)
+    return num(x)
 
 
 @dataclass

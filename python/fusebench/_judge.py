@@ -412,7 +412,7 @@ def torch_same(eager, compiled, fp64, torch) -> tuple[bool, str]:
 
 
 def _num(x, sig: int = 3) -> str:
-    return D._num(x, sig)
+    return D.num(x, sig)
 
 
 # ---- progress

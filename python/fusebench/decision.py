@@ -237,7 +237,7 @@ def statistic_outcome(interval: Interval, tolerance: float) -> Outcome:
     return Outcome.INCONCLUSIVE
 
 
-def _num(x, sig: int = 3) -> str:
+def num(x, sig: int = 3) -> str:
     """Integers exactly, with thousands separators; other values to `sig` significant figures, in
     scientific notation only below 0.001; '—' for a missing value."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -259,8 +259,8 @@ def effect_text(effect: str, x: float) -> str:
     if effect == "relative":
         if math.isinf(x):
             return "+∞" if x > 0 else "−∞"
-        return ("+" if x >= 0 else "−") + _num(abs(x) * 100) + "\u00a0%"
-    return ("+" if x >= 0 else "−") + _num(abs(x))
+        return ("+" if x >= 0 else "−") + num(abs(x) * 100) + "\u00a0%"
+    return ("+" if x >= 0 else "−") + num(abs(x))
 
 
 @dataclass
@@ -311,7 +311,7 @@ class Part:
             elif need is None or math.isinf(need):
                 text += "; no number of sets decides it: the estimate equals the tolerance"
             else:
-                text += f"; about {_num(round(need))} sets would decide it at the observed effect"
+                text += f"; about {num(round(need))} sets would decide it at the observed effect"
         for other in self.beside:
             text += f"; beside it, not deciding: {other.shown} ({other.outcome.label} against {effect_text(other.interval.effect, other.tolerance)})"
         return text
@@ -446,7 +446,7 @@ def holm(parts: list[Part], confidence: float = CONFIDENCE) -> None:
             part.holm_rule = (level, m)
             part.holm_note = (
                 f"CONTRADICTED on its own (lower end above the tolerance), not after Holm's rule over {m} parts "
-                f"(its {_num(level, 2)} quantile does not exceed the tolerance)"
+                f"(its {num(level, 2)} quantile does not exceed the tolerance)"
             )
         else:
             part.holm = part.outcome
