@@ -25,11 +25,9 @@ import json
 import pathlib
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from tools import device_run
 
-from tools import device_run  # noqa: E402
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 PLAN_DIR = ROOT / "results" / "device-plan"
 LOAN_S = 900  # a lent device's time, its start included

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import importlib.util
 import io
 import json
 import os
@@ -40,8 +41,21 @@ import time
 from collections.abc import Callable
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+
+
+def import_repository_packages(*names: str) -> None:
+    """Run as a script (python3 tools/device_run.py, the device machine's command), Python puts tools/
+    on the path, not the repository: its packages are then imported from their folders, under their
+    own names, so that `tools.run_manifest` and what it imports resolve as in the checkout."""
+    for name in names:
+        spec = importlib.util.spec_from_file_location(name, ROOT / name / "__init__.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+
+
+if not __package__:
+    import_repository_packages("tools", "reports")
 
 from tools.run_manifest import ENTRIES, INSTANCES, write_run_manifest  # noqa: E402
 
