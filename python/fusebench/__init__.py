@@ -207,7 +207,7 @@ def diff(
 
 
 def judge(fn, sample, *, sets=32, compile="inductor", options=None, seed=0, dtype=None, perturbation=0.5,
-          speed_rounds=15, name=None, compiled=None, tolerance=None) -> Judgment:  # fmt: skip
+          speed_rounds=15, name=None, compiled=None, tolerance=None, loss=None) -> Judgment:  # fmt: skip
     """Is fn compiled less accurate than fn eager? A verdict over many input sets.
 
     fn: an nn.Module (judged in the mode it is in: call .eval() first) or a callable.
@@ -229,6 +229,11 @@ def judge(fn, sample, *, sets=32, compile="inductor", options=None, seed=0, dtyp
     tolerance: the relative change of a statistic's mean over sets that still counts as "not
       worse" (task B's 0.05 by default); the share of sets worse stands beside it and decides only
       where eager's figure is 0 in every set.
+    loss: judge the training step: loss(output, sample) returns a scalar tensor (sample: the set's
+      inputs in the form given); the loss and the gradient of every parameter that requires grad
+      (`grad:layer.weight`) and of every floating input (`grad:input[0]`) are judged as outputs of
+      their own beside the forward's, eager's backward against the compiled backward (AOTAutograd's,
+      compiled by the backend), both against an fp64 backward with running error bounds.
 
     Raises JudgeError for bad input, ModelError when the model raises in one of its runs. A
     judgment that has run 10 s reports its progress on stderr (sets done, time left).
@@ -248,7 +253,7 @@ def judge(fn, sample, *, sets=32, compile="inductor", options=None, seed=0, dtyp
     from ._judge import judge as _judge
 
     return _judge(fn, sample, sets=sets, compile=compile, options=options, seed=seed, dtype=dtype,
-                  perturbation=perturbation, speed_rounds=speed_rounds, name=name, compiled=compiled, tolerance=tolerance)  # fmt: skip
+                  perturbation=perturbation, speed_rounds=speed_rounds, name=name, compiled=compiled, tolerance=tolerance, loss=loss)  # fmt: skip
 
 
 def explain(fn, sample, *, judgment=None, criterion="auto", outputs=None, sets=4, seed=0, dtype=None, options=None,

@@ -668,7 +668,11 @@ def _rule_layer_norm(mode: BoundMode, func, args, kwargs, explicit_vdtype):
         own = own + u * y.abs()
     mode._set(y, total + own, vd)
     mode._set(out[1], (u * x.abs().sum(dims, keepdim=True) / k).reshape(out[1].shape) if out[1].numel() else None, vd)
-    mode._set(out[2], torch.full_like(out[2], math.nan), vd)  # rstd: used by backward only
+    # rstd = rsqrt(var + eps), saved for the backward: var carries 2|x - m| E / n and its own 5 u var,
+    # the derivative of rsqrt is -r^3 / 2, and adding eps and the rsqrt round once each
+    if out[2].numel():
+        e_var = 5 * u * var + (2 * (x - mean).abs() * ex).sum(dims, keepdim=True) / k if ex is not None else 5 * u * var
+        mode._set(out[2], (0.5 * r**3 * e_var + 2 * u * r).reshape(out[2].shape), vd)
     return out
 
 

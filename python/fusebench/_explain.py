@@ -557,6 +557,14 @@ def explain(
     from ._judge import Reference, _model_dtype
 
     t_start = time.perf_counter()
+    if judgment is not None and getattr(judgment, "loss", None):
+        # the bisection compiles prefixes of the forward graph and compares their values; a gradient
+        # is a value of AOTAutograd's backward graph, which has no prefix to compile alone here
+        raise JudgeError(
+            f"explain: the judgment is of the training step (loss={judgment.loss}); explain localises forward "
+            "differences only, not yet a backward's (gradient) difference to its forward node: explain the forward "
+            "alone (explain(fn, sample) without this judgment, or judge without loss= first)"
+        )
     if criterion == "auto":
         worse = judgment is not None and judgment.outcome.value == "contradicted"
         criterion = "worse" if worse else "differs"

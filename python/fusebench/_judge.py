@@ -180,7 +180,10 @@ class Reference:
             )
             self.params = [(copies[name], originals[name].dtype) for name in copies if name in originals]
 
-    def run(self, inputs: Inputs):
+    def run(self, inputs: Inputs, call: Callable | None = None):
+        """fn on the inputs in float64 under a fresh BoundMode, with grad disabled; or, with call,
+        call(target, float64 inputs, mode) with grad enabled (the training step: its backward runs
+        under the same mode)."""
         torch = self.torch
         from ._bounds import BoundMode
 
@@ -195,12 +198,12 @@ class Reference:
         torch.set_default_dtype(torch.float64)
         try:
             with contextlib.ExitStack() as stack:
-                stack.enter_context(torch.no_grad())
+                stack.enter_context(torch.no_grad() if call is None else torch.enable_grad())
                 stack.enter_context(torch.autocast("cpu", enabled=False))
                 if torch.cuda.is_available():
                     stack.enter_context(torch.autocast("cuda", enabled=False))
                 stack.enter_context(mode)
-                out = up.call(self.target)
+                out = up.call(self.target) if call is None else call(self.target, up, mode)
         finally:
             torch.set_default_dtype(previous)
         return out, mode
@@ -556,6 +559,7 @@ class Judgment:
     explanation: Any = None  # set by explain
     environment: dict[str, str] = field(default_factory=dict)
     tolerance: float = D.STATISTICS["cond_p99"]["relative_tolerance"]
+    loss: str | None = None  # the loss function's name: the training step was judged (loss and gradients)
 
     def __bool__(self) -> bool:
         return self.outcome is Outcome.SUPPORTED
@@ -609,7 +613,12 @@ class Judgment:
     def lines(self) -> list[str]:
         out = [
             f"fusebench judgment: {self.name}, {self.dtype}, {self.backend} vs eager, {self.sets} input sets (seed "
-            f"{self.seed})",
+            f"{self.seed})"
+            + (
+                f"; the training step: outputs, loss={self.loss} and every gradient, the backward compiled too"
+                if self.loss
+                else ""
+            ),
             f"verdict: {self.headline()}",
             f"  decided by {self.rule_text()}",
         ]
@@ -733,6 +742,7 @@ class Judgment:
             "backend": self.backend,
             "sets": self.sets,
             "seed": self.seed,
+            "loss": self.loss,
             "outcome": self.outcome.value,
             "headline": self.headline(),
             "rule": self.rule_text(),
@@ -999,6 +1009,7 @@ def judge(
     name: str | None = None,
     compiled: Callable | None = None,
     tolerance: float | None = None,
+    loss: Callable | None = None,
 ) -> Judgment:
     """Judges fn compiled against fn eager, both against an fp64 run with a running error bound,
     over `sets` input sets. See fusebench.judge's docstring (the package's __init__)."""
@@ -1029,6 +1040,16 @@ def judge(
         return base if index == 0 else perturb(base, set_generator(seed, index), perturbation)
 
     first = make_set(0)
+    # how loss(output, sample) receives a set's inputs: in the form the sample was given
+    sample_form = (
+        "inputs"
+        if sampler is not None or isinstance(sample, Inputs)
+        else "tensor"
+        if isinstance(sample, torch.Tensor)
+        else "kwargs"
+        if isinstance(sample, dict)
+        else "args"
+    )
     model_dtype = _model_dtype(fn, first, torch)
     title = name or (type(fn).__name__ if isinstance(fn, torch.nn.Module) else getattr(fn, "__name__", "fn"))
     if model_dtype == torch.float64:
@@ -1044,11 +1065,17 @@ def judge(
         )
     notes: list[str] = []
 
+    from ._training import ForwardStep, TrainingStep
+
+    def make_step(compiled_fn):
+        if loss is None:
+            return ForwardStep(fn, compiled_fn, title, torch)
+        return TrainingStep(fn, compiled_fn, loss, sample_form, title, torch)
+
     # sanity: eager twice, bit-equal
     reasons = training_reasons(fn, torch)
-    with torch.no_grad():
-        a = flatten_outputs(run_model("eager", fn, first, 0, title), torch)
-        b = flatten_outputs(run_model("eager", fn, first, 0, title), torch)
+    a = make_step(None).eager(first, 0)
+    b = make_step(None).eager(first, 0)
     if not a:
         raise JudgeError(f"judge: {title} returned no tensor to judge")
     differing = [n for (n, x), (_, y) in zip(a, b) if _bits_equal(x, y, torch)]
@@ -1067,9 +1094,9 @@ def judge(
         compiled = compiler(fn)
     else:
         backend_name = name_of_compiled(compile, options)
+    step = make_step(compiled)
     t0 = time.perf_counter()
-    with torch.no_grad():
-        run_model("compiled (first call: the compile)", compiled, first, 0, title)
+    step.compiled(first, 0, "compiled (first call: the compile)")
     compile_s = time.perf_counter() - t0
 
     reference = Reference(fn, model_dtype, torch)
@@ -1083,16 +1110,14 @@ def judge(
     for index in range(sets):
         inputs = first if index == 0 else make_set(index)
         t = time.perf_counter()
-        with torch.no_grad():
-            e_out = flatten_outputs(run_model("eager", fn, inputs, index, title), torch)
+        e_out = step.eager(inputs, index)
         seconds["eager"] += time.perf_counter() - t
         t = time.perf_counter()
-        with torch.no_grad():
-            c_out = flatten_outputs(run_model("compiled", compiled, inputs, index, title), torch)
+        c_out = step.compiled(inputs, index)
         seconds["compiled"] += time.perf_counter() - t
         t = time.perf_counter()
         try:
-            r_tree, mode = reference.run(inputs)
+            r_out, mode = step.reference(reference, inputs, index)
         except (JudgeError, ModelError):
             raise
         except Exception as error:
@@ -1100,7 +1125,6 @@ def judge(
                 f"judge: {title} raised in its float64 run with error bounds on input set {index}: "
                 f"{type(error).__name__}: {error}"
             ) from error
-        r_out = flatten_outputs(r_tree, torch)
         seconds["fp64_with_bounds"] += time.perf_counter() - t
         for k, v in mode.unknown.items():
             unknown[k] = max(unknown.get(k, 0), v)
@@ -1264,8 +1288,7 @@ def judge(
     # speed
     if speed_rounds > 0:
         progress.say(f"timing eager against compiled, {speed_rounds} interleaved rounds")
-    with torch.no_grad():
-        speed = measure_speed(lambda: first.call(fn), lambda: first.call(compiled), compile_s, speed_rounds, torch)
+    speed = measure_speed(lambda: step.eager(first, 0), lambda: step.compiled(first, 0), compile_s, speed_rounds, torch)
     seconds["total"] = time.perf_counter() - t_start
     environment = {
         "torch": torch.__version__,
@@ -1290,6 +1313,7 @@ def judge(
         seconds,
         environment=environment,
         tolerance=D.STATISTICS["cond_p99"]["relative_tolerance"] if tolerance is None else float(tolerance),
+        loss=step.loss_name,
     )
 
 
