@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._judge import Inputs, JudgeError, ModelError, flatten_outputs, run_model
+from ._inputs import Inputs, JudgeError, ModelError, flatten_outputs, run_model
 
 
 class ForwardStep:
@@ -131,19 +131,31 @@ class TrainingStep:
                 ) from error
         names = [f"grad:{n}" for n, _ in params] + [f"grad:{n}" for n, _ in leaves]
         # a target the loss does not reach has no gradient (None): its gradient is exactly zero
+        unreached = [g is None for g in grads]
         grads = [torch.zeros_like(t) if g is None else g.detach() for g, t in zip(grads, targets)]
-        return flatten_outputs(out, torch) + [("loss", value.detach())] + list(zip(names, grads)), [
-            g is None for g in grads
-        ]
+        return flatten_outputs(out, torch) + [("loss", value.detach())] + list(zip(names, grads)), unreached
 
     def _leaf(self, t):
         return t.detach().clone().requires_grad_(True)
 
     def eager(self, inputs: Inputs, index: int, what: str = "eager") -> list[tuple[str, Any]]:
-        return self._step(self.fn, self.params, inputs, index, what, self._leaf)[0]
+        outputs, self.eager_unreached = self._step(self.fn, self.params, inputs, index, what, self._leaf)
+        return outputs
 
     def compiled(self, inputs: Inputs, index: int, what: str = "compiled") -> list[tuple[str, Any]]:
-        return self._step(self.compiled_fn, self.params, inputs, index, what, self._leaf)[0]
+        outputs, unreached = self._step(self.compiled_fn, self.params, inputs, index, what, self._leaf)
+        eager_unreached = getattr(self, "eager_unreached", unreached)
+        lost = [n for (n, _), u, e in zip(outputs[-len(unreached) :], unreached, eager_unreached) if u and not e]
+        if lost:
+            # a compiled callable made from another copy of the model trains that copy's parameters,
+            # not the judged model's: its gradients would read as zeros and be judged as errors
+            raise JudgeError(
+                f"judge: the compiled {self.title} gives no gradient for {', '.join(lost[:4])}"
+                + (", …" if len(lost) > 4 else "")
+                + " where eager gives one: the compiled callable does not use the judged model's parameters "
+                "(compile the model passed as fn, or leave compiled= out)"
+            )
+        return outputs
 
     def reference(self, reference, inputs: Inputs, index: int):
         """The step in float64 under BoundMode: the backward's ATen ops carry their bounds too."""

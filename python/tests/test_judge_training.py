@@ -117,6 +117,12 @@ def test_a_loss_that_is_not_a_scalar_is_refused_naming_its_shape():
         fb.judge(MLP(), _sample(), loss=lambda output, sample: output, sets=2, speed_rounds=0)
 
 
+def test_a_compiled_copy_of_another_model_is_refused_naming_the_gradients():
+    other = torch.compile(MLP(), backend="aot_eager")
+    with pytest.raises(fb.JudgeError, match=r"no gradient for grad:net\.0\.weight"):
+        fb.judge(MLP(), _sample(), loss=cross_entropy, compiled=other, sets=2, speed_rounds=0)
+
+
 def test_explain_refuses_a_training_step_judgment():
     j = _judge("aot_eager")
     with pytest.raises(fb.JudgeError, match="training step"):
