@@ -221,11 +221,26 @@ std::map<std::string, int> kernel_instructions(const fs::path& library) {
   });
 }
 
+// A CUDA target needs a GPU device file in this process's /dev: without one, its worker would import
+// the framework (seconds, a server process of its own) only to report that CUDA is unavailable.
+std::string no_visible_gpu(const std::string& device) {
+  static const std::regex gpu_device_file("nvidia[0-9]+|dxg");  // dxg: WSL2's GPU
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/dev", ec)) {
+    if (std::regex_match(entry.path().filename().string(), gpu_device_file)) return {};
+  }
+  return fmt::format("cannot run device {} here: no GPU is visible (no /dev/nvidiaN device file)",
+                     device);
+}
+
 class FrameworkDevice final : public engine::Device {
  public:
   explicit FrameworkDevice(FrameworkSpec spec) : spec_(std::move(spec)) {}
   std::string name() const override { return spec_.device; }
   std::string unavailable_reason() const override {
+    if (spec_.target == "cuda") {
+      if (std::string why = no_visible_gpu(spec_.device); !why.empty()) return why;
+    }
     try {
       return shared_worker(spec_)->unavailable_reason();
     } catch (const std::exception& e) {

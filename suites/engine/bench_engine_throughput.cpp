@@ -15,8 +15,9 @@
 //                  rows: the share of the copy each could reach if memory cost nothing
 //   CompileCold / CacheHit   the chain on 1024 elements through a new fused executor: a cold compile
 //                  into a fresh cache directory, and a run served from the warm on-disk cache
-//   device:<name>  the same Chain / LayerNorm / Softmax on every available framework device (torch =
-//                  Inductor, xla = XLA:CPU), in the same run as the engine's: a framework's own run
+//   device:<name>  the same Chain / LayerNorm / Softmax on each framework device --compare-devices
+//                  names (torch = Inductor, xla = XLA:CPU; tools/run names the run's), in the same
+//                  run as the engine's: a framework's own run
 //                  time (measured inside the framework) is the benchmark's time (manual time), the
 //                  bridge's cost (inputs and outputs through shared memory, the request) is the
 //                  bridge_overhead_ms counter, and bytes_per_second counts the same bytes as the
@@ -449,19 +450,10 @@ void register_benchmarks(const SuiteConfig& config) {
   // were a minute.
   workloads.emplace("matmul", matmul(mm_m, mm_k, mm_n));
   // The device axis: the configured device's paths, and with the engine (cpu) also the fused path
-  // of every framework device available here, in the same run.
-  std::vector<std::string> compared;
-  if (config.device == "cpu") {
-    register_all_devices();
-    std::vector<std::string> others;
-    for (const std::string& name : engine::device_names()) {
-      // torch:cuda etc. have their own runs
-      if (name != "cpu" && name.find(':') == std::string::npos) others.push_back(name);
-    }
-    for (const auto& [name, why] : device_availability(others)) {
-      if (why.empty()) compared.push_back(name);
-    }
-  }
+  // of each framework device named by --compare-devices (tools/run: the run's framework devices on
+  // the CPU), in the same run. Named, not discovered: discovering would start every framework's
+  // worker, for a listing too.
+  const std::vector<std::string>& compared = config.compared_devices;
   // size: the workload's size axis, ("n", elements) or ("shape", "AxB...")
   auto add = [&](const std::string& family, const std::string& key,
                  const std::pair<std::string, std::string>& size, bool with_fma) {

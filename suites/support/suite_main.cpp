@@ -292,6 +292,23 @@ int run_suite(int argc, char** argv, const char* suite_name) {
                         *list, suite_name));
       }
       config.fusion_switches = std::string(*list);
+    } else if (auto names = value_of("--compare-devices")) {
+      if (std::string_view(suite_name) != "engine_throughput") {
+        usage_error(fmt::format(
+            "--compare-devices={}: framework comparisons are bench_engine_throughput's, not {}'s",
+            *names, suite_name));
+      }
+      register_all_devices();
+      for (const auto part : std::views::split(*names, ',')) {
+        const std::string name(part.begin(), part.end());
+        if (name.empty()) continue;
+        if (name == "cpu" || name.find(':') != std::string::npos || !engine::device_known(name))
+          usage_error(
+              fmt::format("--compare-devices: {} is not a framework device on the CPU (torch, xla, "
+                          "torch/BACKEND; this build has: {})",
+                          name, fmt::join(engine::device_names(), ", ")));
+        config.compared_devices.push_back(name);
+      }
     } else {
       remaining.push_back(argv[i]);
     }
@@ -345,6 +362,15 @@ int run_suite(int argc, char** argv, const char* suite_name) {
       const std::string why = engine::make_device(config.device)->unavailable_reason();
       if (!why.empty())
         usage_error(fmt::format("--device={}: unavailable: {}", config.device, why));
+    }
+    if (!config.compared_devices.empty())
+      usage_error(fmt::format("--compare-devices: compares with the cpu engine's run, not with {}",
+                              config.device));
+  }
+  if (!listing_only && !config.compared_devices.empty()) {
+    for (const auto& [name, why] : device_availability(config.compared_devices)) {
+      if (!why.empty())
+        usage_error(fmt::format("--compare-devices: {}: unavailable: {}", name, why));
     }
   }
   register_benchmarks(config);

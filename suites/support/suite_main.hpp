@@ -22,6 +22,9 @@ struct SuiteConfig {
   std::filesystem::path dump_dir;  // empty: no dumps
   // a fusion switch list applied to the fused path (task B; docs/fusion-switches.md)
   std::filesystem::path fusion_switches;
+  // framework devices whose fused path the engine's speed is compared with in the same run
+  // (bench_engine_throughput on cpu; --compare-devices, which tools/run sets to the run's devices)
+  std::vector<std::string> compared_devices;
   bool quick() const { return profile == Profile::Quick; }
   const char* profile_name() const { return quick() ? "quick" : "full"; }
 };
@@ -57,8 +60,10 @@ void keep_freed_heap_memory();
 // Parses --profile=quick|full, --device=NAME (any registered device; an unavailable one is an
 // error with its reason), --list-devices (prints the available devices and exits), --dump-dir=DIR
 // --instance-times=FILE (each instance's wall time, for tools/run's run.json) and
-// --fusion-switches=FILE (task B only; any other suite refuses it with exit 2), removing them
-// from argv; records the context and runs the benchmarks.
+// --fusion-switches=FILE (task B only; any other suite refuses it with exit 2) and
+// --compare-devices=NAME,... (bench_engine_throughput on cpu only), removing them from argv;
+// records the context and runs the benchmarks. A listing (--benchmark_list_tests) starts no
+// framework worker; a run starts only those of the devices it names.
 int run_suite(int argc, char** argv, const char* suite_name);
 
 }  // namespace fusebench::suite
