@@ -42,7 +42,20 @@ from typing import Any
 
 import numpy as np
 
-from ._judge import Inputs, JudgeError, _parse_dtype, as_inputs, flatten_outputs, perturb, set_generator
+from ._inductor import SwitchedInductor, triton_fp_fusion_patchable
+from ._inputs import Inputs, JudgeError, flatten_outputs
+from ._judge import (
+    Reference,
+    _bits_equal,
+    _model_dtype,
+    _parse_dtype,
+    as_inputs,
+    measure_speed,
+    perturb,
+    set_generator,
+)
+from ._toolkit import ulp_error
+from .decision import num
 
 MECHANISMS = {
     "split": "kernel split (per-op rounding at a boundary)",
@@ -108,159 +121,6 @@ class Switch:
 
     def __str__(self) -> str:
         return self.token
-
-
-def _op_by_name(name: str):
-    import torch
-
-    namespace, _, rest = name.partition(".")
-    packet_name, _, overload = rest.partition(".")
-    packet = getattr(getattr(torch.ops, namespace), packet_name)
-    return getattr(packet, overload or "default")
-
-
-class SwitchedInductor:
-    """A torch.compile backend: Inductor's compile_fx with switches applied (config patches,
-    graph breaks at named nodes, decompositions or lowerings left out for named ops)."""
-
-    def __init__(self, switches: list[Switch] = (), config: dict | None = None):
-        self.switches = list(switches)
-        self.config = dict(config or {})
-        for s in self.switches:
-            if s.kind == "compiler":
-                self.config[s.name] = s.value
-        self.cuts = [(s.name, s.value) for s in self.switches if s.kind == "split"]
-        self.decompositions_off = [s.value for s in self.switches if s.kind == "decomposition"]
-        self.lowerings_off = [s.value for s in self.switches if s.kind == "lowering"]
-        self.no_fp_fusion = any(s.kind == "triton" for s in self.switches)
-        if self.no_fp_fusion:
-            self.config["compile_threads"] = 1  # Triton compiles in this process, under the patch
-        self.graphs = 0
-
-    def __repr__(self) -> str:
-        return f"SwitchedInductor({[s.token for s in self.switches]}, config={self.config})"
-
-    @contextlib.contextmanager
-    def _patched(self):
-        import torch._inductor.config as inductor_config
-        import torch._inductor.graph as inductor_graph
-
-        patch = dict(self.config)
-        if self.lowerings_off or self.decompositions_off:
-            patch["force_disable_caches"] = True  # the cache keys do not see these
-        off = {_op_by_name(n) for n in self.lowerings_off}
-        original = inductor_graph.fallback_node_due_to_unsupported_type
-
-        def fallback(n, *args, **kwargs):
-            return n.target in off or original(n, *args, **kwargs)
-
-        with inductor_config.patch(patch), _no_triton_fp_fusion(self.no_fp_fusion):
-            if off:
-                inductor_graph.fallback_node_due_to_unsupported_type = fallback
-            try:
-                yield
-            finally:
-                inductor_graph.fallback_node_due_to_unsupported_type = original
-
-    def _first_call_patched(self, compiled):
-        """Triton may compile a kernel at its first launch: that call runs under the patches too."""
-        if not self.no_fp_fusion:
-            return compiled
-        state = {"first": True}
-
-        def run(*args):
-            if state["first"]:
-                state["first"] = False
-                with self._patched():
-                    return compiled(*args)
-            return compiled(*args)
-
-        return run
-
-    def compile_graph(self, gm, example_inputs):
-        from torch._inductor.compile_fx import compile_fx
-
-        kwargs = {}
-        if self.decompositions_off:
-            from torch._inductor.decomposition import select_decomp_table
-
-            table = dict(select_decomp_table())
-            for n in self.decompositions_off:
-                table.pop(_op_by_name(n), None)
-            kwargs["decompositions"] = table
-        with self._patched():
-            return self._first_call_patched(compile_fx(gm, example_inputs, **kwargs))
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        names = {n.name for n in gm.graph.nodes}
-        cuts = [(where, node) for where, node in self.cuts if node in names]
-        if not cuts:
-            return self.compile_graph(gm, example_inputs)
-        return split_and_compile(gm, cuts, self.compile_graph)
-
-
-@contextlib.contextmanager
-def _no_triton_fp_fusion(active: bool):
-    """Triton's CUDA backend compiles with enable_fp_fusion=False (Inductor passes its own value,
-    not emulate_precision_casts, which the TRITON_DEFAULT_FP_FUSION variable does not override):
-    the patch of tools/gpu/inductor_mechanisms.py."""
-    if not active:
-        yield
-        return
-    from triton.backends.nvidia.compiler import CUDABackend
-
-    original = CUDABackend.parse_options
-
-    def parse_options(self, opts, *args, **kwargs):
-        opts = dict(opts)
-        opts["enable_fp_fusion"] = False
-        return original(self, opts, *args, **kwargs)
-
-    CUDABackend.parse_options = parse_options
-    try:
-        yield
-    finally:
-        CUDABackend.parse_options = original
-
-
-def _triton_fp_fusion_switchable() -> bool:
-    try:
-        from triton.backends.nvidia.compiler import CUDABackend
-    except Exception:
-        return False
-    return hasattr(CUDABackend, "parse_options")
-
-
-def split_and_compile(gm, cuts, compile_graph):
-    """gm split at the cuts (("before"|"after", node name)), each part compiled on its first call."""
-    import torch
-    from torch.fx.passes.split_module import split_module
-
-    nodes = [n for n in gm.graph.nodes]
-    order = {n.name: i for i, n in enumerate(nodes)}
-    starts = sorted({order[name] + (1 if where == "after" else 0) for where, name in cuts})
-
-    def part(n):
-        return sum(1 for s in starts if order[n.name] >= s)
-
-    split = split_module(gm, None, part, keep_original_order=True)
-
-    class Lazy(torch.nn.Module):
-        def __init__(self, module):
-            super().__init__()
-            self.module = module
-            self.compiled = None
-
-        def forward(self, *args):
-            if self.compiled is None:
-                self.compiled = compile_graph(self.module, list(args))
-            return self.compiled(*args)
-
-    for name, child in list(split.named_children()):
-        if name.startswith("submod_"):
-            setattr(split, name, Lazy(child))
-    return split
 
 
 def _as_switches(switches) -> list[Switch]:
@@ -334,8 +194,6 @@ class Localisation:
 
 
 def _n(x) -> str:
-    from .decision import num
-
     return num(x)
 
 
@@ -512,8 +370,6 @@ def _cond_max(y, ref, bound, torch) -> float | None:
 
 
 def _ulp_max(y, ref) -> float:
-    from . import ulp_error
-
     return float(np.nanmax(np.asarray(ulp_error(y.detach().cpu().contiguous(), ref.detach().cpu().contiguous()))))
 
 
@@ -522,8 +378,6 @@ def _meets(criterion: str, c, e, ref, bound, torch) -> bool:
     if c.shape != e.shape or c.dtype != e.dtype:
         return True
     if criterion == "differs":
-        from ._judge import _bits_equal
-
         return _bits_equal(c, e, torch) > 0
     cc, ce = _cond_max(c, ref, bound, torch), _cond_max(e, ref, bound, torch)
     if cc is not None and ce is not None:
@@ -554,7 +408,6 @@ def explain(
     from torch._dynamo import reset
 
     from ._bounds import BoundMode
-    from ._judge import Reference, _model_dtype
 
     t_start = time.perf_counter()
     if judgment is not None and getattr(judgment, "loss", None):
@@ -986,7 +839,7 @@ def _candidates(recorder, localisation, options, torch) -> tuple[list[Switch], d
     out.clear()
     option("emulate_precision_casts", True)
     option("cpp.enable_floating_point_contract_flag", "off")
-    if cuda and _triton_fp_fusion_switchable():
+    if cuda and triton_fp_fusion_patchable()[0]:
         out.append(Switch("triton", "enable_fp_fusion", False))
     if cuda:
         option("eager_numerics.division_rounding", True)
@@ -1012,8 +865,6 @@ def _op_token(op) -> str:
 def _costs(fn, inputs, minimal, entries, options, rounds, torch, base=()) -> None:
     """Each switch's cost: plain compiled vs compiled with the switch, interleaved rounds; the
     slowdown is the geometric mean of per-round ratios with a 95 % t interval."""
-    from ._judge import measure_speed
-
     torch._dynamo.reset()
     plain = torch.compile(fn, backend=SwitchedInductor(list(base), options), dynamic=False)
     with torch.no_grad():

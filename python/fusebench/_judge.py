@@ -28,63 +28,15 @@ from typing import Any
 import numpy as np
 
 from . import decision as D
+from ._inductor import SwitchedInductor
+from ._inputs import Inputs, JudgeError, ModelError
+from ._toolkit import ulp_diff, ulp_error
 from .decision import Outcome, Part
 
 ILL_CONDITIONED = 100.0  # kIllConditioned of suites/accumulated_error: kappa above it is cancellation
 
 
-class JudgeError(ValueError):
-    """Bad input for judge / explain (the CLI's exit status 2): the message says why."""
-
-
-class ModelError(RuntimeError):
-    """The model raised while judge ran it (eagerly, compiled, or in float64 with bounds): the CLI's
-    exit status 4. The message names the run and the input set; the model's exception is the cause."""
-
-
-def run_model(what: str, fn, inputs: Inputs, set_index: int, title: str):
-    """inputs.call(fn), a failure raised as ModelError naming the run (eager, compiled, fp64) and the set."""
-    try:
-        return inputs.call(fn)
-    except (JudgeError, ModelError):
-        raise
-    except Exception as error:
-        raise ModelError(
-            f"judge: {title} raised in its {what} run on input set {set_index}: {type(error).__name__}: {error}"
-        ) from error
-
-
 # ---- inputs
-@dataclass
-class Inputs:
-    """One input set: positional and keyword arguments."""
-
-    args: tuple
-    kwargs: dict
-
-    def call(self, fn):
-        return fn(*self.args, **self.kwargs)
-
-    def map(self, convert) -> Inputs:
-        import torch
-
-        def m(v):
-            if isinstance(v, torch.Tensor):
-                return convert(v)
-            if isinstance(v, (list, tuple)):
-                return type(v)(m(x) for x in v)
-            if isinstance(v, dict):
-                return {k: m(x) for k, x in v.items()}
-            return v
-
-        return Inputs(tuple(m(a) for a in self.args), {k: m(v) for k, v in self.kwargs.items()})
-
-    def tensors(self) -> list:
-        out = []
-        self.map(lambda t: out.append(t) or t)
-        return out
-
-
 def as_inputs(sample: Any) -> Inputs:
     """A tensor is one argument, a tuple or list the positional arguments, a dict the keyword
     arguments, an Inputs itself."""
@@ -137,22 +89,6 @@ def perturb(sample: Inputs, generator, scale: float) -> Inputs:
         return torch.where(take, draw, t)
 
     return sample.map(one)
-
-
-# ---- outputs
-def flatten_outputs(value: Any, torch, path: str = "") -> list[tuple[str, Any]]:
-    """(name, tensor) for every tensor of a result: a tensor is 'out', a dict's entries by key
-    (HF ModelOutput: 'logits'), a tuple's by index."""
-    if isinstance(value, torch.Tensor):
-        return [(path or "out", value)]
-    out = []
-    if isinstance(value, dict):
-        for k, v in value.items():
-            out += flatten_outputs(v, torch, f"{path}.{k}" if path else str(k))
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            out += flatten_outputs(v, torch, f"{path}[{i}]" if path else f"out[{i}]")
-    return out
 
 
 def _short_dtype(dtype) -> str:
@@ -898,8 +834,6 @@ def make_compiler(compile: Any, options: dict | None, torch) -> tuple[Callable, 
         if options and compile != "inductor":
             raise JudgeError(f"judge: options={options!r} are Inductor's; backend {compile!r} takes none")
         if compile == "inductor" and options:
-            from ._explain import SwitchedInductor
-
             backend = SwitchedInductor(config=dict(options))
             name = "inductor (" + ", ".join(f"{k}={v}" for k, v in options.items()) + ")"
             return (lambda f: torch.compile(f, backend=backend, dynamic=False)), name
@@ -1014,8 +948,6 @@ def judge(
     """Judges fn compiled against fn eager, both against an fp64 run with a running error bound,
     over `sets` input sets. See fusebench.judge's docstring (the package's __init__)."""
     import torch
-
-    from . import ulp_diff, ulp_error
 
     t_start = time.perf_counter()
     if not isinstance(sets, int) or isinstance(sets, bool) or sets < 2:

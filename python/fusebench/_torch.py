@@ -13,6 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from ._operands import element_bits_and_values, operand
+from ._toolkit import error_stats, ulp_error
+
 
 def _require_torch(fn: str):
     try:
@@ -122,9 +125,6 @@ def _le(x: float | None, y: float | None) -> bool:
 def worst_elements(y, eager, ref, count: int) -> list[dict[str, Any]]:
     """The count elements of y with the largest ULP error against ref, with eager's and ref's values
     and the bit patterns (y's format)."""
-    from . import ulp_error
-    from ._operands import element_bits_and_values, operand
-
     errors = np.asarray(ulp_error(y, ref)).reshape(-1)
     count = min(count, errors.size)
     if count == 0:
@@ -163,7 +163,6 @@ def compare_fused(fn: Callable, *inputs: Any, compile: Callable | None = None, w
     zero sets the max). For a verdict use fusebench.judge (many input sets, conditioned error, a
     paired bootstrap with a tolerance)."""
     torch = _require_torch("fusebench.compare_fused")
-    from . import error_stats
 
     compiler = torch.compile if compile is None else compile
     with torch.no_grad():
