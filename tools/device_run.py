@@ -945,33 +945,67 @@ def merge_alignment(units: pathlib.Path, out: pathlib.Path) -> int:
     return len(runs)
 
 
-def judge_step(stand_in: bool) -> Callable[[Runner, float], Outcome]:
-    """fusebench.judge on a transformers GPT-2 on the GPU: the package installed from python/ with
-    the image's build tools (no network), then `python -m fusebench judge`."""
-
-    def action(runner: Runner, timeout: float) -> Outcome:
-        python = runner.env["FUSEBENCH_PYTHON"]
-        target = runner.work / "fusebench-python"
-        t0 = time.monotonic()
+def fusebench_python(runner: Runner, timeout: float) -> tuple[dict | None, str]:
+    """(the environment that imports the fusebench package, why not): the package installed from
+    python/ with the image's build tools (no network) into the run's work folder, once a run (the
+    judge steps share it; a call that resumes installs it again, from the tree it runs)."""
+    target = runner.work / "fusebench-python"
+    if runner.facts.get("fusebench_python") != str(target):
         status, text = runner.command(
-            [python, "-m", "pip", "install", "--no-index", "--no-build-isolation", "--no-deps", "--upgrade",
-             "--target", str(target), str(ROOT / "python")], timeout, log_name="judge-install.log", echo=False)  # fmt: skip
+            [runner.env["FUSEBENCH_PYTHON"], "-m", "pip", "install", "--no-index", "--no-build-isolation", "--no-deps",
+             "--upgrade", "--target", str(target), str(ROOT / "python")], timeout, log_name="judge-install.log",
+            echo=False)  # fmt: skip
         if status != 0:
             why = "timed out" if status is None else f"exit {status}: {last_error(text)}"
-            return Outcome("failed", f"pip install ./python offline: {why}")
-        env = dict(runner.env, PYTHONPATH=os.pathsep.join(filter(None, [str(target), runner.env.get("PYTHONPATH")])))
+            return None, f"pip install ./python offline: {why}"
+        runner.facts["fusebench_python"] = str(target)
+    return dict(runner.env, PYTHONPATH=os.pathsep.join(filter(None, [str(target), runner.env.get("PYTHONPATH")]))), ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Judged:
+    """One `python -m fusebench judge` of the device plan: a factory of tools/gpu/judge_models.py
+    (FACTORY_cuda on the GPU, FACTORY_cpu standing in) and the judgment's size."""
+
+    factory: str
+    dtype: str
+    sets: int
+    speed_rounds: int
+    stand_in_sets: int = 4
+
+
+def judge_step(stand_in: bool, judged: Judged) -> Callable[[Runner, float], Outcome]:
+    """`python -m fusebench judge` on a model of tools/gpu/judge_models.py on the GPU, with Inductor;
+    judgment.json, .md and .html under results/device/judge-FACTORY@DEVICE. On the GPU the
+    judgment must say it ran there (its environment's device), else the step fails."""
+
+    def action(runner: Runner, timeout: float) -> Outcome:
+        t0 = time.monotonic()
+        env, problem = fusebench_python(runner, timeout)
+        if env is None:
+            return Outcome("failed", problem)
         device = "cpu" if stand_in else "cuda"
-        factory = "gpt2_two_layers_cpu" if stand_in else "gpt2_124m_cuda"
-        argv = [python, "-m", "fusebench", "judge", f"{ROOT / 'tools/gpu/judge_models.py'}:{factory}",
-                "--dtype", "bf16", "--sets", "4" if stand_in else "32", "--speed-rounds", "0" if stand_in else "15",
-                "--out", str(runner.extras / f"judge-gpt2@{device}")]  # fmt: skip
+        out = runner.extras / f"judge-{judged.factory}@{device}"
+        argv = [runner.env["FUSEBENCH_PYTHON"], "-m", "fusebench", "judge",
+                f"{ROOT / 'tools/gpu/judge_models.py'}:{judged.factory}_{device}", "--backend", "inductor",
+                "--dtype", judged.dtype, "--sets", str(judged.stand_in_sets if stand_in else judged.sets),
+                "--speed-rounds", "0" if stand_in else str(judged.speed_rounds), "--out", str(out)]  # fmt: skip
         status, text = runner.command(argv, max(timeout - (time.monotonic() - t0), 1), log_name="judge.log", env=env)
         if status is None:
             return Outcome("timed_out", f"judge ran past {timeout:.0f} s")
         if status not in (0, 1, 3):  # the verdicts; 2 bad input, 4 a failure in the model or judge
             return Outcome("failed", f"judge exit {status}: {last_error(text)}")
         verdict = {0: "SUPPORTED", 1: "CONTRADICTED", 3: "INCONCLUSIVE"}[status]
-        return Outcome("ok", facts={"verdict": verdict})
+        try:
+            judgment = json.loads((out / "judgment.json").read_text())
+        except (OSError, ValueError) as e:
+            return Outcome("failed", f"judge exit {status} ({verdict}) but {out}/judgment.json unreadable: {e}")
+        ran_on = str(judgment.get("environment", {}).get("device", "not recorded"))
+        if not ran_on.startswith(device):
+            return Outcome("failed", f"judgment.json says the judgment ran on {ran_on}, not on {device}")
+        return Outcome(
+            "ok", facts={"verdict": verdict, "device": ran_on, "judgment": str(out.relative_to(runner.results))}
+        )
 
     return action
 
@@ -1013,6 +1047,13 @@ def gpu_plan(settings: Settings) -> list[Step]:
         plan.append(Step(f"E/{mode}-{seed}", f"task E, GPT-2 124M, 1,000 steps on torch:cuda: the {mode} run of seed {seed}",
                          alignment_unit(mode, seed, stand_in), 420, 30, environment,
                          estimate_s=150 if mode == "compiled" else 110, priority=1))  # fmt: skip
+    # issue 48's GPU judgment, a small one: it needs no build either (pip builds the package's own
+    # extension, about a minute, then the judgment takes seconds), so it goes before configure with
+    # E; it proves the judge's GPU path (the model's device, the CPU's statistics, CUDA events), and
+    # the GPT-2 judgment further on reuses its install
+    plan.append(Step("judge-mlp@cuda", "fusebench.judge on a small MLP (f32, 8 input sets, Inductor) on the GPU",
+                     judge_step(stand_in, Judged("mlp", "f32", 8, 5)), 420, 30, environment, estimate_s=100,
+                     priority=1))  # fmt: skip
     plan += [s for s in setup if s.name not in ("unpack", "environment")]
     plan.append(Step("gpu-tests", "ctest -L 'gpu|cuda': every gpu test must run, none skip",
                      ctest_step(settings, "gpu|cuda", True) if not stand_in else stand_in_tests(settings),
@@ -1039,7 +1080,8 @@ def gpu_plan(settings: Settings) -> list[Step]:
                          parallel({f"{s}@{on(device)}": suite(s, device, "quick", shared_worker=False) for s in C_AND_D_SUITES}),
                          300, 60, built, estimate_s=150, priority=5))  # fmt: skip
     plan.append(Step("judge@cuda", "fusebench.judge on a transformers GPT-2 (bf16, 32 input sets) on the GPU",
-                     judge_step(stand_in), 300, 60, environment, estimate_s=150, priority=6))  # fmt: skip
+                     judge_step(stand_in, Judged("gpt2", "bf16", 32, 15)), 300, 60, environment, estimate_s=150,
+                     priority=6))  # fmt: skip
     if not stand_in:
         mechanisms = python_step(["tools/gpu/inductor_mechanisms.py", "--device", "cuda", "--budget-s", "{budget}",
                                   "--out", "{extras}/inductor_mechanisms.json"], "inductor_mechanisms.log")  # fmt: skip

@@ -1,9 +1,24 @@
-"""Models for `python -m fusebench judge` in the device plan (tools/device_run.py's judge@cuda step):
-a transformers GPT-2 with GPT-2 small's shape (12 layers, width 768, 124M parameters) and random
-weights on the GPU, and a two-layer one on the CPU for the rehearsal here. Each factory returns
-(model, sample) as the judge asks; the model is in eval mode, judged as it is."""
+"""Models for `python -m fusebench judge` in the device plan (tools/device_run.py's judge steps), each
+as FACTORY_cuda for the GPU and FACTORY_cpu for the rehearsal here:
+  mlp   a small MLP (Linear, GELU, LayerNorm, Linear) in f32: the GPU path of the judge in seconds
+  gpt2  a transformers GPT-2 with GPT-2 small's shape (12 layers, width 768, 124M parameters) and
+        random weights on the GPU; two layers of width 256 standing in on the CPU
+Each factory returns (model, sample) as the judge asks; the model is in eval mode, judged as it is.
+Weights and samples are drawn on the CPU from fixed seeds and then moved, so that the GPU's
+judgment and the CPU's see the same model and the same inputs."""
 
 from __future__ import annotations
+
+
+def mlp(device: str):
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.LayerNorm(1024), torch.nn.Linear(1024, 256)
+    )
+    sample = torch.randn(64, 256, generator=torch.Generator().manual_seed(1))
+    return model.eval().to(device), sample.to(device)
 
 
 def gpt2(device: str, small: bool):
@@ -19,13 +34,21 @@ def gpt2(device: str, small: bool):
         batch, tokens = 4, 512
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(config).eval().to(device)
-    sample = {"input_ids": torch.randint(0, config.vocab_size, (batch, tokens), device=device)}
-    return model, sample
+    ids = torch.randint(0, config.vocab_size, (batch, tokens), generator=torch.Generator().manual_seed(1))
+    return model, {"input_ids": ids.to(device)}
 
 
-def gpt2_124m_cuda():
+def mlp_cuda():
+    return mlp("cuda")
+
+
+def mlp_cpu():
+    return mlp("cpu")
+
+
+def gpt2_cuda():
     return gpt2("cuda", small=False)
 
 
-def gpt2_two_layers_cpu():
+def gpt2_cpu():
     return gpt2("cpu", small=True)

@@ -254,3 +254,43 @@ def test_a_step_an_earlier_loan_cut_is_expected_to_take_at_least_that_long(tmp_p
     step = json.loads((tmp_path / "out" / "summary.json").read_text())["steps"][0]
     assert step["status"] == "skipped"
     assert step["reason"] == "budget: 90 s left, the step takes about 95 s (an earlier loan ran it that long)"
+
+
+@pytest.mark.parametrize("stand_in,ran_on,status", [(False, "cuda:0 (NVIDIA H200)", "ok"), (False, "cpu", "failed"),
+                                                    (True, "cpu", "ok")])  # fmt: skip
+def test_a_judge_step_keeps_the_judgment_and_checks_where_it_ran(tmp_path, stand_in, ran_on, status):
+    """The judge step's command line and its check of judgment.json, with an interpreter that writes
+    the judgment a GPU (or a CPU) judgment writes; the package counts as installed for the run."""
+    runner = Runner(tmp_path / "out", tmp_path / "work", budget_s=100)
+    runner.facts["fusebench_python"] = str(runner.work / "fusebench-python")
+    fake = tmp_path / "python"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" > {tmp_path}/argv\n'
+        'while [ "$1" != "--out" ]; do shift; done\n'
+        'mkdir -p "$2"\n'
+        f"""echo '{{"environment": {{"device": "{ran_on}"}}}}' > "$2/judgment.json"\n"""
+        "exit 3\n"
+    )
+    fake.chmod(0o755)
+    runner.env["FUSEBENCH_PYTHON"] = str(fake)
+    outcome = device_run.judge_step(stand_in, device_run.Judged("mlp", "f32", 8, 5))(runner, 60)
+    device = "cpu" if stand_in else "cuda"
+    argv = (tmp_path / "argv").read_text().split()
+    assert argv[:3] == ["-m", "fusebench", "judge"] and argv[3].endswith(f"tools/gpu/judge_models.py:mlp_{device}")
+    assert argv[argv.index("--backend") + 1] == "inductor" and argv[argv.index("--dtype") + 1] == "f32"
+    assert (runner.extras / f"judge-mlp@{device}" / "judgment.json").is_file()
+    assert outcome.status == status
+    if status == "ok":
+        assert outcome.facts == {"verdict": "INCONCLUSIVE", "device": ran_on, "judgment": f"device/judge-mlp@{device}"}
+    else:
+        assert outcome.reason == "judgment.json says the judgment ran on cpu, not on cuda"
+
+
+def test_the_gpu_plan_judges_a_small_model_before_the_build_and_gpt2():
+    settings = device_run.Settings(pathlib.Path("b"), pathlib.Path("d"), "python3", 16, "ON", "90", [])
+    names = [s.name for s in device_run.gpu_plan(settings)]
+    by_name = {s.name: s for s in device_run.gpu_plan(settings)}
+    assert names.index("E/eager-3") < names.index("judge-mlp@cuda") < names.index("configure")
+    assert names.index("judge-mlp@cuda") < names.index("judge@cuda")
+    assert by_name["judge-mlp@cuda"].needs == ("environment",) and by_name["judge-mlp@cuda"].estimate_s > 0
