@@ -727,7 +727,7 @@ def _rule_attention(mode: BoundMode, func, args, kwargs, explicit_vdtype):
         scores = torch.matmul(q, k.transpose(-2, -1)) * scale
         if is_causal:
             L, S = q.shape[-2], k.shape[-2]
-            keep = torch.ones(L, S, dtype=torch.bool).tril()
+            keep = torch.ones(L, S, dtype=torch.bool, device=scores.device).tril()
             scores = scores.masked_fill(~keep, -math.inf)
         if mask is not None:
             scores = scores.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else scores + mask
@@ -754,7 +754,8 @@ def _rule_attention(mode: BoundMode, func, args, kwargs, explicit_vdtype):
         elif kind in ("SymInt", "int"):
             extra.append(q.shape[-2] if "q" in (r.name or "") else k.shape[-2])  # max_q / max_k
         else:
-            extra.append(torch.empty(0, dtype=F64))  # sequence offsets, RNG state, debug mask: unused
+            # sequence offsets, RNG state, debug mask: unused
+            extra.append(torch.empty(0, dtype=F64, device=out.device))
     return (out, *extra)
 
 

@@ -43,16 +43,14 @@ from typing import Any
 import numpy as np
 
 from ._inductor import SwitchedInductor, triton_fp_fusion_patchable
-from ._inputs import Inputs, JudgeError, flatten_outputs
+from ._inputs import JudgeError, flatten_outputs
 from ._judge import (
     Reference,
     _bits_equal,
     _model_dtype,
     _parse_dtype,
-    as_inputs,
+    device_sets,
     measure_speed,
-    perturb,
-    set_generator,
 )
 from ._toolkit import ulp_error
 from .decision import num
@@ -432,17 +430,8 @@ def explain(
             import copy
 
             fn = copy.deepcopy(fn).to(dtype)
-    sampler = sample if callable(sample) and not isinstance(sample, torch.Tensor) else None
-    base = None if sampler is not None else as_inputs(sample)
-    if base is not None and dtype is not None:
-        base = base.map(lambda t: t.to(dtype) if t.is_floating_point() else t)
-
-    def make_set(index: int) -> Inputs:
-        if sampler is not None:
-            got = as_inputs(sampler(index, set_generator(seed, index)))
-            return got.map(lambda t: t.to(dtype) if t.is_floating_point() else t) if dtype is not None else got
-        return base if index == 0 else perturb(base, set_generator(seed, index), perturbation)
-
+    # judge's sets, on the model's device
+    make_set, device = device_sets(fn, sample, seed=seed, dtype=dtype, perturbation=perturbation, torch=torch)
     explain_sets = [make_set(i) for i in range(sets)]
     model_dtype = _model_dtype(fn, explain_sets[0], torch)
     notes: list[str] = []
@@ -588,7 +577,7 @@ def explain(
                 "mechanism acts further on (explain(..., switches=explanation) searches on from this one)"
             )
     if entries and cost_rounds > 0:
-        _costs(fn, explain_sets[0], minimal, entries, options, cost_rounds, torch, base)
+        _costs(fn, explain_sets[0], minimal, entries, options, cost_rounds, torch, base, device)
     reset()
     return Explanation(
         criterion,
@@ -862,7 +851,7 @@ def _op_token(op) -> str:
     return f"{op.namespace}.{op._schema.name.split('::')[1]}.{op._overloadname}"
 
 
-def _costs(fn, inputs, minimal, entries, options, rounds, torch, base=()) -> None:
+def _costs(fn, inputs, minimal, entries, options, rounds, torch, base=(), device=None) -> None:
     """Each switch's cost: plain compiled vs compiled with the switch, interleaved rounds; the
     slowdown is the geometric mean of per-round ratios with a 95 % t interval."""
     torch._dynamo.reset()
@@ -879,7 +868,9 @@ def _costs(fn, inputs, minimal, entries, options, rounds, torch, base=()) -> Non
         # Dynamo's cache limit reached and eager run instead) would price the compiler, not the switch
         compiles = counters["stats"]["unique_graphs"]
         with torch._dynamo.config.patch(recompile_limit=64, accumulated_recompile_limit=1024):
-            s = measure_speed(lambda f=switched: inputs.call(f), lambda: inputs.call(plain), 0.0, rounds, torch)
+            s = measure_speed(
+                lambda f=switched: inputs.call(f), lambda: inputs.call(plain), 0.0, rounds, torch, device=device
+            )
         if counters["stats"]["unique_graphs"] != compiles:
             entry.cost = {
                 "rounds": 0,

@@ -69,10 +69,12 @@ def perturb(sample: Inputs, generator, scale: float) -> Inputs:
     """A new input set from the sample: floating tensors x + scale * std(x) * N(0, 1) (a constant
     tensor is kept), integer tensors with each element redrawn uniformly from [min, max] of the
     sample's tensor with probability scale (a constant tensor such as an all-ones attention mask is
-    kept), booleans kept."""
+    kept), booleans kept. Every tensor of the set is on the CPU, computed there from the sample's
+    values (set_maker moves the set to the judgment's device)."""
     import torch
 
     def one(t):
+        t = t.detach().cpu()  # the CPU's arithmetic: a set is the same whatever device it goes to
         if t.is_floating_point():
             std = t.detach().double().std().item() if t.numel() > 1 else 0.0
             if not math.isfinite(std) or std == 0:
@@ -89,6 +91,80 @@ def perturb(sample: Inputs, generator, scale: float) -> Inputs:
         return torch.where(take, draw, t)
 
     return sample.map(one)
+
+
+def set_maker(sample: Any, *, seed: int, dtype, perturbation: float, device, torch) -> Callable[[int], Inputs]:
+    """make_set(index): input set `index` of a judgment, on `device` (None: where the sample is). Set 0
+    is the sample (its floating tensors cast to dtype when one is given); set i > 0 is perturb(sample)
+    from set_generator(seed, i), or a sampler's set i from that generator. The generator is a CPU
+    one and perturb computes on the CPU; the set moves to the device last, so a CUDA judgment sees
+    the CPU judgment's inputs value for value."""
+    sampler = sample if callable(sample) and not isinstance(sample, torch.Tensor) else None
+    base = None if sampler is not None else as_inputs(sample)
+    if base is not None and dtype is not None:
+        base = base.map(lambda t: t.to(dtype) if t.is_floating_point() else t)
+
+    def make_set(index: int) -> Inputs:
+        if sampler is not None:
+            made = as_inputs(sampler(index, set_generator(seed, index)))
+            if dtype is not None:
+                made = made.map(lambda t: t.to(dtype) if t.is_floating_point() else t)
+        else:
+            made = base if index == 0 else perturb(base, set_generator(seed, index), perturbation)
+        return made if device is None else made.map(lambda t: t.to(device))
+
+    return make_set
+
+
+def judgment_device(fn, inputs: Inputs, torch):
+    """The device a judgment runs on (eager, compiled and the fp64 reference): that of a module's
+    parameters and buffers, else that of the inputs' tensors, else the CPU. A model or inputs spread
+    over several devices are refused: one judgment runs on one device."""
+    held, what = set(), "its inputs"
+    if isinstance(fn, torch.nn.Module):
+        held = {t.device for t in (*fn.parameters(), *fn.buffers())}
+        what = "its parameters and buffers"
+    if not held:
+        held = {t.device for t in inputs.tensors()}
+        what = "its inputs"
+    if len(held) > 1:
+        raise JudgeError(
+            f"judge: {what} lie on {len(held)} devices ({', '.join(sorted(map(str, held)))}); a judgment runs on "
+            "one device: move the model and the sample to one (model.to(device))"
+        )
+    return held.pop() if held else torch.device("cpu")
+
+
+def device_sets(fn, sample: Any, *, seed: int, dtype, perturbation: float, torch):
+    """(make_set, device): the judgment's device (judgment_device, from the model or from set 0 where
+    the sample is) and set_maker's sets on it."""
+    here = set_maker(sample, seed=seed, dtype=dtype, perturbation=perturbation, device=None, torch=torch)
+    device = judgment_device(fn, here(0), torch)
+    return set_maker(sample, seed=seed, dtype=dtype, perturbation=perturbation, device=device, torch=torch), device
+
+
+def synchronizer(device, torch) -> Callable[[], None]:
+    """Waits for the device's queued work (a CUDA launch returns before its kernel ends, so a wall
+    clock read without it times the launch); nothing to wait for on the CPU."""
+    if device is not None and torch.device(device).type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
+def autocast_off(stack: contextlib.ExitStack, devices, torch) -> None:
+    """Autocast off on the CPU and on every device among `devices`, inside stack: a reference run in
+    the caller's autocast region would compute in autocast's lower precision."""
+    for kind in dict.fromkeys(["cpu", *(torch.device(d).type for d in devices)]):
+        if torch.amp.is_autocast_available(kind):
+            stack.enter_context(torch.autocast(kind, enabled=False))
+
+
+def device_text(device, torch) -> str:
+    """The device in words for the judgment's environment: 'cuda:0 (NVIDIA H100 80GB HBM3)', 'cpu'."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return str(device)
 
 
 def _short_dtype(dtype) -> str:
@@ -135,9 +211,7 @@ class Reference:
         try:
             with contextlib.ExitStack() as stack:
                 stack.enter_context(torch.no_grad() if call is None else torch.enable_grad())
-                stack.enter_context(torch.autocast("cpu", enabled=False))
-                if torch.cuda.is_available():
-                    stack.enter_context(torch.autocast("cuda", enabled=False))
+                autocast_off(stack, {t.device for t in up.tensors()} | {p.device for p, _ in self.params}, torch)
                 stack.enter_context(mode)
                 out = up.call(self.target) if call is None else call(self.target, up, mode)
         finally:
@@ -418,22 +492,34 @@ class Speed:
         return dict(self.__dict__)
 
 
-def measure_speed(eager: Callable, compiled: Callable, compile_s: float, rounds: int, torch) -> Speed:
+def measure_speed(eager: Callable, compiled: Callable, compile_s: float, rounds: int, torch, device=None) -> Speed:
     """Interleaved rounds, the order alternating: each round times one eager and one compiled call
     (each the mean of back-to-back calls lasting about 20 ms); the speedup is the geometric mean of
-    the per-round ratios with a 95 % t interval of their logarithms."""
+    the per-round ratios with a 95 % t interval of their logarithms. On a CUDA device the calls are
+    timed by CUDA events on the device's stream (the GPU's time from the first launch to the last
+    kernel's end); elsewhere by the wall clock."""
     if rounds <= 0:
         return Speed(compile_s, math.nan, math.nan, math.nan, math.nan, math.nan, 0)
 
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    if device is not None and torch.device(device).type == "cuda":
 
-    def timed(f, repeat):
-        sync()
-        start = time.perf_counter()
-        for _ in range(repeat):
-            f()
-        sync()  # a GPU's work is asynchronous: the time is the work's, not the launches'
-        return (time.perf_counter() - start) / repeat
+        def timed(f, repeat):
+            with torch.cuda.device(device):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(repeat):
+                    f()
+                end.record()
+                end.synchronize()
+            return start.elapsed_time(end) / 1e3 / repeat  # elapsed_time is in milliseconds
+
+    else:
+
+        def timed(f, repeat):
+            start = time.perf_counter()
+            for _ in range(repeat):
+                f()
+            return (time.perf_counter() - start) / repeat
 
     with torch.no_grad():
         once = max(timed(eager, 1), timed(compiled, 1), 1e-6)
@@ -961,16 +1047,9 @@ def judge(
         dtype = _parse_dtype(dtype, torch)
         if isinstance(fn, torch.nn.Module):
             fn = copy.deepcopy(fn).to(dtype)
-    base = None if sampler is not None else as_inputs(sample)
-    if base is not None and dtype is not None:
-        base = base.map(lambda t: t.to(dtype) if t.is_floating_point() else t)
-
-    def make_set(index: int) -> Inputs:
-        if sampler is not None:
-            got = as_inputs(sampler(index, set_generator(seed, index)))
-            return got.map(lambda t: t.to(dtype) if t.is_floating_point() else t) if dtype is not None else got
-        return base if index == 0 else perturb(base, set_generator(seed, index), perturbation)
-
+    # a model on the GPU is judged there: every set is made on the CPU and moved to the model's device
+    make_set, device = device_sets(fn, sample, seed=seed, dtype=dtype, perturbation=perturbation, torch=torch)
+    sync = synchronizer(device, torch)
     first = make_set(0)
     # how loss(output, sample) receives a set's inputs: in the form the sample was given
     sample_form = (
@@ -1029,6 +1108,7 @@ def judge(
     step = make_step(compiled)
     t0 = time.perf_counter()
     step.compiled(first, 0, "compiled (first call: the compile)")
+    sync()
     compile_s = time.perf_counter() - t0
 
     reference = Reference(fn, model_dtype, torch)
@@ -1043,9 +1123,11 @@ def judge(
         inputs = first if index == 0 else make_set(index)
         t = time.perf_counter()
         e_out = step.eager(inputs, index)
+        sync()
         seconds["eager"] += time.perf_counter() - t
         t = time.perf_counter()
         c_out = step.compiled(inputs, index)
+        sync()
         seconds["compiled"] += time.perf_counter() - t
         t = time.perf_counter()
         try:
@@ -1220,13 +1302,16 @@ def judge(
     # speed
     if speed_rounds > 0:
         progress.say(f"timing eager against compiled, {speed_rounds} interleaved rounds")
-    speed = measure_speed(lambda: step.eager(first, 0), lambda: step.compiled(first, 0), compile_s, speed_rounds, torch)
+    speed = measure_speed(
+        lambda: step.eager(first, 0), lambda: step.compiled(first, 0), compile_s, speed_rounds, torch, device=device
+    )
     seconds["total"] = time.perf_counter() - t_start
     environment = {
         "torch": torch.__version__,
         "python": platform.python_version(),
         "machine": platform.machine(),
         "threads": str(torch.get_num_threads()),
+        "device": device_text(device, torch),
     }
     return Judgment(
         title,

@@ -6,6 +6,7 @@ called and say what is missing when it is not installed.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -73,8 +74,17 @@ def fp64_reference(fn: Callable, *inputs: Any) -> Any:
     args = _map_tensors(list(inputs), upcast, torch)
     previous_default = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
+    # autocast off on the CPU and on the devices the run touches (a CUDA model under the caller's
+    # torch.autocast("cuda") would otherwise compute its reference in half precision)
+    held = [t for _, t in _flatten_tensors(args, torch)]
+    held += list(target.parameters()) if isinstance(target, torch.nn.Module) else []
+    kinds = dict.fromkeys(["cpu", *(t.device.type for t in held)])
     try:
-        with torch.no_grad(), torch.autocast("cpu", enabled=False):
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(torch.no_grad())
+            for kind in kinds:
+                if torch.amp.is_autocast_available(kind):
+                    stack.enter_context(torch.autocast(kind, enabled=False))
             out = target(*args)
     finally:
         torch.set_default_dtype(previous_default)
@@ -178,7 +188,7 @@ def compare_fused(fn: Callable, *inputs: Any, compile: Callable | None = None, w
         raise ValueError("fusebench.compare_fused: eager, compiled and fp64 runs returned different output structures")
     outputs = []
     for (name, e), (_, c), (_, r) in zip(eager_list, compiled_list, ref_list):
-        e, c, r = e.detach(), c.detach(), r.detach()
+        e, c, r = e.detach().cpu(), c.detach().cpu(), r.detach().cpu()  # the toolkit reads host memory
         if not e.is_floating_point():
             continue
         eager_stats, compiled_stats = error_stats(e, r), error_stats(c, r)
