@@ -5,7 +5,8 @@ Where the run has interleaved rounds (the copy_share* counters, suites/support/i
 each round the kernel once and a memcpy of the same traffic on the same threads, the order
 alternating), the median per-round share and its distribution-free 95 % interval decide:
 SUPPORTED when the lower end is at or above the target, CONTRADICTED when the upper end is below
-it, else INCONCLUSIVE. Older runs have one figure of each, the copy timed apart: the share against
+it, else INCONCLUSIVE; and INCONCLUSIVE whatever the interval when the rounds ran on a loaded machine
+(the copy's threads waited for a CPU: LOADED_COPY_WAIT). Older runs have one figure of each, the copy timed apart: the share against
 the target, and a kernel measured faster than a copy of its bytes, or than its own arithmetic
 ceiling, leaves the share undecided (the yardsticks ran under a different load)."""
 
@@ -54,6 +55,8 @@ class Rounds:
     high: float
     rounds: int
     copy_bytes_per_second: float | None = None
+    # the median round's share of the copy threads' time spent waiting for a CPU (None: not measured)
+    copy_wait: float | None = None
 
 
 def rounds_of(b: dict) -> Rounds | None:
@@ -66,10 +69,26 @@ def rounds_of(b: dict) -> Rounds | None:
         b["copy_share_hi"],
         int(b["copy_share_rounds"]),
         b.get("copy_bytes_per_second"),
+        b.get("copy_share_wait"),
     )
 
 
+# Rounds whose copy threads waited more than this share of their time for a CPU ran on a loaded
+# machine. The interval covers the spread of the rounds within one run, not the machine's state, and
+# under load the share moves with the load (other processes take a different part of the copy's speed
+# than of a kernel's), so that such a run and a quiet one can fall on opposite sides of a target. A
+# quiet run's copy threads wait about nothing (under 1 % here); a loaded one's a tenth of their time or
+# more.
+LOADED_COPY_WAIT = 0.05
+
+
+def loaded(r: Rounds) -> bool:
+    return r.copy_wait is not None and r.copy_wait > LOADED_COPY_WAIT
+
+
 def rounds_outcome(r: Rounds, target: float) -> Outcome:
+    if loaded(r):
+        return Outcome.INCONCLUSIVE
     if r.low >= target:
         return Outcome.SUPPORTED
     if r.high < target:
@@ -106,11 +125,18 @@ def rounds_wording(outcome: Outcome, what: str, r: Rounds, target: float, detail
     facts = f"median share {interval_text(r)} over {r.rounds} rounds{against}; {details}"
     if r.median > 1:
         facts += ". " + ABOVE_COPY
-    interval = (
-        f"the median share's 95 % interval {interval_text(r)} holds the {pct(target, 2)} target"
-        if outcome is Outcome.INCONCLUSIVE
-        else ""
-    )
+    if r.copy_wait is not None:
+        facts += f"; the copy's threads waited {pct(r.copy_wait)} of their time for a CPU (median round)"
+    if outcome is not Outcome.INCONCLUSIVE:
+        interval = ""
+    elif loaded(r):
+        interval = (
+            f"the copy's threads waited {pct(r.copy_wait)} of their time for a CPU (more than "
+            f"{pct(LOADED_COPY_WAIT)}): the machine was loaded, and a share under load holds for that load only. "
+            "Rerun on a quiet machine"
+        )
+    else:
+        interval = f"the median share's 95 % interval {interval_text(r)} holds the {pct(target, 2)} target"
     return Wording(
         outcome,
         f"{interval_text(r)} of copy",

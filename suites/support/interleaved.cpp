@@ -6,8 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 #include <thread>
+
+#include <unistd.h>
 
 namespace fusebench::suite {
 
@@ -32,6 +35,16 @@ MedianInterval median_interval(std::vector<double> values) {
   return out;
 }
 
+namespace {
+// The second field of a thread's /proc schedstat: nanoseconds spent runnable on a run queue.
+std::optional<double> run_delay_seconds(const std::string& path) {
+  std::ifstream in(path);
+  std::uint64_t on_cpu = 0, waiting = 0;
+  if (!(in >> on_cpu >> waiting)) return std::nullopt;
+  return double(waiting) * 1e-9;
+}
+}  // namespace
+
 MemoryCopy::MemoryCopy(std::int64_t bytes, int threads)
     : source_(static_cast<std::size_t>(std::max<std::int64_t>(bytes, 0)), std::byte{1}),
       destination_(source_.size(), std::byte{0}),
@@ -41,16 +54,20 @@ MemoryCopy::MemoryCopy(std::int64_t bytes, int threads)
   if (bytes <= 0 || threads <= 0)
     throw std::invalid_argument(fmt::format(
         "MemoryCopy: bytes and threads must be positive, got {} and {}", bytes, threads));
+  helper_tids_.assign(std::size_t(threads_ - 1), 0);
   for (int t = 1; t < threads_; ++t) {
     helpers_.emplace_back([this, t] {
+      helper_tids_[std::size_t(t - 1)] = int(gettid());
+      start_.arrive_and_wait();  // the constructor's: the tid is published
       while (true) {
         start_.arrive_and_wait();
         if (stopping_) return;
-        copy_part(t);
+        copy_tasks();
         done_.arrive_and_wait();
       }
     });
   }
+  start_.arrive_and_wait();
 }
 
 MemoryCopy::~MemoryCopy() {
@@ -59,17 +76,19 @@ MemoryCopy::~MemoryCopy() {
   for (auto& h : helpers_) h.join();
 }
 
-void MemoryCopy::copy_part(int part) {
-  const std::size_t size = source_.size();
-  const std::size_t share = (size + std::size_t(threads_) - 1) / std::size_t(threads_);
-  const std::size_t begin = std::min(size, share * std::size_t(part)),
-                    end = std::min(size, begin + share);
-  std::memcpy(destination_.data() + begin, source_.data() + begin, end - begin);
+void MemoryCopy::copy_tasks() {
+  const auto size = std::int64_t(source_.size());
+  for (std::int64_t begin = next_task_.fetch_add(kCopyTaskBytes); begin < size;
+       begin = next_task_.fetch_add(kCopyTaskBytes)) {
+    const std::int64_t end = std::min(size, begin + kCopyTaskBytes);
+    std::memcpy(destination_.data() + begin, source_.data() + begin, std::size_t(end - begin));
+  }
 }
 
 void MemoryCopy::run() {
+  next_task_.store(0);  // published to the helpers by the barrier
   start_.arrive_and_wait();
-  copy_part(0);
+  copy_tasks();
   done_.arrive_and_wait();
   benchmark::DoNotOptimize(destination_.data());
   benchmark::ClobberMemory();
@@ -81,18 +100,31 @@ double MemoryCopy::run_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+std::optional<double> MemoryCopy::run_queue_wait_seconds() const {
+  std::optional<double> total = run_delay_seconds("/proc/thread-self/schedstat");
+  for (int tid : helper_tids_) {
+    if (!total) return std::nullopt;
+    const auto waited = run_delay_seconds(fmt::format("/proc/self/task/{}/schedstat", tid));
+    total = waited ? std::optional(*total + *waited) : std::nullopt;
+  }
+  return total;
+}
+
 double round_share(double traffic_bytes, double kernel_seconds, std::int64_t copied_bytes,
                    double copy_seconds) {
   return (traffic_bytes / kernel_seconds) / (2.0 * double(copied_bytes) / copy_seconds);
 }
 
 PairedRounds paired_rounds(const std::function<double()>& first,
-                           const std::function<double()>& second, int rounds) {
+                           const std::function<double()>& second, int rounds,
+                           const std::function<void()>& round_begins,
+                           const std::function<void()>& round_ends) {
   PairedRounds out;
   const double pair_seconds = std::min(first(), first()) + std::min(second(), second());
   out.pairs_per_round =
       int(std::clamp(std::ceil(kMinRoundSeconds / std::max(pair_seconds, 1e-6)), 1.0, 1000.0));
   for (int r = 0; r < rounds; ++r) {
+    if (round_begins) round_begins();
     double a = 0, b = 0;
     for (int i = 0; i < out.pairs_per_round; ++i) {
       if ((r + i) % 2 == 0) {
@@ -105,6 +137,7 @@ PairedRounds paired_rounds(const std::function<double()>& first,
     }
     out.first_seconds.push_back(a / out.pairs_per_round);
     out.second_seconds.push_back(b / out.pairs_per_round);
+    if (round_ends) round_ends();
   }
   return out;
 }
@@ -120,8 +153,22 @@ CopyShareRounds copy_share_rounds(const std::function<double()>& kernel_seconds,
   out.threads = threads;
   MemoryCopy copy(std::int64_t(traffic_bytes / 2), threads);
   out.copied_bytes = copy.bytes();
+  // Each copy's run-queue wait, read around it (outside its timing) and summed per round as the
+  // copy's seconds are.
+  double waited = 0;
+  bool waits_known = true;
+  std::vector<double> round_waits;
   const PairedRounds paired = paired_rounds(
-      kernel_seconds, [&copy] { return copy.run_seconds(); }, rounds);
+      kernel_seconds,
+      [&] {
+        const auto before = copy.run_queue_wait_seconds();
+        const double seconds = copy.run_seconds();
+        const auto after = copy.run_queue_wait_seconds();
+        waits_known = waits_known && before && after;
+        if (waits_known) waited += *after - *before;
+        return seconds;
+      },
+      rounds, [&] { waited = 0; }, [&] { round_waits.push_back(waited); });
   out.pairs_per_round = paired.pairs_per_round;
   for (std::size_t r = 0; r < paired.first_seconds.size(); ++r) {
     const double kernel = paired.first_seconds[r], copied = paired.second_seconds[r];
@@ -129,6 +176,8 @@ CopyShareRounds copy_share_rounds(const std::function<double()>& kernel_seconds,
     out.kernel_seconds.push_back(kernel);
     out.copy_seconds.push_back(copied);
     out.shares.push_back(round_share(traffic_bytes, kernel, out.copied_bytes, copied));
+    if (waits_known && r < round_waits.size())
+      out.copy_waits.push_back(round_waits[r] / (copied * out.pairs_per_round * threads));
   }
   out.share = median_interval(out.shares);
   return out;
@@ -143,6 +192,8 @@ void record_copy_share(benchmark::State& state, const CopyShareRounds& rounds) {
   std::vector<double> copy_rates;
   for (double s : rounds.copy_seconds) copy_rates.push_back(2.0 * double(rounds.copied_bytes) / s);
   state.counters["copy_bytes_per_second"] = median_interval(copy_rates).median;
+  if (!rounds.copy_waits.empty())
+    state.counters["copy_share_wait"] = median_interval(rounds.copy_waits).median;
 }
 
 nlohmann::json copy_share_evidence(const CopyShareRounds& rounds) {
@@ -152,7 +203,9 @@ nlohmann::json copy_share_evidence(const CopyShareRounds& rounds) {
        "each round: the kernel once and a memcpy of the same traffic on the same threads, the "
        "order "
        "alternating; share = the kernel's traffic rate over the copy's; the median's 95 % interval "
-       "from sign-test order statistics"},
+       "from sign-test order statistics; copy_waits: per round, the share of the copy threads' "
+       "time "
+       "spent runnable but waiting for a CPU (schedstat), the machine's load during the round"},
       {"traffic_bytes", rounds.traffic_bytes},
       {"copied_bytes", rounds.copied_bytes},
       {"threads", rounds.threads},
@@ -160,6 +213,7 @@ nlohmann::json copy_share_evidence(const CopyShareRounds& rounds) {
       {"kernel_seconds", rounds.kernel_seconds},
       {"copy_seconds", rounds.copy_seconds},
       {"shares", rounds.shares},
+      {"copy_waits", rounds.copy_waits},
       {"share",
        {{"median", rounds.share.median},
         {"low", rounds.share.low},

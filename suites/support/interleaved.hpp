@@ -7,10 +7,12 @@
 
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <barrier>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,10 +34,16 @@ MedianInterval median_interval(std::vector<double> values);
 // figure, in seconds per comparison on this machine's kernels.
 constexpr int kInterleavedRounds = 31;
 
-// memcpy of `bytes` split over `threads` threads, each thread its own contiguous part: the bandwidth
-// yardstick. Its traffic is 2 * bytes (each byte read once and written once, as STREAM counts it).
-// The helper threads live as long as the copy and wait at a barrier between copies, as the engine's
-// thread pool waits between kernels: the kernel pays no thread start per run, nor does its yardstick.
+// memcpy of `bytes` over `threads` threads, the bandwidth yardstick. Its traffic is 2 * bytes (each
+// byte read once and written once, as STREAM counts it). The bytes are cut into tasks of
+// kCopyTaskBytes that the threads take in turn from a shared counter, as the engine's thread pool
+// and error_stats take theirs: on a loaded machine a thread that loses its core leaves its tasks to
+// the others, for the copy as for the kernel. (A fixed half per thread made the copy wait for its
+// slower thread while the kernel did not, and the share rose with the load: fused Chain read
+// 82.6 % of the copy loaded and 55.0 % quiet.) The helper threads live as long as the copy and wait
+// at a barrier between copies, as the engine's pool waits between kernels: the kernel pays no
+// thread start per run, nor does its yardstick.
+constexpr std::int64_t kCopyTaskBytes = std::int64_t(1) << 18;
 class MemoryCopy {
  public:
   MemoryCopy(std::int64_t bytes, int threads);
@@ -46,14 +54,21 @@ class MemoryCopy {
   double run_seconds();  // one copy, its wall time
   std::int64_t bytes() const { return std::int64_t(source_.size()); }
   int threads() const { return threads_; }
+  const std::vector<std::byte>& destination() const { return destination_; }
+  // Seconds the copy's threads (the caller's and the helpers') have spent runnable but waiting for
+  // a CPU, from the kernel's per-thread schedstat; nullopt where the kernel does not keep it.
+  // Read between copies: the helpers wait at the barrier then, which adds nothing to it.
+  std::optional<double> run_queue_wait_seconds() const;
 
  private:
-  void copy_part(int part);
+  void copy_tasks();
   std::vector<std::byte> source_, destination_;
   int threads_;
   bool stopping_ = false;
+  std::atomic<std::int64_t> next_task_{0};
   std::barrier<> start_, done_;
   std::vector<std::thread> helpers_;
+  std::vector<int> helper_tids_;  // filled before the constructor returns
 };
 
 // Two measurements interleaved: each round runs `first` and `second` alternately, run by run, for
@@ -65,8 +80,11 @@ struct PairedRounds {
   std::vector<double> first_seconds, second_seconds;
   int pairs_per_round = 1;
 };
+// round_begins and round_ends, where given, run around each timed round (not the sizing runs).
 PairedRounds paired_rounds(const std::function<double()>& first,
-                           const std::function<double()>& second, int rounds = kInterleavedRounds);
+                           const std::function<double()>& second, int rounds = kInterleavedRounds,
+                           const std::function<void()>& round_begins = {},
+                           const std::function<void()>& round_ends = {});
 
 // A kernel's share of the copy, round by round: each round runs the kernel and a memcpy of the same
 // traffic (traffic_bytes / 2 copied) on the same threads, alternating run by run, for enough pairs
@@ -82,6 +100,9 @@ struct CopyShareRounds {
   int pairs_per_round = 1;
   std::vector<double> kernel_seconds, copy_seconds, shares;
   MedianInterval share;
+  // Per round: the share of the copy's thread time spent waiting for a CPU (run queue wait over
+  // the round's copy time times its threads); empty where the kernel keeps no schedstat.
+  std::vector<double> copy_waits;
 };
 // `kernel_seconds`: runs the kernel once and returns its time in seconds (what the benchmark times);
 // kernel_seconds and copy_seconds of the result are per run, each the mean over its round's pairs.
@@ -93,7 +114,8 @@ double round_share(double traffic_bytes, double kernel_seconds, std::int64_t cop
                    double copy_seconds);
 
 // Counters copy_share (median), copy_share_lo, copy_share_hi, copy_share_rounds, copy_bytes_per_second
-// (the interleaved copy's median rate, traffic).
+// (the interleaved copy's median rate, traffic), and copy_share_wait (the median round's copy_waits)
+// where the waits were measured.
 void record_copy_share(benchmark::State& state, const CopyShareRounds& rounds);
 // The rounds as evidence: every round's kernel and copy seconds and its share, and the interval.
 nlohmann::json copy_share_evidence(const CopyShareRounds& rounds);

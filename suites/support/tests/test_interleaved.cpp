@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -65,6 +66,50 @@ TEST(CopyShareRounds, EveryRoundTimesTheKernelAndTheCopy) {
   ASSERT_EQ(r.shares.size(), 7u);
   for (std::size_t i = 0; i < r.shares.size(); ++i)
     EXPECT_DOUBLE_EQ(r.shares[i], r.copy_seconds[i] / r.kernel_seconds[i]);
+}
+
+TEST(MemoryCopy, EveryThreadTakesTasksUntilEveryByteIsCopied) {
+  // Not a whole number of tasks, and more tasks than threads: the last task is partial.
+  const std::int64_t bytes = 3 * kCopyTaskBytes + 5;
+  for (int threads : {1, 2, 3}) {
+    MemoryCopy copy(bytes, threads);
+    for (int run = 0; run < 3; ++run) {  // the task counter starts over each run
+      copy.run();
+      ASSERT_EQ(std::count(copy.destination().begin(), copy.destination().end(), std::byte{1}),
+                bytes)
+          << threads << " threads, run " << run;
+    }
+  }
+}
+
+TEST(CopyShareRounds, EachRoundRecordsTheCopyThreadsWaitForACpu) {
+  const CopyShareRounds r = copy_share_rounds([] { return 1e-3; }, 2 << 20, 2, 5);
+  if (!MemoryCopy(1024, 2).run_queue_wait_seconds()) GTEST_SKIP() << "no schedstat here";
+  ASSERT_EQ(r.copy_waits.size(), 5u);
+  // a run queue's wait only grows; its upper end depends on the machine's load
+  for (double w : r.copy_waits) {
+    EXPECT_GE(w, 0);
+    EXPECT_TRUE(std::isfinite(w));
+  }
+}
+
+TEST(PairedRounds, RoundHooksRunAroundEachTimedRoundOnly) {
+  std::vector<std::string> events;
+  const PairedRounds r = paired_rounds(
+      [&] {
+        events.push_back("a");
+        return 1e-3;
+      },
+      [&] { return 1e-3; }, 3, [&] { events.push_back("begin"); },
+      [&] { events.push_back("end"); });
+  EXPECT_EQ(std::count(events.begin(), events.end(), "begin"), 3);
+  EXPECT_EQ(std::count(events.begin(), events.end(), "end"), 3);
+  // the two sizing runs come before the first round begins
+  EXPECT_EQ(events[0], "a");
+  EXPECT_EQ(events[1], "a");
+  EXPECT_EQ(events[2], "begin");
+  EXPECT_EQ(events.back(), "end");
+  EXPECT_EQ(r.first_seconds.size(), 3u);
 }
 
 TEST(PairedRounds, AlternateRunByRunAndSwapWhoGoesFirstEachRound) {
