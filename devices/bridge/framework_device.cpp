@@ -2,6 +2,7 @@
 // realises, what it refuses and why), task A's cold restart, the kernels' instruction counts, the
 // repro scripts, and the registration of the framework devices.
 #include "bridge.hpp"
+#include "call_timing.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -29,7 +30,7 @@ namespace fs = std::filesystem;
 // ---- the device
 namespace {
 
-class FrameworkExecutor final : public engine::Executor {
+class FrameworkExecutor final : public engine::Executor, public CallTimedExecutor {
  public:
   FrameworkExecutor(FrameworkSpec spec, engine::EngineOptions options, bool fused,
                     std::shared_ptr<Worker> worker)
@@ -149,6 +150,39 @@ class FrameworkExecutor final : public engine::Executor {
     result.trace.push_back(std::move(trace));
     if (!run.dump_dir.empty()) engine::dump_run(graph, result, name(), run);
     return result;
+  }
+
+  // The worker's "time" request: the calls and their clock run there; the request's round trip
+  // is timed here around the whole of run() (the module, staging, the reply, the outputs read).
+  CallTiming time_calls(const engine::Graph& graph, const engine::Inputs& inputs, int warmup,
+                        int calls) override {
+    if (warmup < 0 || calls < 1) {
+      throw_input_error("device {}: timed calls need warmup >= 0 and calls >= 1, got {} and {}",
+                        spec_.device, warmup, calls);
+    }
+    extra_request_ = {{"cmd", "time"}, {"warmup", warmup}, {"calls", calls}};
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      (void)run(graph, inputs, {});
+    } catch (...) {
+      extra_request_ = nullptr;
+      throw;
+    }
+    extra_request_ = nullptr;
+    CallTiming t;
+    t.round_trip_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    t.warmup = last_reply_.value("warmup", -1);
+    t.calls = last_reply_.value("calls", 0);
+    if (t.warmup != warmup || t.calls != calls || !last_reply_.contains("call_ms")) {
+      throw FrameworkError(fmt::format(
+          "device {}: asked the worker for {} warm-up and {} timed calls, it answered {}",
+          spec_.device, warmup, calls, last_reply_.dump().substr(0, 400)));
+    }
+    t.call_seconds = last_reply_.value("call_ms", 0.0) * 1e-3;
+    t.worker_seconds = last_reply_.value("worker_ms", 0.0) * 1e-3;
+    t.clock = last_reply_.value("clock", std::string());
+    return t;
   }
 
   // The runs happen in the worker, in batches; each run's output 0 is hashed there, where it is

@@ -24,6 +24,11 @@ Requests:
           [, "recovered": {"error", "moved", "to"}: a corrupt artifact in the framework's cache was
              moved aside (renamed, never deleted) and the graph compiled once more; or {"error",
              "action"}: the framework repaired it itself (backend.compile's state["recovered"])]}
+  {"cmd": "time", the fields of "run" (no "repeat" or "hash"), "warmup": W, "calls": N}
+      -> the reply of "run" (its outputs the last call's; "run_ms" the per-call time) and
+         {"calls": N, "warmup": W, "call_ms": the batch's time over N, "batch_ms", "worker_ms": the
+          warm-ups and the batch on the host clock, "clock": how the batch was timed}: W untimed
+         calls, then N calls back to back timed as one batch (time_calls)
   {"cmd": "stats"} -> {"ok": true, "compiles", "compile_s"}
   {"cmd": "quit", "stats": PATH} -> {"ok": true}: the session ends (a server's, or the process);
       its compile counts are appended to PATH ($FUSEBENCH_WORKER_STATS when not given) first
@@ -34,7 +39,9 @@ The backend module (devices/<framework>/<name>_backend.py) provides: VERSION, lo
 dtype name) -> framework tensor, save(tensor, path), to_host(tensor) -> contiguous numpy array
 (bf16 as its uint16 bits), compile(fn, settings) ->
 callable (fused), call(fn, args, settings) -> outputs (timed around), sync(outputs), and
-evidence(compiled fn state) -> dict. Optional: corrupt_cache_entry(error text) -> (the cache entry or
+evidence(compiled fn state) -> dict. Optional: timed_batch(state, inputs, settings, calls) ->
+(nanoseconds of `calls` back-to-back calls, the clock's description, the last call's outputs), or None where the host clock
+is the right one (torch on CUDA: an event pair around the batch); corrupt_cache_entry(error text) -> (the cache entry or
 the whole cache directory to move aside, the error's telling line) when the error is the framework
 loading a corrupt artifact from its on-disk cache, else None; cache_moved(path) after the move.
 """
@@ -72,6 +79,47 @@ def chunked_md5_hex(array, spec):
     for d in digests:
         whole.update(d)
     return whole.hexdigest()
+
+
+HOST_CLOCK = "time.perf_counter_ns around the batch, synchronised once after its last call"
+
+
+def time_calls(backend, state, inputs, settings, warmup, calls):
+    """`warmup` calls, then `calls` calls back to back timed as one batch: the framework's own
+    steady state, without a request's round trip between calls. The batch is timed by the
+    backend's timed_batch where it has one (CUDA events) and returns a time, else on the host
+    clock with one synchronisation after the last call (its queued work done). Returns the last
+    call's outputs and the figures of the "time" reply."""
+    if not isinstance(calls, int) or isinstance(calls, bool) or calls < 1:
+        raise ValueError(f"time: 'calls' must be a positive integer, got {calls!r}")
+    if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
+        raise ValueError(f"time: 'warmup' must be a non-negative integer, got {warmup!r}")
+    begin = time.perf_counter_ns()
+    outputs = None
+    for _ in range(warmup):
+        outputs = backend.call(state, inputs, settings)
+    if outputs is not None:
+        backend.sync(outputs)
+    timed = getattr(backend, "timed_batch", None)
+    measured = timed(state, inputs, settings, calls) if timed else None
+    if measured is not None:
+        batch_ns, clock, outputs = measured
+    else:
+        start = time.perf_counter_ns()
+        for _ in range(calls):
+            outputs = backend.call(state, inputs, settings)
+        backend.sync(outputs)
+        batch_ns, clock = time.perf_counter_ns() - start, HOST_CLOCK
+    worker_ns = time.perf_counter_ns() - begin
+    figures = {
+        "calls": calls,
+        "warmup": warmup,
+        "call_ms": batch_ns / calls * 1e-6,
+        "batch_ms": batch_ns * 1e-6,
+        "worker_ms": worker_ns * 1e-6,
+        "clock": clock,
+    }
+    return outputs, figures
 
 
 def _node_of(tb, source_path):
@@ -237,10 +285,18 @@ class Worker:
                     evidence = state["evidence"]
                 else:
                     state = backend.eager(fn, settings)
+                timing = {}
+                if cmd == "time":
+                    if "repeat" in request or "hash" in request:
+                        raise ValueError("time: 'repeat' and 'hash' belong to run requests, not to time")
+                    outputs, timing = time_calls(
+                        backend, state, inputs, settings, request.get("warmup", 0), request.get("calls")
+                    )
+                    run_ms = timing["call_ms"]
                 # Task A: `repeat` runs, each one's output 0 hashed here, where it is (only the
                 # last run's outputs travel back)
                 digests, hash_s = [], 0.0
-                for _ in range(int(request.get("repeat", 1))):
+                for _ in range(0 if cmd == "time" else int(request.get("repeat", 1))):
                     start = time.perf_counter()
                     outputs = backend.call(state, inputs, settings)
                     backend.sync(outputs)
@@ -257,6 +313,7 @@ class Worker:
                     "compile_ms": compile_ms,
                     "compiled": was_compiled,
                     "evidence": evidence,
+                    **timing,
                 }
                 if "hash" in request:
                     answer.update(digests=digests, hash_s=hash_s, hash_threads=HASH_THREADS)

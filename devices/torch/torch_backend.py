@@ -143,6 +143,21 @@ def sync(outputs):
         torch.cuda.synchronize()
 
 
+def timed_batch(state, inputs, settings, calls):
+    """On CUDA: `calls` back-to-back calls between a pair of CUDA events on the current stream,
+    synchronised once on the second (the GPU's time for the batch, not the host's launch loop).
+    None on the CPU, where the worker's host clock times the batch."""
+    if DEVICE != "cuda":
+        return None
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        outputs = call(state, inputs, settings)
+    end.record()
+    end.synchronize()
+    return round(start.elapsed_time(end) * 1e6), "torch.cuda.Event pair around the batch, synchronised once", outputs
+
+
 def _counters():
     from torch._dynamo.utils import counters
 

@@ -37,6 +37,7 @@
 #include <map>
 #include <thread>
 
+#include "call_timing.hpp"
 #include "fusebench/engine/scalar_math.hpp"
 #include "fusebench/error_stats.hpp"
 #include "fusebench/rng.hpp"
@@ -124,6 +125,45 @@ double run_ms(engine::Executor& executor, const Workload& w, bool manual_time) {
   return own_ms;
 }
 
+// A path's run as the benchmark times it. A framework executor's calls are timed in its worker
+// (framework::CallTimedExecutor): kWarmupCalls untimed, then a batch of back-to-back calls lasting
+// about kBatchSeconds, and a run's time is the batch's per call; what the request costs beyond
+// that is the host overhead (CallTiming::host_overhead_seconds). Other executors: one run, its
+// kernels' own time (manual time) or the wall clock.
+class RunTimer {
+ public:
+  static constexpr int kWarmupCalls = 2, kMinBatchCalls = 3, kMaxBatchCalls = 1000;
+  static constexpr double kBatchSeconds = 0.02;
+
+  RunTimer(engine::Executor& executor, const Workload& w, bool manual_time)
+      : executor_(executor),
+        w_(w),
+        manual_time_(manual_time),
+        in_worker_(manual_time ? dynamic_cast<framework::CallTimedExecutor*>(&executor) : nullptr) {
+    if (in_worker_ == nullptr) return;
+    const double one_call = in_worker_->time_calls(w.graph, w.inputs, 1, 1).call_seconds;
+    batch_calls_ = int(std::clamp(std::ceil(kBatchSeconds / std::max(one_call, 1e-6)),
+                                  double(kMinBatchCalls), double(kMaxBatchCalls)));
+  }
+  bool in_worker() const { return in_worker_ != nullptr; }
+  int batch_calls() const { return batch_calls_; }
+  // One run's seconds (in the worker: one call's, from a batch; its figures in last_batch()).
+  double seconds() {
+    if (in_worker_ == nullptr) return run_ms(executor_, w_, manual_time_) * 1e-3;
+    last_batch_ = in_worker_->time_calls(w_.graph, w_.inputs, kWarmupCalls, batch_calls_);
+    return last_batch_.call_seconds;
+  }
+  const framework::CallTiming& last_batch() const { return last_batch_; }
+
+ private:
+  engine::Executor& executor_;
+  const Workload& w_;
+  bool manual_time_;
+  framework::CallTimedExecutor* in_worker_;
+  int batch_calls_ = 1;
+  framework::CallTiming last_batch_;
+};
+
 // Rounds of eager and fused runs alternating run by run (support/interleaved.hpp's paired rounds);
 // the per-round ratio eager/fused, its median and the median's 95 % interval.
 // Measured once per workload and device: Google Benchmark calls a benchmark more than once to size
@@ -138,8 +178,9 @@ void interleaved_speedup(benchmark::State& state, const Workload& w, engine::Exe
   }
   std::unique_ptr<engine::Executor> eager = make_executor(config, false, engine::EngineOptions{});
   (void)eager->run(w.graph, w.inputs);  // compiles or warms, untimed
-  const PairedRounds rounds = paired_rounds([&] { return run_ms(*eager, w, manual_time) * 1e-3; },
-                                            [&] { return run_ms(fused, w, manual_time) * 1e-3; });
+  RunTimer eager_timer(*eager, w, manual_time), fused_timer(fused, w, manual_time);
+  const PairedRounds rounds =
+      paired_rounds([&] { return eager_timer.seconds(); }, [&] { return fused_timer.seconds(); });
   std::vector<double> ratios;
   int fused_wins = 0;
   for (std::size_t r = 0; r < rounds.first_seconds.size(); ++r) {
@@ -171,18 +212,21 @@ void interleaved_copy_share(benchmark::State& state, const std::string& name, co
   static std::map<std::string, CopyShareRounds> measured;
   auto found = measured.find(name);
   if (found == measured.end()) {
+    RunTimer timer(executor, w, manual_time);
     found = measured
-                .emplace(name,
-                         copy_share_rounds([&] { return run_ms(executor, w, manual_time) * 1e-3; },
-                                           traffic_bytes, engine::EngineOptions{}.threads))
+                .emplace(name, copy_share_rounds([&] { return timer.seconds(); }, traffic_bytes,
+                                                 engine::EngineOptions{}.threads))
                 .first;
     write_evidence(config, "copy_share_" + name, copy_share_evidence(found->second));
   }
   record_copy_share(state, found->second);
 }
 
-// `manual_time`: the benchmark's time is the kernels' own (a framework device's run time as the
-// framework measures it), and the rest of each run's wall time is reported as bridge_overhead_ms.
+// `manual_time`: the benchmark's time is the kernels' own, and the rest of each run's wall time is
+// reported as bridge_overhead_ms. On a framework device that is a call's time in the worker, from
+// back-to-back calls after warm-ups (RunTimer: worker_call_ms, worker_batch_calls,
+// worker_warmup_calls), and bridge_overhead_ms is the request's round trip minus the worker's time
+// for it: the host overhead a call through the bridge pays.
 void run_workload(benchmark::State& state, const std::string& name, const Workload& w, Path path,
                   const SuiteConfig& config, bool manual_time, bool against_eager = false) {
   const bool fused = path != Path::Eager;
@@ -203,7 +247,16 @@ void run_workload(benchmark::State& state, const std::string& name, const Worklo
   // Per-kernel wall time over the timed runs: an eager chain is judged kernel by kernel.
   std::vector<double> kernel_ms(trace.size(), 0.0);
   double overhead_ms = 0;
+  RunTimer timer(*executor, w, manual_time);
   for (auto _ : state) {
+    if (timer.in_worker()) {
+      const double call_seconds = timer.seconds();
+      state.SetIterationTime(call_seconds);
+      // a framework's graph is one trace entry
+      for (double& k : kernel_ms) k += call_seconds * 1e3;
+      overhead_ms += timer.last_batch().host_overhead_seconds() * 1e3;
+      continue;
+    }
     const auto start = std::chrono::steady_clock::now();
     auto result = executor->run(w.graph, w.inputs);
     const double wall_ms =
@@ -217,6 +270,11 @@ void run_workload(benchmark::State& state, const std::string& name, const Worklo
     if (manual_time) state.SetIterationTime(own_ms * 1e-3);
   }
   if (manual_time) state.counters["bridge_overhead_ms"] = overhead_ms / double(state.iterations());
+  if (timer.in_worker()) {
+    state.counters["worker_call_ms"] = kernel_ms.at(0) / double(state.iterations());
+    state.counters["worker_batch_calls"] = timer.batch_calls();
+    state.counters["worker_warmup_calls"] = RunTimer::kWarmupCalls;
+  }
   // Compiles of this benchmark's graph: Google Benchmark calls the function more than once, and
   // only the first call's warm-up compiled (later ones reuse the compiled graph).
   static std::map<std::string, std::pair<int, double>> compiles;
