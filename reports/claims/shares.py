@@ -76,9 +76,8 @@ def rounds_of(b: dict) -> Rounds | None:
 # Rounds whose copy threads waited more than this share of their time for a CPU ran on a loaded
 # machine. The interval covers the spread of the rounds within one run, not the machine's state, and
 # under load the share moves with the load (other processes take a different part of the copy's speed
-# than of a kernel's), so that such a run and a quiet one can fall on opposite sides of a target. A
-# quiet run's copy threads wait about nothing (under 1 % here); a loaded one's a tenth of their time or
-# more.
+# than of a kernel's), so that such a run and a quiet one can fall on opposite sides of a target. On a
+# machine with a core per thread of the copy and nothing else runnable, its threads do not wait.
 LOADED_COPY_WAIT = 0.05
 
 

@@ -62,7 +62,7 @@ MemoryCopy::MemoryCopy(std::int64_t bytes, int threads)
       while (true) {
         start_.arrive_and_wait();
         if (stopping_) return;
-        copy_tasks();
+        copy_part(t);
         done_.arrive_and_wait();
       }
     });
@@ -76,19 +76,17 @@ MemoryCopy::~MemoryCopy() {
   for (auto& h : helpers_) h.join();
 }
 
-void MemoryCopy::copy_tasks() {
-  const auto size = std::int64_t(source_.size());
-  for (std::int64_t begin = next_task_.fetch_add(kCopyTaskBytes); begin < size;
-       begin = next_task_.fetch_add(kCopyTaskBytes)) {
-    const std::int64_t end = std::min(size, begin + kCopyTaskBytes);
-    std::memcpy(destination_.data() + begin, source_.data() + begin, std::size_t(end - begin));
-  }
+void MemoryCopy::copy_part(int part) {
+  const std::size_t size = source_.size();
+  const std::size_t share = (size + std::size_t(threads_) - 1) / std::size_t(threads_);
+  const std::size_t begin = std::min(size, share * std::size_t(part)),
+                    end = std::min(size, begin + share);
+  std::memcpy(destination_.data() + begin, source_.data() + begin, end - begin);
 }
 
 void MemoryCopy::run() {
-  next_task_.store(0);  // published to the helpers by the barrier
   start_.arrive_and_wait();
-  copy_tasks();
+  copy_part(0);
   done_.arrive_and_wait();
   benchmark::DoNotOptimize(destination_.data());
   benchmark::ClobberMemory();

@@ -7,7 +7,6 @@
 
 #include <benchmark/benchmark.h>
 
-#include <atomic>
 #include <barrier>
 #include <cstddef>
 #include <cstdint>
@@ -34,16 +33,13 @@ MedianInterval median_interval(std::vector<double> values);
 // figure, in seconds per comparison on this machine's kernels.
 constexpr int kInterleavedRounds = 31;
 
-// memcpy of `bytes` over `threads` threads, the bandwidth yardstick. Its traffic is 2 * bytes (each
-// byte read once and written once, as STREAM counts it). The bytes are cut into tasks of
-// kCopyTaskBytes that the threads take in turn from a shared counter, as the engine's thread pool
-// and error_stats take theirs: on a loaded machine a thread that loses its core leaves its tasks to
-// the others, for the copy as for the kernel. (A fixed half per thread made the copy wait for its
-// slower thread while the kernel did not, and the share rose with the load: fused Chain read
-// 82.6 % of the copy loaded and 55.0 % quiet.) The helper threads live as long as the copy and wait
-// at a barrier between copies, as the engine's pool waits between kernels: the kernel pays no
-// thread start per run, nor does its yardstick.
-constexpr std::int64_t kCopyTaskBytes = std::int64_t(1) << 18;
+// memcpy of `bytes` split over `threads` threads, each thread its own contiguous part: the bandwidth
+// yardstick. Its traffic is 2 * bytes (each byte read once and written once, as STREAM counts it).
+// (Parts taken from a shared counter in 256 KiB tasks, as the engine's pool hands out its tasks,
+// copied slower than fixed halves on the loaded two-core machine: 0.84 to 0.88 of their speed.)
+// The helper threads live as long as the copy and wait at a barrier between copies, as the
+// engine's thread pool waits between kernels: the kernel pays no thread start per run, nor does
+// its yardstick.
 class MemoryCopy {
  public:
   MemoryCopy(std::int64_t bytes, int threads);
@@ -61,11 +57,10 @@ class MemoryCopy {
   std::optional<double> run_queue_wait_seconds() const;
 
  private:
-  void copy_tasks();
+  void copy_part(int part);
   std::vector<std::byte> source_, destination_;
   int threads_;
   bool stopping_ = false;
-  std::atomic<std::int64_t> next_task_{0};
   std::barrier<> start_, done_;
   std::vector<std::thread> helpers_;
   std::vector<int> helper_tids_;  // filled before the constructor returns

@@ -68,12 +68,12 @@ TEST(CopyShareRounds, EveryRoundTimesTheKernelAndTheCopy) {
     EXPECT_DOUBLE_EQ(r.shares[i], r.copy_seconds[i] / r.kernel_seconds[i]);
 }
 
-TEST(MemoryCopy, EveryThreadTakesTasksUntilEveryByteIsCopied) {
-  // Not a whole number of tasks, and more tasks than threads: the last task is partial.
-  const std::int64_t bytes = 3 * kCopyTaskBytes + 5;
+TEST(MemoryCopy, TheThreadsPartsCoverEveryByte) {
+  // not a multiple of the thread counts: the last part is shorter
+  const std::int64_t bytes = (std::int64_t(3) << 18) + 5;
   for (int threads : {1, 2, 3}) {
     MemoryCopy copy(bytes, threads);
-    for (int run = 0; run < 3; ++run) {  // the task counter starts over each run
+    for (int run = 0; run < 3; ++run) {
       copy.run();
       ASSERT_EQ(std::count(copy.destination().begin(), copy.destination().end(), std::byte{1}),
                 bytes)
