@@ -383,9 +383,9 @@ class ErrorStatsRun {
 
 #if defined(__AVX512F__)
   // ---- the fused block: the three metrics of eight pairs at a time are computed in registers,
-  // summed, maximised and counted into the windows, never stored (the separate sweeps over stored
-  // metrics were most of the pass). The metrics are BlockMetrics', and the lanes those of
-  // count_chunk's sums: the same bits. A block with non-finite pairs, or whose maximum rises, is
+  // summed and maximised there, and stored to L1 for the windows' counting loops (BlockMetrics'
+  // scalar computation and sweeps were most of the pass). The metrics are BlockMetrics', and the
+  // lanes those of count_chunk's sums: the same bits. A block with non-finite pairs, or whose maximum rises, is
   // recomputed by BlockMetrics for the rare work that needs each element.
 
   void count_fused_block(Worker& worker, std::int64_t begin, ChunkResult& result) {
@@ -399,6 +399,12 @@ class ErrorStatsRun {
     std::int64_t nonfinite = 0;
     const Y* y = y_ + begin;
     const R* ref = ref_ + begin;
+    // The metrics go to the block's arrays, in L1, and are counted into the windows by one loop per
+    // metric, each compiled for its windows' kinds (VectorCounter::count_stored). The arrays hold
+    // what BlockMetrics::compute stores there (0 for a pair not compared): the same bits.
+    BlockMetrics<Y, R>& block = *worker.block;
+    double* stored[kMetrics] = {block.metric[0].data(), block.metric[1].data(),
+                                block.metric[2].data()};
     for (std::int64_t i = 0; i < kBlock; i += kLanes) {
       const auto p = metrics(y + i, ref + i);
       nonfinite += std::popcount(unsigned(p.nonfinite));
@@ -406,16 +412,16 @@ class ErrorStatsRun {
       for (int m = 0; m < kMetrics; ++m) {
         sum[m] = _mm512_add_pd(sum[m], metric[m]);
         max[m] = _mm512_max_pd(metric[m], max[m]);
+        _mm512_storeu_pd(stored[m] + i, metric[m]);
       }
-      abs_counter.count(p.abs);
-      rel_counter.count(p.rel);
-      ulp_counter.count(p.ulp);
     }
+    abs_counter.count_stored(stored[0], kBlock);
+    rel_counter.count_stored(stored[1], kBlock);
+    ulp_counter.count_stored(stored[2], kBlock);
     abs_counter.finish();
     rel_counter.finish();
     ulp_counter.finish();
     result.compared += kBlock - nonfinite;
-    BlockMetrics<Y, R>& block = *worker.block;
     bool computed = false;
     auto ensure_block = [&] {
       if (!computed) block.compute(y, ref, kBlock, stats_.rel_floor);

@@ -581,6 +581,59 @@ TEST(ErrorStats, CrowdedBinsWithFewAndManyDistinctValues) {
 // sort-based computation, and the integer histogram against ulp_diff with the reference rounded to
 // the result's format, for continuous errors, for errors with many ties (exact results and a
 // reference of few distinct values), and with NaN, infinities, zeros and subnormals on both sides.
+// Each window of the one-pass selection is counted by a loop compiled for its kind (half-open,
+// collapsed onto one value, keeping or only counting the values inside): inputs that give each
+// kind to each metric, past 2^20 pairs so that the sampled windows, the vector pass and the
+// threads run, on one thread and on three, agree bit for bit with the sorted computation. The
+// inputs are adversarial for a selection: every error equal (zero, and a non-zero constant), two
+// values only, heavy ties among a few ULP, and continuous errors with NaN, infinities, +-0 and
+// subnormals mixed in.
+TEST(ErrorStats, EveryWindowKindMatchesTheSortedComputation) {
+  const std::int64_t n = (std::int64_t(1) << 20) + 13;
+  const Tensor x = random_uniform(DType::f64, {n}, -1, 1, 91);
+  const Tensor u = random_uniform(DType::f64, {n}, -1, 1, 92);
+  const Tensor x16 = x.to(DType::f16);
+  Tensor shifted = Tensor::uninitialized(DType::f64, {n}), two_valued = x16.to(DType::f64),
+         few_ulp = Tensor::uninitialized(DType::f64, {n}), continuous = x.clone();
+  const auto px = x.span<double>(), pu = u.span<double>();
+  auto ps = shifted.span<double>(), pt = two_valued.span<double>(), pf = few_ulp.span<double>(),
+       pc = continuous.span<double>();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto k = std::size_t(i);
+    ps[k] = 1.5;  // against 1.0: every error the same, not 0
+    if (i % 2 == 1) pt[k] = std::nextafter(float(pt[k]), 2.0f);  // half 0, half one fp32 step off
+    pf[k] = px[k] * (1 + std::ldexp(1.0, -9) * pu[k]);           // 0 to a few f16 ULP, tied
+    pc[k] *= 1 + std::ldexp(2.0, -10) * pu[k];                   // continuous against fp64
+  }
+  Tensor ones = Tensor::uninitialized(DType::f64, {n});
+  std::ranges::fill(ones.span<double>(), 1.0);
+  struct Case {
+    const char* name;
+    Tensor y, ref;
+  };
+  const Case cases[] = {
+      {"all equal, zero error", x16, x16.to(DType::f64)},
+      {"all equal, constant error", shifted.to(DType::f16), ones},
+      {"two values", two_valued.to(DType::f32), x16.to(DType::f64)},
+      {"ties among a few ULP, with specials", inject_specials(few_ulp.to(DType::f16), 93),
+       inject_specials(x16.clone(), 94)},
+      {"continuous, with specials", inject_specials(continuous.to(DType::f16), 95),
+       inject_specials(x.clone(), 96)},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto check = [&]<class Y>(Y) {
+      const auto one_thread = check_against_plain<Y>(c.y, c.ref, {.threads = 1});
+      expect_same_stats(error_stats(c.y, c.ref, {.threads = 3}), one_thread);
+    };
+    if (c.y.dtype() == DType::f16) {
+      check(Half{});
+    } else {
+      check(float{});
+    }
+  }
+}
+
 TEST(ErrorStats, ResultsAgainstFp64ReferenceMatchTheSortedComputation) {
   const std::int64_t n = (std::int64_t(1) << 20) + 777;
   auto check = [&]<class Y>(Y, DType dtype) {

@@ -212,7 +212,8 @@ void WindowSelector::count_block(const double* values, std::int64_t count, std::
   std::int64_t i = 0;
 #if defined(__AVX512F__)
   VectorCounter counter(*this);
-  for (; i + 8 <= count; i += 8) counter.count(_mm512_loadu_pd(values + i));
+  i = count - count % 8;
+  counter.count_stored(values, i);
   counter.finish();
 #endif
   count_values(values + i, count - i);

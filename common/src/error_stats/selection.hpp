@@ -257,14 +257,14 @@ class WindowSelector {
   void finish_block(std::int64_t nonfinite);
 
 #if defined(__AVX512F__)
-  // Counts values eight at a time, for a caller that has them in a register (count_block, or the
-  // fused block of ErrorStatsRun, which never stores its metrics). Mask compares are counted by
-  // masked adds into one register per window, its three counts packed 21 bits apart (a lane sees
-  // at most kBlock / 8 values before finish()); kept values leave by an in-register compress and
-  // a plain store, with no branch (a compress with a memory operand is microcoded, and slow, on
-  // some x86 cores; a branch on "any inside" mispredicts often). A collapsed interval (lo == hi,
-  // the usual case for discrete errors) needs neither the comparisons with hi nor, when both
-  // are, the compress: those branches go the same way for a whole call.
+  // Counts stored values eight at a time (count_block's, and the fused block of ErrorStatsRun's,
+  // whose metrics wait in L1 arrays). Mask compares are counted by masked adds into one register
+  // per window, its counts packed 16 bits apart (a lane sees at most kBlock / 8 values before
+  // finish()); kept values leave by an in-register compress and a plain store, with no branch (a
+  // compress with a memory operand is microcoded, and slow, on some x86 cores; a branch on "any
+  // inside" mispredicts often). A collapsed interval (lo == hi, the usual case for discrete
+  // errors) needs neither the comparisons with hi nor, when both are, the compress: each pair of
+  // the windows' kinds has a loop of its own, with no decision on them inside.
   // The selector must have room for the block (reserve()), and finish() must run before it is
   // used again.
   class VectorCounter {
@@ -279,41 +279,17 @@ class WindowSelector {
         keeps_[k] = interior_[k] && interval.keeps;
         counts_[k] = _mm512_setzero_si512();
       }
-      any_keeps_ = keeps_[0] || keeps_[1];
       out_ = selector.candidates_.data() + selector.kept_;
     }
 
-    void count(__m512d x) {
-      __mmask8 inside = 0;
-      for (int k = 0; k < kWindows; ++k) {
-        const __mmask8 lt_lo = _mm512_cmp_pd_mask(x, lo_[k], _CMP_LT_OQ);
-        counts_[k] =
-            _mm512_mask_add_epi64(counts_[k], lt_lo, counts_[k], _mm512_set1_epi64(kBelow));
-        if (half_open_[k]) {
-          const __mmask8 lt_hi = _mm512_cmp_pd_mask(x, hi_[k], _CMP_LT_OQ);
-          inside = __mmask8(inside | (lt_hi & ~lt_lo));
-          continue;
-        }
-        const __mmask8 eq_lo = _mm512_cmp_pd_mask(x, lo_[k], _CMP_EQ_OQ);
-        counts_[k] = _mm512_mask_add_epi64(counts_[k], eq_lo, counts_[k], _mm512_set1_epi64(kAtLo));
-        if (interior_[k]) {
-          const __mmask8 lt_hi = _mm512_cmp_pd_mask(x, hi_[k], _CMP_LT_OQ);
-          const __mmask8 eq_hi = _mm512_cmp_pd_mask(x, hi_[k], _CMP_EQ_OQ);
-          counts_[k] =
-              _mm512_mask_add_epi64(counts_[k], eq_hi, counts_[k], _mm512_set1_epi64(kAtHi));
-          const __mmask8 in = lt_hi & ~(lt_lo | eq_lo);
-          if (keeps_[k]) {
-            inside = __mmask8(inside | in);
-          } else {
-            counts_[k] =
-                _mm512_mask_add_epi64(counts_[k], in, counts_[k], _mm512_set1_epi64(kInside));
-          }
-        }
+    // Counts `count` stored values (a multiple of 8) in a loop compiled for the two windows'
+    // kinds: what each window does is decided once a call, not at every vector.
+    void count_stored(const double* values, std::int64_t count) {
+      static const auto table = []<int... Index>(std::integer_sequence<int, Index...>) {
+        return std::array<Loop, sizeof...(Index)>{&loop<Index / kKinds, Index % kKinds>...};
       }
-      if (any_keeps_) {
-        _mm512_storeu_pd(out_ + kept_, _mm512_maskz_compress_pd(inside, x));
-        kept_ += std::popcount(unsigned(inside));
-      }
+      (std::make_integer_sequence<int, kKinds * kKinds>());
+      table[std::size_t(kind(0) * kKinds + kind(1))](*this, values, count);
     }
 
     void finish() {
@@ -334,6 +310,59 @@ class WindowSelector {
     }
 
    private:
+    // A window's kind, which fixes what count() does for it: half-open (count below, keep inside),
+    // collapsed (lo == hi: count below and at lo), interior keeping or counting its inside values.
+    enum Kind { kHalfOpen, kCollapsed, kKeeps, kCounts, kKinds };
+    int kind(int k) const {
+      if (half_open_[k]) return kHalfOpen;
+      if (!interior_[k]) return kCollapsed;
+      return keeps_[k] ? kKeeps : kCounts;
+    }
+
+    template <int Kind0, int Kind1>
+    static void loop(VectorCounter& counter, const double* values, std::int64_t count) {
+      constexpr int kinds[kWindows] = {Kind0, Kind1};
+      constexpr bool any_keeps =
+          Kind0 == kHalfOpen || Kind0 == kKeeps || Kind1 == kHalfOpen || Kind1 == kKeeps;
+      __m512i counts[kWindows] = {counter.counts_[0], counter.counts_[1]};
+      double* out = counter.out_;
+      std::int64_t kept = counter.kept_;
+      for (std::int64_t i = 0; i < count; i += 8) {
+        const __m512d x = _mm512_loadu_pd(values + i);
+        __mmask8 inside = 0;
+        for (int k = 0; k < kWindows; ++k) {
+          const __m512d lo = counter.lo_[k], hi = counter.hi_[k];
+          const __mmask8 lt_lo = _mm512_cmp_pd_mask(x, lo, _CMP_LT_OQ);
+          counts[k] = _mm512_mask_add_epi64(counts[k], lt_lo, counts[k], _mm512_set1_epi64(kBelow));
+          if (kinds[k] == kHalfOpen) {
+            const __mmask8 lt_hi = _mm512_cmp_pd_mask(x, hi, _CMP_LT_OQ);
+            inside = __mmask8(inside | (lt_hi & ~lt_lo));
+            continue;
+          }
+          const __mmask8 eq_lo = _mm512_cmp_pd_mask(x, lo, _CMP_EQ_OQ);
+          counts[k] = _mm512_mask_add_epi64(counts[k], eq_lo, counts[k], _mm512_set1_epi64(kAtLo));
+          if (kinds[k] == kCollapsed) continue;
+          const __mmask8 lt_hi = _mm512_cmp_pd_mask(x, hi, _CMP_LT_OQ);
+          const __mmask8 eq_hi = _mm512_cmp_pd_mask(x, hi, _CMP_EQ_OQ);
+          counts[k] = _mm512_mask_add_epi64(counts[k], eq_hi, counts[k], _mm512_set1_epi64(kAtHi));
+          const __mmask8 in = lt_hi & ~(lt_lo | eq_lo);
+          if (kinds[k] == kKeeps) {
+            inside = __mmask8(inside | in);
+          } else {
+            counts[k] = _mm512_mask_add_epi64(counts[k], in, counts[k], _mm512_set1_epi64(kInside));
+          }
+        }
+        if constexpr (any_keeps) {
+          _mm512_storeu_pd(out + kept, _mm512_maskz_compress_pd(inside, x));
+          kept += std::popcount(unsigned(inside));
+        }
+      }
+      counter.counts_[0] = counts[0];
+      counter.counts_[1] = counts[1];
+      counter.kept_ = kept;
+    }
+
+    using Loop = void (*)(VectorCounter&, const double*, std::int64_t);
     static constexpr int kFieldBits = 16;
     static_assert(kBlock / 8 < (std::int64_t(1) << kFieldBits));
     static constexpr std::int64_t kBelow = 1, kAtLo = std::int64_t(1) << kFieldBits,
@@ -343,7 +372,6 @@ class WindowSelector {
     __m512d lo_[kWindows], hi_[kWindows];
     __m512i counts_[kWindows];
     bool interior_[kWindows], half_open_[kWindows], keeps_[kWindows];
-    bool any_keeps_;
     double* out_;
     std::int64_t kept_ = 0;
   };
