@@ -1,11 +1,12 @@
-"""Tests of tools/gpu/inductor_mechanisms.py without a GPU: its ULP and rounding helpers on
-hand-made cases, its readers of generated Triton code and PTX on hand-made files, its argument
-checks, and a dry run on Inductor's C++ backend (--device cpu --sizes small) with a budget that
-stops it: valid JSON, Triton-only variants marked n/a, the budget honoured."""
+"""Tests of tools/gpu/inductor_mechanisms.py (the command, its parts in tools/gpu/mechanisms) without
+a GPU: its ULP and rounding helpers on hand-made cases, its readers of generated Triton code and PTX
+on hand-made files, the Triton patch it takes from fusebench, its argument checks, and a dry run on
+Inductor's C++ backend (--device cpu --sizes small) with a budget that stops it: valid JSON,
+Triton-only variants marked n/a, the budget honoured."""
 
 from __future__ import annotations
 
-import importlib.util
+import inspect
 import json
 import math
 import pathlib
@@ -22,12 +23,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "gpu" / "inductor_mechanisms.py"
 
 
-@pytest.fixture(scope="module")
-def im():
-    spec = importlib.util.spec_from_file_location("inductor_mechanisms", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from tools.gpu.mechanisms import evidence, findings, measures, patches  # noqa: E402
 
 
 def t(values, dtype):
@@ -47,7 +43,7 @@ def bits(pattern: int, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
-def test_ulp_distance_hand_made(im, dtype):
+def test_ulp_distance_hand_made(dtype):
     fi = torch.finfo(dtype)
     one = t([1.0], dtype)
     next_up = (
@@ -55,77 +51,77 @@ def test_ulp_distance_hand_made(im, dtype):
         if dtype == torch.float32
         else t([1.0 + fi.eps], dtype)
     )
-    assert im.ulp_distance(one, one).item() == 0
-    assert im.ulp_distance(one, next_up).item() == 1
-    assert im.ulp_distance(next_up, one).item() == 1
+    assert measures.ulp_distance(one, one).item() == 0
+    assert measures.ulp_distance(one, next_up).item() == 1
+    assert measures.ulp_distance(next_up, one).item() == 1
     # +0 and -0 are the same point; the smallest subnormals on either side of zero are 2 apart
-    assert im.ulp_distance(t([0.0], dtype), t([-0.0], dtype)).item() == 0
+    assert measures.ulp_distance(t([0.0], dtype), t([-0.0], dtype)).item() == 0
     tiny = t([fi.smallest_normal], dtype)
     sub = bits(1, dtype)
     neg_sub = bits((1 << (fi.bits - 1)) | 1, dtype)
     assert sub.item() > 0 and neg_sub.item() < 0
-    assert im.ulp_distance(sub, neg_sub).item() == 2
-    assert im.ulp_distance(neg_sub, t([0.0], dtype)).item() == 1
-    assert im.ulp_distance(-tiny, tiny).item() == 2 * im.ordered_int(tiny).item()
+    assert measures.ulp_distance(sub, neg_sub).item() == 2
+    assert measures.ulp_distance(neg_sub, t([0.0], dtype)).item() == 1
+    assert measures.ulp_distance(-tiny, tiny).item() == 2 * measures.ordered_int(tiny).item()
     # across a sign change: -1 to +1 is twice the distance from 0 to 1
-    assert im.ulp_distance(-one, one).item() == 2 * im.ordered_int(one).item()
+    assert measures.ulp_distance(-one, one).item() == 2 * measures.ordered_int(one).item()
     # the largest finite value is 1 ULP below infinity
-    assert im.ulp_distance(t([fi.max], dtype), t([math.inf], dtype)).item() == 1
+    assert measures.ulp_distance(t([fi.max], dtype), t([math.inf], dtype)).item() == 1
     # NaN on both sides counts 0, on one side -1 (counted apart by ulp_stats)
     nan = t([math.nan], dtype)
-    assert im.ulp_distance(nan, nan).item() == 0
-    assert im.ulp_distance(nan, one).item() == -1
+    assert measures.ulp_distance(nan, nan).item() == 0
+    assert measures.ulp_distance(nan, one).item() == -1
 
 
-def test_ulp_distance_known_values(im):
+def test_ulp_distance_known_values():
     # f16: 1.0 = 0x3C00, 2.0 = 0x4000 -> 1024 ULPs; bf16: 1.0 = 0x3F80, 2.0 = 0x4000 -> 128
-    assert im.ulp_distance(t([1.0], torch.float16), t([2.0], torch.float16)).item() == 1024
-    assert im.ulp_distance(t([1.0], torch.bfloat16), t([2.0], torch.bfloat16)).item() == 128
-    assert im.ulp_distance(t([1.0], torch.float32), t([2.0], torch.float32)).item() == 1 << 23
-    assert im.ulp_distance(t([1.0], torch.bfloat16), t([1.0078125], torch.bfloat16)).item() == 1
-    assert im.ulp_distance(t([1.0], torch.float16), t([1.0009765625], torch.float16)).item() == 1
+    assert measures.ulp_distance(t([1.0], torch.float16), t([2.0], torch.float16)).item() == 1024
+    assert measures.ulp_distance(t([1.0], torch.bfloat16), t([2.0], torch.bfloat16)).item() == 128
+    assert measures.ulp_distance(t([1.0], torch.float32), t([2.0], torch.float32)).item() == 1 << 23
+    assert measures.ulp_distance(t([1.0], torch.bfloat16), t([1.0078125], torch.bfloat16)).item() == 1
+    assert measures.ulp_distance(t([1.0], torch.float16), t([1.0009765625], torch.float16)).item() == 1
     with pytest.raises(ValueError):
-        im.ulp_distance(t([1.0], torch.float16), t([1.0], torch.bfloat16))
+        measures.ulp_distance(t([1.0], torch.float16), t([1.0], torch.bfloat16))
 
 
-def test_ulp_stats(im):
+def test_ulp_stats():
     ref = t([1.0] * 200, torch.float16)
     out = ref.clone()
     out[0] = 1.0009765625  # 1 ULP
     out[1] = 1.001953125  # 2 ULP
     out[2] = math.nan
-    s = im.ulp_stats(out, ref)
+    s = measures.ulp_stats(out, ref)
     assert s["n"] == 200 and s["nan_mismatch"] == 1
     # nearest rank over the 199 non-NaN distances: the 198th smallest (ceil(0.99 * 199)) is 1
     assert s["max"] == 2 and s["p99"] == 1
     assert (s["n_0"], s["n_1"], s["n_2"], s["n_gt2"]) == (197, 1, 1, 0)
 
 
-def test_round_to_dtype_avoids_double_rounding(im):
+def test_round_to_dtype_avoids_double_rounding():
     f64 = torch.float64
     # just above the midpoint between 1 and the next f16 (bf16): nearest is the upper neighbour,
     # but float64 -> float32 lands exactly on the midpoint and ties-to-even then goes down
     x16 = t([1 + 2**-11 + 2**-40], f64)
     assert x16.to(torch.float16).item() == 1.0  # torch's own conversion rounds twice
-    assert im.round_to_dtype(x16, torch.float16).item() == 1 + 2**-10
+    assert measures.round_to_dtype(x16, torch.float16).item() == 1 + 2**-10
     xb = t([1 + 2**-8 + 2**-40], f64)
-    assert im.round_to_dtype(xb, torch.bfloat16).item() == 1 + 2**-7
+    assert measures.round_to_dtype(xb, torch.bfloat16).item() == 1 + 2**-7
     # just below the midpoint rounds down; the exact midpoint ties to even
-    assert im.round_to_dtype(t([1 + 2**-11 - 2**-40], f64), torch.float16).item() == 1.0
-    assert im.round_to_dtype(t([1 + 2**-11], f64), torch.float16).item() == 1.0
-    assert im.round_to_dtype(t([1 + 3 * 2**-11], f64), torch.float16).item() == 1 + 2**-9
+    assert measures.round_to_dtype(t([1 + 2**-11 - 2**-40], f64), torch.float16).item() == 1.0
+    assert measures.round_to_dtype(t([1 + 2**-11], f64), torch.float16).item() == 1.0
+    assert measures.round_to_dtype(t([1 + 3 * 2**-11], f64), torch.float16).item() == 1 + 2**-9
     # negative values, f16 subnormals, overflow and zero keep their meaning
-    assert im.round_to_dtype(-x16, torch.float16).item() == -(1 + 2**-10)
-    assert im.round_to_dtype(t([2**-24 * 0.75], f64), torch.float16).item() == 2**-24
-    assert im.round_to_dtype(t([1e6], f64), torch.float16).item() == math.inf
-    assert math.copysign(1, im.round_to_dtype(t([-0.0], f64), torch.float16).item()) == -1
+    assert measures.round_to_dtype(-x16, torch.float16).item() == -(1 + 2**-10)
+    assert measures.round_to_dtype(t([2**-24 * 0.75], f64), torch.float16).item() == 2**-24
+    assert measures.round_to_dtype(t([1e6], f64), torch.float16).item() == math.inf
+    assert math.copysign(1, measures.round_to_dtype(t([-0.0], f64), torch.float16).item()) == -1
     # float32 is a single rounding: identical to torch's conversion
     g = torch.Generator().manual_seed(1)
     r = torch.randn(10000, generator=g, dtype=f64)
-    assert torch.equal(im.round_to_dtype(r, torch.float32), r.to(torch.float32))
+    assert torch.equal(measures.round_to_dtype(r, torch.float32), r.to(torch.float32))
     # against an exact reference (Python floats): the nearest f16 by ULP distance
     for v in r[:200].tolist():
-        got = im.round_to_dtype(t([v], f64), torch.float16)
+        got = measures.round_to_dtype(t([v], f64), torch.float16)
         lo = t([v], f64).to(torch.float16)
         cands = [
             lo,
@@ -137,10 +133,10 @@ def test_round_to_dtype_avoids_double_rounding(im):
         assert abs(got.double().item() - v) == best
 
 
-def test_bits_equal_count(im):
+def test_bits_equal_count():
     a = t([0.0, 1.0, math.nan, 2.0], torch.float32)
     b = t([-0.0, 1.0, math.nan, 2.5], torch.float32)
-    assert im.bits_equal_count(a, b) == 2  # the signed zero and 2.0 vs 2.5; NaNs of equal bits agree
+    assert measures.bits_equal_count(a, b) == 2  # the signed zero and 2.0 vs 2.5; NaNs of equal bits agree
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,14 +190,14 @@ def call(args):
 """
 
 
-def test_source_facts_on_triton_wrapper(im, tmp_path):
+def test_source_facts_on_triton_wrapper(tmp_path):
     (tmp_path / "ab").mkdir()
     (tmp_path / "ab" / "cabc.py").write_text(WRAPPER)
     (tmp_path / "triton").mkdir()  # skipped
     (tmp_path / "triton" / "x.py").write_text("def call(): pass  # async_compile")
-    code = im.read_generated_code(str(tmp_path))
+    code = evidence.read_generated_code(str(tmp_path))
     assert len(code["wrappers"]) == 1
-    facts = im.source_facts(code)
+    facts = evidence.source_facts(code)
     assert facts["kernel_count"] == 2
     k0, k1 = facts["kernels"]
     assert k0["name"] == "triton_per_fused_rsqrt_0" and k0["decorator"] == "persistent_reduction"
@@ -214,10 +210,10 @@ def test_source_facts_on_triton_wrapper(im, tmp_path):
     assert facts["decorators"] == ["persistent_reduction", "reduction"]
     assert facts["R0_BLOCK"] == [1024] and facts["enable_fp_fusion"] == ["True"]
     assert facts["libdevice_calls"] == ["div_rn", "rsqrt"]
-    assert "persistent_reduction" in im._src_summary(facts)
+    assert "persistent_reduction" in findings._src_summary(facts)
 
 
-def test_runtime_configs_from_loaded_module(im, tmp_path):
+def test_runtime_configs_from_loaded_module(tmp_path):
     from torch._inductor.codecache import PyCodeCache
 
     class Cfg:
@@ -243,7 +239,7 @@ def test_runtime_configs_from_loaded_module(im, tmp_path):
     other.k = Autotuner()
     PyCodeCache.modules.extend([mod, other])
     try:
-        got = im.runtime_configs(str(tmp_path))
+        got = evidence.runtime_configs(str(tmp_path))
     finally:
         PyCodeCache.modules.remove(mod)
         PyCodeCache.modules.remove(other)
@@ -262,10 +258,10 @@ def test_runtime_configs_from_loaded_module(im, tmp_path):
             ],
         }
     ]
-    assert "R0_BLOCK=2048" in im._chosen({"runtime_configs": got})
+    assert "R0_BLOCK=2048" in findings._chosen({"runtime_configs": got})
 
 
-def test_ptx_facts(im, tmp_path):
+def test_ptx_facts(tmp_path):
     d = tmp_path / "HASH"
     d.mkdir()
     (d / "triton_poi_fused_add_mul_0.ptx").write_text(
@@ -274,11 +270,18 @@ def test_ptx_facts(im, tmp_path):
     (d / "triton_poi_fused_add_mul_0.json").write_text(
         json.dumps({"name": "triton_poi_fused_add_mul_0", "num_warps": 4, "enable_fp_fusion": True})
     )
-    p = im.ptx_facts(str(tmp_path), None)
+    p = evidence.ptx_facts(str(tmp_path), None)
     assert p["n_ptx"] == 1
     assert p["totals"]["fma.rn"] == 2 and p["totals"]["fma.rn.f32"] == 2 and p["totals"]["mul.f32"] == 1
     assert p["totals"]["div.full.f32"] == 1 and p["totals"]["rsqrt.approx"] == 1 and p["totals"]["ftz"] == 1
     assert p["files"][0]["meta"] == {"name": "triton_poi_fused_add_mul_0", "num_warps": 4, "enable_fp_fusion": True}
+
+
+def test_the_triton_patch_is_fusebenchs_one_copy():
+    patch = inspect.unwrap(patches.PATCHES["triton_parse_options"])
+    assert pathlib.Path(patch.__code__.co_filename) == ROOT / "python" / "fusebench" / "_inductor.py"
+    ok, why = patches.triton_parse_options_available()
+    assert isinstance(ok, bool) and (ok or why)
 
 
 # ---------------------------------------------------------------------------------------------
