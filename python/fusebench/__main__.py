@@ -1,10 +1,11 @@
 """python -m fusebench judge MODULE:FACTORY [--dtype bf16] [--sets N] [--backend NAME] [--option NAME=VALUE]
-                         [--seed S] [--explain] [--out DIR]
+                         [--seed S] [--loss MODULE:FUNCTION] [--explain] [--out DIR]
 
 FACTORY (a function in MODULE, which is imported by name or from a .py path) returns (model,
 sample): the model (an nn.Module or a callable) and its example inputs (a tensor, a tuple of
 arguments, a dict of keyword arguments, fusebench.Inputs, or a sampler). The judgment is printed;
-with --out DIR, DIR gets judgment.md, judgment.html and judgment.json.
+with --out DIR, DIR gets judgment.md, judgment.html and judgment.json. With --loss, FUNCTION(output,
+sample) returns a scalar and the training step is judged: the loss and every gradient beside the outputs.
 
 Exit status: 0 SUPPORTED, 1 CONTRADICTED, 3 INCONCLUSIVE, 2 bad input (the reason on stderr), 4 a
 failure inside the model (it raised in its eager, compiled or float64 run) or inside the judge
@@ -76,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     j.add_argument("--option", action="append", default=[], help="an Inductor option NAME=VALUE (repeatable)")
     j.add_argument("--seed", type=int, default=0, help="seed of the input sets (default 0)")
     j.add_argument("--speed-rounds", type=int, default=15, help="interleaved rounds for the speed (0: none)")
+    j.add_argument(
+        "--loss", default=None, help="MODULE:FUNCTION, FUNCTION(output, sample) a scalar: judge the training step"
+    )
     j.add_argument("--explain", action="store_true", help="explain what differs (Inductor only)")
     j.add_argument("--budget", type=int, default=12, help="explain: switch sets compiled at most (default 12)")
     j.add_argument("--out", default=None, help="write judgment.md / .html / .json there")
@@ -96,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         options = dict(_option(o) for o in args.option) or None
         if options and args.backend != "inductor":
             raise BadInput(f"--option is Inductor's; --backend {args.backend} takes none")
+        if args.explain and args.loss:
+            raise BadInput("--explain localises forward differences; a --loss judgment's gradients it cannot yet")
         if args.explain and args.backend != "inductor":
             raise BadInput(
                 f"--explain attributes Inductor's mechanisms; --backend {args.backend} has none to attribute"
@@ -108,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (isinstance(made, (tuple, list)) and len(made) == 2):
             raise BadInput(f"{args.factory}() returned {type(made).__name__}; expected (model, sample)")
         model, sample = made
+        loss = load_factory(args.loss) if args.loss else None
         judgment = fusebench.judge(
             model,
             sample,
@@ -117,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             dtype=args.dtype,
             speed_rounds=args.speed_rounds,
+            loss=loss,
             name=args.factory.rpartition(":")[2],
         )
         if args.explain:

@@ -127,3 +127,43 @@ def test_explain_refuses_a_training_step_judgment():
     j = _judge("aot_eager")
     with pytest.raises(fb.JudgeError, match="training step"):
         fb.explain(MLP(), _sample(), judgment=j)
+
+
+CLI_FACTORIES = """
+import torch
+
+
+def mlp():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    g = torch.Generator().manual_seed(1)
+    return net, (torch.randn(8, 16, generator=g),)
+
+
+def mean_square(output, sample):
+    return (output * output).mean()
+
+
+def per_row(output, sample):
+    return output.sum(dim=1)
+"""
+
+
+def test_cli_loss_judges_the_training_step(tmp_path, monkeypatch, capsys):
+    from fusebench.__main__ import main
+
+    (tmp_path / "factories.py").write_text(CLI_FACTORIES)
+    monkeypatch.chdir(tmp_path)
+    status = main(["judge", "factories.py:mlp", "--loss", "factories.py:mean_square", "--backend", "aot_eager",
+                   "--sets", "4", "--speed-rounds", "0"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "grad:0.weight" in out and "loss" in out
+    for args, reason in (
+        (["--loss", "factories.py:per_row"], "a loss is a floating scalar"),
+        (["--loss", "factories.py:nothing"], "no callable 'nothing'"),
+        (["--loss", "factories.py:mean_square", "--explain"], "--explain localises forward differences"),
+    ):
+        status = main(["judge", "factories.py:mlp", "--sets", "4", "--speed-rounds", "0", *args])
+        err = capsys.readouterr().err
+        assert status == 2 and reason in err, (args, err)
