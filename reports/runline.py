@@ -39,19 +39,27 @@ def run_line(results: Results) -> str:
 
 
 def benchmark_library(contexts: list[dict]) -> str:
-    """The Google Benchmark release that timed the run and how it was built: its own
+    """The Google Benchmark release that timed the run and how its library was built: its own
     library_build_type ('debug' for a library built without NDEBUG, as Debian's package is, whose
-    timings it warns may be affected). Suites built before they recorded the release say nothing."""
+    timings it warns may be affected), beside the optimisation the suites themselves were built with
+    (their compile_flags), so that a debug timing library is not read as debug suites. Suites built
+    before they recorded the release say nothing."""
     if not any(c.get("benchmark_version") for c in contexts):
         return ""
     parts = sorted(
         {
             f"Google Benchmark {c.get('benchmark_version') or '(release not recorded)'} "
-            f"({c.get('library_build_type', '?')} build)"
+            f"(the library a {c.get('library_build_type', '?')} build{suite_optimisation(c)})"
             for c in contexts
         }
     )
     return ", " + " / ".join(parts)
+
+
+def suite_optimisation(context: dict) -> str:
+    """'; the suites -O3 -DNDEBUG': the optimisation level and NDEBUG from the suites' compile flags."""
+    flags = [f for f in str(context.get("compile_flags", "")).split() if f.startswith("-O") or f == "-DNDEBUG"]
+    return f"; the suites {' '.join(flags)}" if flags else ""
 
 
 def tree(contexts: list[dict]) -> str:

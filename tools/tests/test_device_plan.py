@@ -126,7 +126,12 @@ def test_the_run_line_names_the_benchmark_library_and_the_tree():
         "library_build_type": "debug",
         "git_revision": "0123456789ab+tree-aaaabbbbcccc",
     }
-    assert runline.benchmark_library([new]) == ", Google Benchmark 1.7.1 (debug build)"
+    assert runline.benchmark_library([new]) == ", Google Benchmark 1.7.1 (the library a debug build)"
+    built = new | {"compile_flags": "-O3 -DNDEBUG -ffp-contract=off -march=native"}
+    assert (
+        runline.benchmark_library([built])
+        == ", Google Benchmark 1.7.1 (the library a debug build; the suites -O3 -DNDEBUG)"
+    )
     assert (
         runline.benchmark_library([{"library_build_type": "debug"}]) == ""
     )  # suites from before the release was recorded
