@@ -237,6 +237,23 @@ def statistic_outcome(interval: Interval, tolerance: float) -> Outcome:
     return Outcome.INCONCLUSIVE
 
 
+def median_interval(values: Iterable[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(median, low, high): the median of paired rounds' figures and its distribution-free interval from
+    sign-test order statistics, [x_(k), x_(n-k+1)] with the largest k for which P(Binomial(n, 1/2) < k)
+    stays within (1 - confidence) / 2; suites/support/interleaved.cpp computes the same in the suites."""
+    x = sorted(float(v) for v in values)
+    n = len(x)
+    if n == 0:
+        raise ValueError("median_interval: no rounds")
+    k, below, term = 0, 0.0, 2.0**-n  # term: P(Binomial(n, 1/2) = k)
+    while k < n // 2 and below + term <= (1 - confidence) / 2:
+        below += term
+        term *= (n - k) / (k + 1)
+        k += 1
+    median = x[n // 2] if n % 2 else 0.5 * (x[n // 2 - 1] + x[n // 2])
+    return median, (x[k - 1] if k else x[0]), (x[n - k] if k else x[-1])
+
+
 def num(x, sig: int = 3) -> str:
     """Integers exactly, with thousands separators; other values to `sig` significant figures, in
     scientific notation only below 0.001; '—' for a missing value."""

@@ -24,6 +24,7 @@ from reports.claims.verdict import (
     na_wording,
     not_applicable,
 )
+from reports.decision import median_interval
 from reports.numbers import num
 from reports.results import SuiteResult, axes, benchmarks, dump_dir, rows
 
@@ -149,6 +150,29 @@ class Speed:
     p_slower: float
     control: float
     noise: float
+    # the per-round eager/fused ratio of median step times: its median and 95 % interval (sign-test order
+    # statistics), from the evidence file's step times; None where the evidence does not hold them
+    round_ratio: tuple[float, float, float] | None = None
+    round_ratio_missing: str = ""  # why there is no round_ratio
+
+
+def round_ratios(timing: dict) -> list[float] | None:
+    """Each round's median eager step over its median fused step, from the evidence's step times (rounds ×
+    steps per turn of each, in round order); None where they are missing or a step was left out."""
+    rounds, per_turn = timing.get("rounds"), timing.get("timed_steps_per_turn")
+    eager, fused = timing.get("eager_step_s"), timing.get("fused_step_s")
+    if not (isinstance(rounds, int) and isinstance(per_turn, int) and rounds > 0 and per_turn > 0):
+        return None
+    if not (isinstance(eager, list) and isinstance(fused, list)) or not len(eager) == len(fused) == rounds * per_turn:
+        return None
+    ratios = []
+    for r in range(rounds):
+        e, f = eager[r * per_turn : (r + 1) * per_turn], fused[r * per_turn : (r + 1) * per_turn]
+        fused_median = float(np.median(f))
+        if not fused_median > 0:
+            return None
+        ratios.append(float(np.median(e)) / fused_median)
+    return ratios
 
 
 @dataclass(frozen=True)
@@ -209,7 +233,7 @@ def _sign_test(wins: int, rounds: int) -> float:
     return sum(math.comb(rounds, k) for k in range(wins, rounds + 1)) / 2**rounds
 
 
-def decide_speed(dtype: str, b: dict) -> Verdict:
+def decide_speed(dtype: str, b: dict, timing: dict | None = None) -> Verdict:
     """Fused training steps faster: the interleaved ratio of medians beyond the A/A control's spread
     (two identical eager trainers measured the same way), and a one-sided sign test over the rounds."""
     rounds = int(b["timing_rounds"])
@@ -246,8 +270,22 @@ def decide_speed(dtype: str, b: dict) -> Verdict:
         p_slower,
         control,
         noise,
+        *_round_ratio(timing or {}),
     )
     return Verdict("E-speed", outcome, figures, rounds, member=dtype)
+
+
+def _round_ratio(timing: dict) -> tuple[tuple[float, float, float] | None, str]:
+    ratios = round_ratios(timing)
+    if ratios:
+        return median_interval(ratios), ""
+    skipped = timing.get("skipped_steps") or {}
+    if any(skipped.values()):
+        return None, (
+            f"not computed: {skipped.get('eager', 0)} eager and {skipped.get('fused', 0)} fused steps were skipped "
+            "(non-finite gradient) and the evidence's step times do not say in which rounds"
+        )
+    return None, "not computed: the evidence file holds no step times of every round"
 
 
 def decide_control(b: dict) -> Verdict:
@@ -274,7 +312,7 @@ def verdicts(facts: Facts) -> list[Verdict]:
             out += [not_applicable(claim, why, key, member=f["dtype"]) for claim in ("E-speed", "E-gap")]
     for a in facts.alignments:
         if "fused_faster_rounds" in a.row:
-            out.append(decide_speed(a.dtype, a.row))
+            out.append(decide_speed(a.dtype, a.row, a.evidence.get("timing")))
         out.append(decide_gap(a.dtype, a.eager, a.fused, a.row))
     out += [decide_control(b) for b in facts.controls]
     return out
@@ -361,14 +399,20 @@ def words(v: Verdict) -> Wording:
         )
     if isinstance(f, Speed):
         spread = f"{100 * (f.noise - 1):.1f} %"
+        rounds_text = ""
+        if f.round_ratio:
+            median, low, high = f.round_ratio
+            rounds_text = f"; per round {num(median)}× [{num(low)}, {num(high)}]"
         return Wording(
             v.outcome,
-            f"{num(f.speedup)}×",
+            f"{num(f.speedup)}×{rounds_text}",
             f"speed-up beyond the A/A control's {spread} and a sign test p < {SIGN_TEST_ALPHA:g}",
             f"median step {num(f.eager_ms)} ms eager vs {num(f.fused_ms)} ms fused, "
             f"interleaved ({f.rounds} rounds of {f.steps_per_turn} timed steps per mode): "
             f"{num(f.speedup)}×; the fused turn was faster in {f.wins} of {f.rounds} rounds (sign test p = "
-            f"{(f.p_faster if f.speedup >= 1 else f.p_slower):.2g}). A/A control: {num(f.control)}×",
+            f"{(f.p_faster if f.speedup >= 1 else f.p_slower):.2g}); the eager/fused ratio of each round's median "
+            f"steps{rounds_text.replace('; per round', ':') if rounds_text else ' ' + f.round_ratio_missing}"
+            f"{' (95 % interval, sign-test order statistics)' if rounds_text else ''}. A/A control: {num(f.control)}×",
             v.cases,
             interval=f"{num(f.speedup)}× against the A/A spread 1 ± {spread}, sign test p = "
             f"{min(f.p_faster, f.p_slower):.2g}",

@@ -159,3 +159,27 @@ def test_ten_seeds_of_a_slightly_different_model_never_give_both_supported_and_c
 def test_a_planted_ten_percent_error_still_reads_contradicted_in_every_seed():
     outcomes = [_judgment(seed, 1.1, 0.02)[0] for seed in range(10)]
     assert outcomes == [Outcome.CONTRADICTED] * 10, outcomes
+
+
+def test_median_interval_is_the_sign_test_order_statistics():
+    from reports.decision import median_interval
+
+    # n = 24: P(Binomial(24, 1/2) <= 6) = 0.0113 <= 2.5 % < P(<= 7) = 0.032, so [x_(7), x_(18)]
+    assert median_interval(range(1, 25)) == (12.5, 7.0, 18.0)
+    assert median_interval([5.0, 1.0, 3.0]) == (3.0, 1.0, 5.0)  # too few rounds: the whole range
+    with pytest.raises(ValueError, match="no rounds"):
+        median_interval([])
+
+
+def test_e_speed_interval_from_the_rounds_and_why_it_is_missing():
+    from reports.claims import e
+
+    timing = {"rounds": 3, "timed_steps_per_turn": 2, "eager_step_s": [2, 2, 3, 3, 4, 4], "fused_step_s": [1] * 6}
+    assert e.round_ratios(timing) == [2.0, 3.0, 4.0]
+    row = {"timing_rounds": 3, "fused_median_step_ms": 1.0, "eager_median_step_ms": 3.0, "fused_faster_rounds": 1.0,
+           "fused_speedup": 3.0, "timing_steps_per_turn": 2}  # fmt: skip
+    assert e.decide_speed("bf16", row, timing).figures.round_ratio == (3.0, 2.0, 4.0)
+    skipped = timing | {"eager_step_s": [2, 2, 3, 3, 4], "skipped_steps": {"eager": 1, "fused": 0}}
+    v = e.decide_speed("f16", row, skipped)
+    assert v.figures.round_ratio is None and "1 eager and 0 fused steps were skipped" in v.figures.round_ratio_missing
+    assert "per round" not in e.words(v).key_figure
