@@ -37,13 +37,13 @@
 #include <map>
 #include <thread>
 
-#include "call_timing.hpp"
 #include "fusebench/engine/scalar_math.hpp"
 #include "fusebench/error_stats.hpp"
 #include "fusebench/rng.hpp"
 #include "support/cases.hpp"
 #include "support/engine_support.hpp"
 #include "support/interleaved.hpp"
+#include "support/run_timer.hpp"
 
 #ifdef FUSEBENCH_HAVE_CUDA
 #include "cuda_device.hpp"
@@ -112,58 +112,6 @@ const char* path_name(Path p) {
   return p == Path::Eager ? "eager" : (p == Path::Fused ? "fused" : "fused_fma");
 }
 
-// One run's time as the benchmark counts it: the kernels' own (manual time) or the wall clock.
-double run_ms(engine::Executor& executor, const Workload& w, bool manual_time) {
-  const auto start = std::chrono::steady_clock::now();
-  auto result = executor.run(w.graph, w.inputs);
-  const double wall_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  benchmark::DoNotOptimize(result.outputs[0].raw_data());
-  if (!manual_time) return wall_ms;
-  double own_ms = 0;
-  for (const auto& k : result.trace) own_ms += k.run_ms;
-  return own_ms;
-}
-
-// A path's run as the benchmark times it. A framework executor's calls are timed in its worker
-// (framework::CallTimedExecutor): kWarmupCalls untimed, then a batch of back-to-back calls lasting
-// about kBatchSeconds, and a run's time is the batch's per call; what the request costs beyond
-// that is the host overhead (CallTiming::host_overhead_seconds). Other executors: one run, its
-// kernels' own time (manual time) or the wall clock.
-class RunTimer {
- public:
-  static constexpr int kWarmupCalls = 2, kMinBatchCalls = 3, kMaxBatchCalls = 1000;
-  static constexpr double kBatchSeconds = 0.02;
-
-  RunTimer(engine::Executor& executor, const Workload& w, bool manual_time)
-      : executor_(executor),
-        w_(w),
-        manual_time_(manual_time),
-        in_worker_(manual_time ? dynamic_cast<framework::CallTimedExecutor*>(&executor) : nullptr) {
-    if (in_worker_ == nullptr) return;
-    const double one_call = in_worker_->time_calls(w.graph, w.inputs, 1, 1).call_seconds;
-    batch_calls_ = int(std::clamp(std::ceil(kBatchSeconds / std::max(one_call, 1e-6)),
-                                  double(kMinBatchCalls), double(kMaxBatchCalls)));
-  }
-  bool in_worker() const { return in_worker_ != nullptr; }
-  int batch_calls() const { return batch_calls_; }
-  // One run's seconds (in the worker: one call's, from a batch; its figures in last_batch()).
-  double seconds() {
-    if (in_worker_ == nullptr) return run_ms(executor_, w_, manual_time_) * 1e-3;
-    last_batch_ = in_worker_->time_calls(w_.graph, w_.inputs, kWarmupCalls, batch_calls_);
-    return last_batch_.call_seconds;
-  }
-  const framework::CallTiming& last_batch() const { return last_batch_; }
-
- private:
-  engine::Executor& executor_;
-  const Workload& w_;
-  bool manual_time_;
-  framework::CallTimedExecutor* in_worker_;
-  int batch_calls_ = 1;
-  framework::CallTiming last_batch_;
-};
-
 // Rounds of eager and fused runs alternating run by run (support/interleaved.hpp's paired rounds);
 // the per-round ratio eager/fused, its median and the median's 95 % interval.
 // Measured once per workload and device: Google Benchmark calls a benchmark more than once to size
@@ -178,7 +126,8 @@ void interleaved_speedup(benchmark::State& state, const Workload& w, engine::Exe
   }
   std::unique_ptr<engine::Executor> eager = make_executor(config, false, engine::EngineOptions{});
   (void)eager->run(w.graph, w.inputs);  // compiles or warms, untimed
-  RunTimer eager_timer(*eager, w, manual_time), fused_timer(fused, w, manual_time);
+  RunTimer eager_timer(*eager, w.graph, w.inputs, manual_time),
+      fused_timer(fused, w.graph, w.inputs, manual_time);
   const PairedRounds rounds =
       paired_rounds([&] { return eager_timer.seconds(); }, [&] { return fused_timer.seconds(); });
   std::vector<double> ratios;
@@ -212,7 +161,7 @@ void interleaved_copy_share(benchmark::State& state, const std::string& name, co
   static std::map<std::string, CopyShareRounds> measured;
   auto found = measured.find(name);
   if (found == measured.end()) {
-    RunTimer timer(executor, w, manual_time);
+    RunTimer timer(executor, w.graph, w.inputs, manual_time);
     found = measured
                 .emplace(name, copy_share_rounds([&] { return timer.seconds(); }, traffic_bytes,
                                                  engine::EngineOptions{}.threads))
@@ -224,7 +173,7 @@ void interleaved_copy_share(benchmark::State& state, const std::string& name, co
 
 // `manual_time`: the benchmark's time is the kernels' own, and the rest of each run's wall time is
 // reported as bridge_overhead_ms. On a framework device that is a call's time in the worker, from
-// back-to-back calls after warm-ups (RunTimer: worker_call_ms, worker_batch_calls,
+// back-to-back calls after warm-ups (support/run_timer.hpp: worker_call_ms, worker_batch_calls,
 // worker_warmup_calls), and bridge_overhead_ms is the request's round trip minus the worker's time
 // for it: the host overhead a call through the bridge pays.
 void run_workload(benchmark::State& state, const std::string& name, const Workload& w, Path path,
@@ -247,7 +196,7 @@ void run_workload(benchmark::State& state, const std::string& name, const Worklo
   // Per-kernel wall time over the timed runs: an eager chain is judged kernel by kernel.
   std::vector<double> kernel_ms(trace.size(), 0.0);
   double overhead_ms = 0;
-  RunTimer timer(*executor, w, manual_time);
+  RunTimer timer(*executor, w.graph, w.inputs, manual_time);
   for (auto _ : state) {
     if (timer.in_worker()) {
       const double call_seconds = timer.seconds();
@@ -270,11 +219,7 @@ void run_workload(benchmark::State& state, const std::string& name, const Worklo
     if (manual_time) state.SetIterationTime(own_ms * 1e-3);
   }
   if (manual_time) state.counters["bridge_overhead_ms"] = overhead_ms / double(state.iterations());
-  if (timer.in_worker()) {
-    state.counters["worker_call_ms"] = kernel_ms.at(0) / double(state.iterations());
-    state.counters["worker_batch_calls"] = timer.batch_calls();
-    state.counters["worker_warmup_calls"] = RunTimer::kWarmupCalls;
-  }
+  timer.record_worker_counters(state);
   // Compiles of this benchmark's graph: Google Benchmark calls the function more than once, and
   // only the first call's warm-up compiled (later ones reuse the compiled graph).
   static std::map<std::string, std::pair<int, double>> compiles;

@@ -17,6 +17,7 @@
 #include "fusebench/rng.hpp"
 #include "support/cases.hpp"
 #include "support/engine_support.hpp"
+#include "support/run_timer.hpp"
 #if defined(FUSEBENCH_HAVE_CUDA)
 #include "codegen.hpp"
 #include "nvrtc_compiler.hpp"
@@ -105,11 +106,20 @@ void run_case(benchmark::State& state, const std::string& name, const Case& c, b
   Pair& p = pair_for(c, config);
   auto executor = make_executor(config, c.fused, lowering_options(broadcast));
   executor->run(p.graph, p.inputs);
-  // A framework device's time is the framework's own (manual time); the bridge's share of each
-  // run (inputs and outputs through shared memory, the request) is bridge_overhead_ms.
+  // A device other than the cpu engine is timed by its own clock (manual time). A framework
+  // device's time is its calls' in the worker, back to back after warm-ups (support/run_timer.hpp:
+  // worker_call_ms, worker_batch_calls, worker_warmup_calls), and bridge_overhead_ms is each
+  // request's round trip beyond the worker's time; another device's is its kernels' own time, the
+  // rest of the run's wall time bridge_overhead_ms.
   const bool manual = config.device != "cpu";
+  RunTimer timer(*executor, p.graph, p.inputs, manual);
   double overhead_ms = 0;
   for (auto _ : state) {
+    if (timer.in_worker()) {
+      state.SetIterationTime(timer.seconds());
+      overhead_ms += timer.last_batch().host_overhead_seconds() * 1e3;
+      continue;
+    }
     const auto start = std::chrono::steady_clock::now();
     auto result = executor->run(p.graph, p.inputs);
     benchmark::DoNotOptimize(result.outputs[0].raw_data());
@@ -122,6 +132,7 @@ void run_case(benchmark::State& state, const std::string& name, const Case& c, b
     if (manual) state.SetIterationTime(own_ms * 1e-3);
   }
   if (manual) state.counters["bridge_overhead_ms"] = overhead_ms / double(state.iterations());
+  timer.record_worker_counters(state);
   state.SetBytesProcessed(std::int64_t(state.iterations()) *
                           std::int64_t(2 * p.inputs["x"].nbytes()));
   const auto between = ulp_diff(p.immediate.output, p.broadcast.output, {.histogram_bins = 2});
