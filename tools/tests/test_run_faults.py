@@ -162,10 +162,15 @@ def test_a_stopped_run_exits_promptly_cleans_its_workers_and_stays_incomplete(tm
 @needs_suites
 def test_a_killed_run_is_refused_and_the_next_run_removes_its_leftovers(tmp_path):
     runs = tmp_path / "runs"
-    proc = tools_run(runs, "--filter", SLOW_FILTER, start_new_session=True)
+    # A temporary folder of the test's own: a tools/run of another test (ctest runs them side by side)
+    # removes the worker folders of dead runs under the shared one, this test's among them.
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(own_tmp)}
+    proc = tools_run(runs, "--filter", SLOW_FILTER, start_new_session=True, env=env)
     wait_for_suite(runs, "bench_accumulated_error")
     killed_pid = proc.pid
-    workers = list(pathlib.Path(os.environ.get("TMPDIR", "/tmp")).glob(f"fusebench-workers-{killed_pid}-*"))
+    workers = list(own_tmp.glob(f"fusebench-workers-{killed_pid}-*"))
     os.killpg(proc.pid, signal.SIGKILL)  # the whole job, as a scheduler's kill does
     proc.communicate(timeout=60)
     run_dir = only_run_dir(runs)
@@ -180,7 +185,7 @@ def test_a_killed_run_is_refused_and_the_next_run_removes_its_leftovers(tmp_path
     if pathlib.Path("/dev/shm").is_dir():
         shm.mkdir(exist_ok=True)
     time.sleep(1.1)  # run directories are named by the second
-    code, _, err = finish(tools_run(runs, "--filter", QUICK_FILTER))
+    code, _, err = finish(tools_run(runs, "--filter", QUICK_FILTER, env=env))
     assert code == 0, err[-800:]
     assert not any(w.exists() for w in workers), "the killed run's worker folder is still there"
     assert not shm.exists(), "the killed run's shared-memory folder is still there"
