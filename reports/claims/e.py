@@ -154,25 +154,109 @@ class Speed:
     # statistics), from the evidence file's step times; None where the evidence does not hold them
     round_ratio: tuple[float, float, float] | None = None
     round_ratio_missing: str = ""  # why there is no round_ratio
+    # where timed steps were skipped: how many, in which rounds, and the rounds left out of round_ratio
+    round_skips: str = ""
+    skipped_steps: int = 0
 
 
-def round_ratios(timing: dict) -> list[float] | None:
-    """Each round's median eager step over its median fused step, from the evidence's step times (rounds ×
-    steps per turn of each, in round order); None where they are missing or a step was left out."""
+@dataclass(frozen=True)
+class RoundRatios:
+    """Each round's median eager step over its median fused step, from the steps each round kept."""
+
+    ratios: tuple[float, ...]  # the rounds in which both modes kept a step, in round order
+    rounds: int
+    skipped: dict[str, tuple[int, ...]]  # per mode, the round (counted from 0) of each skipped step
+    left_out: tuple[int, ...]  # rounds in which a mode kept no step
+
+
+def _int_list(value, name: str, rounds: int) -> list[int]:
+    if not isinstance(value, list) or not all(isinstance(r, int) and 0 <= r < rounds for r in value):
+        raise ValueError(f"the evidence's {name} is not a list of rounds 0 to {rounds - 1}")
+    return value
+
+
+def round_ratios(timing: dict) -> RoundRatios:
+    """The per-round ratios from the evidence's step times and the round of each step (eager_step_round,
+    fused_step_round; skipped_step_rounds for the steps left out). Evidence written before the suite
+    recorded the rounds: rounds × steps per turn of each mode in round order, which holds only where no
+    step was skipped. ValueError naming what is missing or inconsistent."""
     rounds, per_turn = timing.get("rounds"), timing.get("timed_steps_per_turn")
-    eager, fused = timing.get("eager_step_s"), timing.get("fused_step_s")
+    steps = {mode: timing.get(f"{mode}_step_s") for mode in ("eager", "fused")}
     if not (isinstance(rounds, int) and isinstance(per_turn, int) and rounds > 0 and per_turn > 0):
-        return None
-    if not (isinstance(eager, list) and isinstance(fused, list)) or not len(eager) == len(fused) == rounds * per_turn:
-        return None
-    ratios = []
+        raise ValueError("the evidence file holds no step times of every round")
+    if not all(isinstance(v, list) and all(isinstance(x, (int, float)) for x in v) for v in steps.values()):
+        raise ValueError("the evidence file holds no step times of every round")
+    step_rounds = {mode: timing.get(f"{mode}_step_round") for mode in steps}
+    skipped: dict[str, list[int]] = {mode: [] for mode in steps}
+    if all(v is None for v in step_rounds.values()):
+        counts = timing.get("skipped_steps") or {}
+        if any(counts.values()):
+            raise ValueError(
+                f"{counts.get('eager', 0)} eager and {counts.get('fused', 0)} fused steps were skipped "
+                "(non-finite gradient) and the evidence's step times do not say in which rounds"
+            )
+        if not all(len(v) == rounds * per_turn for v in steps.values()):
+            raise ValueError("the evidence file holds no step times of every round")
+        step_rounds = {mode: [i // per_turn for i in range(rounds * per_turn)] for mode in steps}
+    else:
+        recorded = timing.get("skipped_step_rounds") or {}
+        for mode in steps:
+            step_rounds[mode] = _int_list(step_rounds[mode], f"{mode}_step_round", rounds)
+            skipped[mode] = _int_list(recorded.get(mode, []), f"skipped_step_rounds.{mode}", rounds)
+            if len(step_rounds[mode]) != len(steps[mode]):
+                raise ValueError(
+                    f"the evidence's {mode}_step_round names {len(step_rounds[mode])} rounds for "
+                    f"{len(steps[mode])} step times"
+                )
+            for r in range(rounds):
+                taken = step_rounds[mode].count(r) + skipped[mode].count(r)
+                if taken != per_turn:
+                    raise ValueError(
+                        f"round {r + 1} of the evidence holds {taken} {mode} steps, kept or skipped, not {per_turn}"
+                    )
+    ratios, left_out = [], []
     for r in range(rounds):
-        e, f = eager[r * per_turn : (r + 1) * per_turn], fused[r * per_turn : (r + 1) * per_turn]
-        fused_median = float(np.median(f))
-        if not fused_median > 0:
-            return None
-        ratios.append(float(np.median(e)) / fused_median)
-    return ratios
+        medians = {}
+        for mode in steps:
+            kept = [t for t, round_ in zip(steps[mode], step_rounds[mode], strict=True) if round_ == r]
+            medians[mode] = float(np.median(kept)) if kept else None
+        if medians["eager"] is None or medians["fused"] is None:
+            left_out.append(r)
+            continue
+        if not medians["fused"] > 0:
+            raise ValueError(f"round {r + 1}'s median fused step is {medians['fused']} s")
+        ratios.append(medians["eager"] / medians["fused"])
+    return RoundRatios(tuple(ratios), rounds, {m: tuple(v) for m, v in skipped.items()}, tuple(left_out))
+
+
+def _rounds_text(rounds: list[int]) -> str:
+    """'round 4', 'rounds 4 and 9', '2 in round 4, 1 in round 9': 1-based, with counts where a round
+    lost more than one step."""
+    counted = sorted({r: rounds.count(r) for r in rounds}.items())
+    if len(counted) == 1:
+        return f"round {counted[0][0] + 1}"
+    if any(n > 1 for _, n in counted):
+        return ", ".join(f"{n} in round {r + 1}" for r, n in counted)
+    listed = [str(r + 1) for r, _ in counted]
+    return "rounds " + ", ".join(listed[:-1]) + " and " + listed[-1]
+
+
+def skipped_text(r: RoundRatios) -> str:
+    """How many timed steps were skipped, in which rounds, and the rounds that kept no step of a mode."""
+    said = [
+        f"{len(rounds)} {mode} step{'s' if len(rounds) > 1 else ''} ({_rounds_text(list(rounds))})"
+        for mode, rounds in r.skipped.items()
+        if rounds
+    ]
+    if not said:
+        return ""
+    text = f"skipped for a non-finite gradient: {' and '.join(said)}, of {r.rounds} rounds; each round's medians are "
+    if r.left_out:
+        return text + (
+            f"taken from the steps it kept, and {_rounds_text(list(r.left_out))}, where a mode kept no step, "
+            f"{'is' if len(r.left_out) == 1 else 'are'} left out"
+        )
+    return text + "taken from the steps it kept"
 
 
 @dataclass(frozen=True)
@@ -275,17 +359,15 @@ def decide_speed(dtype: str, b: dict, timing: dict | None = None) -> Verdict:
     return Verdict("E-speed", outcome, figures, rounds, member=dtype)
 
 
-def _round_ratio(timing: dict) -> tuple[tuple[float, float, float] | None, str]:
-    ratios = round_ratios(timing)
-    if ratios:
-        return median_interval(ratios), ""
-    skipped = timing.get("skipped_steps") or {}
-    if any(skipped.values()):
-        return None, (
-            f"not computed: {skipped.get('eager', 0)} eager and {skipped.get('fused', 0)} fused steps were skipped "
-            "(non-finite gradient) and the evidence's step times do not say in which rounds"
-        )
-    return None, "not computed: the evidence file holds no step times of every round"
+def _round_ratio(timing: dict) -> tuple[tuple[float, float, float] | None, str, str, int]:
+    try:
+        r = round_ratios(timing)
+    except ValueError as why:
+        return None, f"not computed: {why}", "", 0
+    skipped = sum(len(v) for v in r.skipped.values())
+    if not r.ratios:
+        return None, f"not computed: no round kept a step of both modes ({skipped_text(r)})", "", skipped
+    return median_interval(r.ratios), "", skipped_text(r), skipped
 
 
 def decide_control(b: dict) -> Verdict:
@@ -403,16 +485,18 @@ def words(v: Verdict) -> Wording:
         if f.round_ratio:
             median, low, high = f.round_ratio
             rounds_text = f"; per round {num(median)}× [{num(low)}, {num(high)}]"
+        cell_skips = f" ({f.skipped_steps} skipped steps left out)" if rounds_text and f.skipped_steps else ""
         return Wording(
             v.outcome,
-            f"{num(f.speedup)}×{rounds_text}",
+            f"{num(f.speedup)}×{rounds_text}{cell_skips}",
             f"speed-up beyond the A/A control's {spread} and a sign test p < {SIGN_TEST_ALPHA:g}",
             f"median step {num(f.eager_ms)} ms eager vs {num(f.fused_ms)} ms fused, "
             f"interleaved ({f.rounds} rounds of {f.steps_per_turn} timed steps per mode): "
             f"{num(f.speedup)}×; the fused turn was faster in {f.wins} of {f.rounds} rounds (sign test p = "
             f"{(f.p_faster if f.speedup >= 1 else f.p_slower):.2g}); the eager/fused ratio of each round's median "
             f"steps{rounds_text.replace('; per round', ':') if rounds_text else ' ' + f.round_ratio_missing}"
-            f"{' (95 % interval, sign-test order statistics)' if rounds_text else ''}. A/A control: {num(f.control)}×",
+            f"{' (95 % interval, sign-test order statistics)' if rounds_text else ''}"
+            f"{'; ' + f.round_skips if f.round_skips else ''}. A/A control: {num(f.control)}×",
             v.cases,
             interval=f"{num(f.speedup)}× against the A/A spread 1 ± {spread}, sign test p = "
             f"{min(f.p_faster, f.p_slower):.2g}",

@@ -175,7 +175,7 @@ def test_e_speed_interval_from_the_rounds_and_why_it_is_missing():
     from reports.claims import e
 
     timing = {"rounds": 3, "timed_steps_per_turn": 2, "eager_step_s": [2, 2, 3, 3, 4, 4], "fused_step_s": [1] * 6}
-    assert e.round_ratios(timing) == [2.0, 3.0, 4.0]
+    assert e.round_ratios(timing).ratios == (2.0, 3.0, 4.0)
     row = {"timing_rounds": 3, "fused_median_step_ms": 1.0, "eager_median_step_ms": 3.0, "fused_faster_rounds": 1.0,
            "fused_speedup": 3.0, "timing_steps_per_turn": 2}  # fmt: skip
     assert e.decide_speed("bf16", row, timing).figures.round_ratio == (3.0, 2.0, 4.0)
@@ -183,3 +183,49 @@ def test_e_speed_interval_from_the_rounds_and_why_it_is_missing():
     v = e.decide_speed("f16", row, skipped)
     assert v.figures.round_ratio is None and "1 eager and 0 fused steps were skipped" in v.figures.round_ratio_missing
     assert "per round" not in e.words(v).key_figure
+
+
+def test_e_speed_interval_from_the_steps_each_round_kept():
+    """The suite records each timed step's round: a skipped step's round keeps the rest of its round's
+    steps, a round where one mode kept none is left out, and the words say how many in which rounds."""
+    from reports.claims import e
+
+    row = {"timing_rounds": 4, "fused_median_step_ms": 1.0, "eager_median_step_ms": 3.0, "fused_faster_rounds": 1.0,
+           "fused_speedup": 3.0, "timing_steps_per_turn": 2}  # fmt: skip
+    # round 1 (from 0): eager kept one of two steps; round 3: fused kept none, so the round is left out
+    timing = {
+        "rounds": 4,
+        "timed_steps_per_turn": 2,
+        "eager_step_s": [2, 2, 3, 4, 4, 5, 5],
+        "eager_step_round": [0, 0, 1, 2, 2, 3, 3],
+        "fused_step_s": [1, 1, 1, 1, 1, 1],
+        "fused_step_round": [0, 0, 1, 1, 2, 2],
+        "skipped_steps": {"eager": 1, "fused": 2},
+        "skipped_step_rounds": {"eager": [1], "fused": [3, 3]},
+    }
+    r = e.round_ratios(timing)
+    assert r.ratios == (2.0, 3.0, 4.0) and r.left_out == (3,)
+    v = e.decide_speed("f16", row, timing)
+    assert v.figures.round_ratio == (3.0, 2.0, 4.0)
+    assert v.figures.round_skips == (
+        "skipped for a non-finite gradient: 1 eager step (round 2) and 2 fused steps (round 4), of 4 rounds; each "
+        "round's medians are taken from the steps it kept, and round 4, where a mode kept no step, is left out"
+    )
+    words = e.words(v)
+    assert words.key_figure == "3×; per round 3× [2, 4] (3 skipped steps left out)"
+    assert "(95 % interval, sign-test order statistics); skipped for a non-finite gradient: 1 eager" in words.evidence
+    assert e.skipped_text(e.RoundRatios((1.0,), 9, {"eager": (1, 1, 4), "fused": (2, 6)}, ())) == (
+        "skipped for a non-finite gradient: 3 eager steps (2 in round 2, 1 in round 5) and 2 fused steps "
+        "(rounds 3 and 7), of 9 rounds; each round's medians are taken from the steps it kept"
+    )
+    # the rounds must account for every timed step, kept or skipped
+    lost = timing | {"skipped_step_rounds": {"eager": [], "fused": [3, 3]}}
+    v = e.decide_speed("f16", row, lost)
+    assert v.figures.round_ratio is None
+    assert v.figures.round_ratio_missing == (
+        "not computed: round 2 of the evidence holds 1 eager steps, kept or skipped, not 2"
+    )
+    bad = timing | {"fused_step_round": [0, 0, 1, 1, 2, 9]}
+    assert (
+        "fused_step_round is not a list of rounds 0 to 3" in e.decide_speed("f16", row, bad).figures.round_ratio_missing
+    )

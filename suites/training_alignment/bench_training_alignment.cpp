@@ -285,9 +285,15 @@ void run_alignment(benchmark::State& state, const SuiteConfig& suite, DType dtyp
       {"order", "round r: eager's turn then fused's for even r, fused's then eager's for odd r"},
       {"eager_step_s", timing.eager.step_s},
       {"fused_step_s", timing.fused.step_s},
+      {"eager_step_round", timing.eager.step_round},
+      {"fused_step_round", timing.fused.step_round},
       {"eager_turn_first_step_s", timing.eager.turn_first_step_s},
       {"fused_turn_first_step_s", timing.fused.turn_first_step_s},
-      {"skipped_steps", {{"eager", timing.eager.skipped}, {"fused", timing.fused.skipped}}},
+      {"skipped_steps",
+       {{"eager", timing.eager.skipped_rounds.size()},
+        {"fused", timing.fused.skipped_rounds.size()}}},
+      {"skipped_step_rounds",
+       {{"eager", timing.eager.skipped_rounds}, {"fused", timing.fused.skipped_rounds}}},
       {"control_first_eager_step_s", control.eager.step_s},
       {"control_second_eager_step_s", control.fused.step_s}};
   write_evidence(suite, fmt::format("E_alignment_{}", dtype_name(dtype)), evidence);

@@ -598,7 +598,7 @@ InterleavedTiming interleaved_timing(const TrainConfig& config, const Dataset& d
              "  {}: {} rounds of a turn each of eager and {} ({} timed steps after one untimed), "
              "interleaved\n",
              spec.label, rounds, control ? "a second eager trainer" : "fused", timed_steps);
-  auto turn = [&](Trainer& trainer, InterleavedTiming::Mode& mode) {
+  auto turn = [&](Trainer& trainer, InterleavedTiming::Mode& mode, int round) {
     auto timed_step = [&](bool& skipped) {
       const auto t0 = std::chrono::steady_clock::now();
       skipped = trainer.step().skipped;
@@ -611,23 +611,24 @@ InterleavedTiming interleaved_timing(const TrainConfig& config, const Dataset& d
     for (int s = 0; s < timed_steps; ++s) {
       const double dt = timed_step(skipped);
       if (skipped) {
-        ++mode.skipped;
+        mode.skipped_rounds.push_back(round);
       } else {
         steps.push_back(dt);
       }
     }
     mode.step_s.insert(mode.step_s.end(), steps.begin(), steps.end());
+    mode.step_round.insert(mode.step_round.end(), steps.size(), round);
     mode.turn_median_s.push_back(steps.empty() ? NAN : percentile(steps, 0.5));
     for (const auto& [kind, ms] : trainer.kind_ms()) mode.kind_ms[kind] += ms;
     trainer.reset_timing();
   };
   for (int r = 0; r < rounds; ++r) {
     if (r % 2 == 0) {
-      turn(eager, out.eager);
-      turn(fused, out.fused);
+      turn(eager, out.eager, r);
+      turn(fused, out.fused, r);
     } else {
-      turn(fused, out.fused);
-      turn(eager, out.eager);
+      turn(fused, out.fused, r);
+      turn(eager, out.eager, r);
     }
   }
   for (InterleavedTiming::Mode* mode : {&out.eager, &out.fused}) {

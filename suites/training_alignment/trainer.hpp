@@ -168,16 +168,18 @@ RunOutcome train_run(const TrainConfig& config, const Dataset& data, const RunSp
 // machine; in turns of a few steps a burst of load falls on both modes alike. The untimed first
 // step of a turn refills the caches that the other mode's turn evicted (eager's working set is
 // the larger, so timing it would count that against eager); its time is kept apart. A step skipped
-// for an fp16 overflow (no optimizer update) is left out.
+// for an fp16 overflow (no optimizer update) is left out, its round noted (the rounds of the kept
+// steps too), so that a per-round figure is taken from the steps each round kept.
 // control: a second eager trainer takes fused's place (an A/A check: how far two identical
 // trainers' step times differ when measured this way, the floor below which a speed-up is noise).
 struct InterleavedTiming {
   struct Mode {
     std::vector<double> step_s;             // timed steps, in order
+    std::vector<int> step_round;            // the round of each of step_s
     std::vector<double> turn_median_s;      // per round: the median of its timed steps
     std::vector<double> turn_first_step_s;  // per round: the untimed first step
     std::map<std::string, double> kind_ms;  // per timed step, by kernel kind
-    int skipped = 0;
+    std::vector<int> skipped_rounds;        // the round of each skipped timed step
   };
   Mode eager, fused;
   int rounds = 0, timed_steps = 0;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -72,7 +73,14 @@ TEST(Trainer, InterleavedTimingTakesTurnsAndKeepsEveryTimedStep) {
   EXPECT_EQ(t.rounds, rounds);
   EXPECT_EQ(t.timed_steps, timed);
   for (const InterleavedTiming::Mode* mode : {&t.eager, &t.fused}) {
-    EXPECT_EQ(int(mode->step_s.size()) + mode->skipped, rounds * timed);
+    EXPECT_EQ(mode->step_s.size() + mode->skipped_rounds.size(), std::size_t(rounds * timed));
+    // every timed step, kept or skipped, says its round: `timed` of each round, in round order
+    ASSERT_EQ(mode->step_round.size(), mode->step_s.size());
+    std::vector<int> per_round(rounds, 0);
+    for (int r : mode->step_round) ++per_round.at(std::size_t(r));
+    for (int r : mode->skipped_rounds) ++per_round.at(std::size_t(r));
+    EXPECT_EQ(per_round, std::vector<int>(rounds, timed));
+    EXPECT_TRUE(std::is_sorted(mode->step_round.begin(), mode->step_round.end()));
     EXPECT_EQ(mode->turn_median_s.size(), std::size_t(rounds));
     EXPECT_EQ(mode->turn_first_step_s.size(), std::size_t(rounds));
     for (double s : mode->step_s) EXPECT_GT(s, 0);
