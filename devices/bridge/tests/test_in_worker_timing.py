@@ -8,6 +8,7 @@ suites are FUSEBENCH_BIN's."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -37,12 +38,20 @@ def run_case(suite: pathlib.Path, device: str, filt: str, work: pathlib.Path) ->
     return cases[0]
 
 
+@functools.cache
+def torch_unavailable() -> str:
+    """Why device torch cannot run here ('' where it can): asked once of one suite, and of torch alone
+    (the listing starts a worker for each device it asks; both suites link the same device library)."""
+    probe = subprocess.run([str(ENGINE), "--list-devices=torch"], capture_output=True, text=True)
+    return "" if "torch" in probe.stdout.split() else probe.stderr.strip() or f"exit {probe.returncode}"
+
+
 def needs_torch(suite: pathlib.Path) -> None:
-    if not suite.exists():
-        pytest.skip(f"no {suite}: build first (tools/build release)")
-    probe = subprocess.run([str(suite), "--list-devices"], capture_output=True, text=True)
-    if "torch" not in probe.stdout.split():
-        pytest.skip(f"device torch unavailable: {probe.stderr.strip()}")
+    for binary in (suite, ENGINE):
+        if not binary.exists():
+            pytest.skip(f"no {binary}: build first (tools/build release)")
+    if why := torch_unavailable():
+        pytest.skip(f"device torch unavailable: {why}")
 
 
 @pytest.fixture(scope="module")
