@@ -405,19 +405,27 @@ class ErrorStatsRun {
     BlockMetrics<Y, R>& block = *worker.block;
     double* stored[kMetrics] = {block.metric[0].data(), block.metric[1].data(),
                                 block.metric[2].data()};
-    for (std::int64_t i = 0; i < kBlock; i += kLanes) {
-      const auto p = metrics(y + i, ref + i);
-      nonfinite += std::popcount(unsigned(p.nonfinite));
-      const __m512d metric[kMetrics] = {p.abs, p.rel, p.ulp};
-      for (int m = 0; m < kMetrics; ++m) {
-        sum[m] = _mm512_add_pd(sum[m], metric[m]);
-        max[m] = _mm512_max_pd(metric[m], max[m]);
-        _mm512_storeu_pd(stored[m] + i, metric[m]);
+    // A part of the block at a time, computed then counted: the counting loops' instructions
+    // follow the division's within the core's reordering window, so that they run while the
+    // divider (not pipelined) works, instead of after all the block's divisions (kBlock at a time:
+    // 6 to 10 % slower over the pass).
+    constexpr std::int64_t kPart = 128;
+    static_assert(kBlock % kPart == 0 && kPart % kLanes == 0);
+    for (std::int64_t part = 0; part < kBlock; part += kPart) {
+      for (std::int64_t i = part; i < part + kPart; i += kLanes) {
+        const auto p = metrics(y + i, ref + i);
+        nonfinite += std::popcount(unsigned(p.nonfinite));
+        const __m512d metric[kMetrics] = {p.abs, p.rel, p.ulp};
+        for (int m = 0; m < kMetrics; ++m) {
+          sum[m] = _mm512_add_pd(sum[m], metric[m]);
+          max[m] = _mm512_max_pd(metric[m], max[m]);
+          _mm512_storeu_pd(stored[m] + i, metric[m]);
+        }
       }
+      abs_counter.count_stored(stored[0] + part, kPart);
+      rel_counter.count_stored(stored[1] + part, kPart);
+      ulp_counter.count_stored(stored[2] + part, kPart);
     }
-    abs_counter.count_stored(stored[0], kBlock);
-    rel_counter.count_stored(stored[1], kBlock);
-    ulp_counter.count_stored(stored[2], kBlock);
     abs_counter.finish();
     rel_counter.finish();
     ulp_counter.finish();

@@ -289,18 +289,59 @@ std::optional<std::vector<double>> WindowSelector::values(const std::vector<std:
     b.counts.assign(std::size_t(span >> b.shift) + 1, 0);
   }
   std::vector<std::array<std::vector<std::int64_t>, kWindows>> worker_counts{std::size_t(threads)};
+  // The values a window holds and keeps are those whose fp64 patterns (ordered like the
+  // non-negative values) lie in one range, [held_begin, held_begin + held_width): one unsigned
+  // comparison. Past each window's buckets lie kSpare slots for the values it does not hold:
+  // every value increments a slot, with no branch (continuous errors fall inside or outside a
+  // window at random, and a branch on it mispredicts), and those outside spread over the spares by
+  // their lane, so that neighbours do not wait on each other's increment of one slot.
+  constexpr std::size_t kSpare = 8;
+  std::array<std::uint64_t, kWindows> held_begin{}, held_width{};
+  for (int k = 0; k < kWindows; ++k) {
+    const Interval& interval = intervals_[std::size_t(k)];
+    if (!interval.keeps) continue;  // the empty range
+    const std::uint64_t lo_bits = std::bit_cast<std::uint64_t>(interval.lo);
+    held_begin[std::size_t(k)] = interval.half_open ? lo_bits : lo_bits + 1;
+    held_width[std::size_t(k)] =
+        std::bit_cast<std::uint64_t>(interval.hi) - held_begin[std::size_t(k)];
+  }
   for (auto& counts : worker_counts) {
     for (int k = 0; k < kWindows; ++k)
-      counts[std::size_t(k)].assign(buckets[std::size_t(k)].counts.size(), 0);
+      counts[std::size_t(k)].assign(buckets[std::size_t(k)].counts.size() + kSpare, 0);
   }
   for_each_chunk(std::int64_t(pieces.size()), threads, [&](int w, std::int64_t piece) {
     auto& counts = worker_counts[std::size_t(w)];
     const auto [values, count] = pieces[std::size_t(piece)];
-    for (std::int64_t i = 0; i < count; ++i) {
-      const double x = values[i];
-      // Windows may overlap (each kept value is counted in every window that holds it).
-      if (intervals_[0].keeps && intervals_[0].holds(x)) ++counts[0][buckets[0].of(x)];
-      if (intervals_[1].keeps && intervals_[1].holds(x)) ++counts[1][buckets[1].of(x)];
+    const auto* bits = reinterpret_cast<const std::uint64_t*>(values);
+    // Windows may overlap (each kept value is counted in every window that holds it).
+    for (int k = 0; k < kWindows; ++k) {
+      const Buckets& b = buckets[std::size_t(k)];
+      std::int64_t* window_counts = counts[std::size_t(k)].data();
+      const std::uint64_t begin = held_begin[std::size_t(k)], width = held_width[std::size_t(k)];
+      const std::size_t spare = b.counts.size();
+      std::int64_t i = 0;
+#if defined(__AVX512F__)
+      // The slots of eight values computed in a vector, then incremented one by one.
+      const __m512i vbegin = _mm512_set1_epi64(std::int64_t(begin)),
+                    vwidth = _mm512_set1_epi64(std::int64_t(width)),
+                    vlo = _mm512_set1_epi64(std::int64_t(b.lo_bits)),
+                    vspare = _mm512_add_epi64(_mm512_set1_epi64(std::int64_t(spare)),
+                                              _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
+      const __m128i vshift = _mm_cvtsi32_si128(b.shift);
+      alignas(64) std::array<std::uint64_t, 8> slots;
+      for (; i + 8 <= count; i += 8) {
+        const __m512i x = _mm512_loadu_si512(bits + i);
+        const __mmask8 held = _mm512_cmplt_epu64_mask(_mm512_sub_epi64(x, vbegin), vwidth);
+        const __m512i bucket = _mm512_srl_epi64(_mm512_sub_epi64(x, vlo), vshift);
+        _mm512_store_si512(slots.data(), _mm512_mask_blend_epi64(held, vspare, bucket));
+        for (const std::uint64_t slot : slots) ++window_counts[slot];
+      }
+#endif
+      for (; i < count; ++i) {
+        const bool held = bits[i] - begin < width;
+        ++window_counts[held ? std::size_t((bits[i] - b.lo_bits) >> b.shift)
+                             : spare + std::size_t(i) % kSpare];
+      }
     }
   });
   for (int k = 0; k < kWindows; ++k) {
@@ -364,25 +405,66 @@ std::optional<std::vector<double>> WindowSelector::values(const std::vector<std:
   }
   // ---- sweep 2: the values of those buckets, in no order
   if (!picks.empty()) {
+    // A pick's values are those whose fp64 patterns lie in one range (non-negative values order
+    // like their patterns): the bucket's, within the window's ends. Each worker stores every value
+    // at its pick's end and advances the end past those in the range, with no branch; the end has
+    // room for the bucket's count (sweep 1's) and one vector more.
+    struct PatternRange {
+      std::uint64_t begin, end;  // [begin, end)
+    };
+    std::vector<PatternRange> ranges;
+    for (const Pick& pick : picks) {
+      const Interval& interval = intervals_[std::size_t(pick.window)];
+      const Buckets& b = buckets[std::size_t(pick.window)];
+      const std::uint64_t lo_bits = std::bit_cast<std::uint64_t>(interval.lo);
+      const std::uint64_t hi_bits = std::bit_cast<std::uint64_t>(interval.hi);
+      const std::uint64_t window_begin = interval.half_open ? lo_bits : lo_bits + 1;
+      const std::uint64_t bucket_begin = b.lo_bits + (std::uint64_t(pick.bucket) << b.shift);
+      const std::uint64_t bucket_end = b.lo_bits + (std::uint64_t(pick.bucket + 1) << b.shift);
+      ranges.push_back({std::max(window_begin, bucket_begin), std::min(hi_bits, bucket_end)});
+    }
     std::vector<std::vector<std::vector<double>>> worker_picked(
         std::size_t(threads), std::vector<std::vector<double>>(picks.size()));
+    std::vector<std::vector<std::int64_t>> worker_ends(std::size_t(threads),
+                                                       std::vector<std::int64_t>(picks.size()));
+    for (auto& picked : worker_picked) {
+      for (std::size_t p = 0; p < picks.size(); ++p) {
+        const Buckets& b = buckets[std::size_t(picks[p].window)];
+        picked[p].resize(std::size_t(b.counts[picks[p].bucket]) + 8);
+      }
+    }
     for_each_chunk(std::int64_t(pieces.size()), threads, [&](int w, std::int64_t piece) {
-      auto& picked = worker_picked[std::size_t(w)];
       const auto [values, count] = pieces[std::size_t(piece)];
-      for (std::int64_t i = 0; i < count; ++i) {
-        const double x = values[i];
-        for (std::size_t p = 0; p < picks.size(); ++p) {
-          if (intervals_[std::size_t(picks[p].window)].keeps &&
-              intervals_[std::size_t(picks[p].window)].holds(x) &&
-              buckets[std::size_t(picks[p].window)].of(x) == picks[p].bucket) {
-            picked[p].push_back(x);
-          }
+      const auto* bits = reinterpret_cast<const std::uint64_t*>(values);
+      for (std::size_t p = 0; p < picks.size(); ++p) {
+        const PatternRange range = ranges[p];
+        double* out = worker_picked[std::size_t(w)][p].data();
+        std::int64_t end = worker_ends[std::size_t(w)][p];
+        std::int64_t i = 0;
+#if defined(__AVX512F__)
+        const __m512i begin_bits = _mm512_set1_epi64(std::int64_t(range.begin));
+        const __m512i end_bits = _mm512_set1_epi64(std::int64_t(range.end));
+        for (; i + 8 <= count; i += 8) {
+          const __m512i x = _mm512_loadu_si512(bits + i);
+          const __mmask8 in =
+              _mm512_cmpge_epu64_mask(x, begin_bits) & _mm512_cmplt_epu64_mask(x, end_bits);
+          _mm512_storeu_pd(out + end, _mm512_maskz_compress_pd(in, _mm512_castsi512_pd(x)));
+          end += std::popcount(unsigned(in));
         }
+#endif
+        for (; i < count; ++i) {
+          out[end] = values[i];
+          end += (bits[i] >= range.begin) & (bits[i] < range.end);
+        }
+        worker_ends[std::size_t(w)][p] = end;
       }
     });
-    for (const auto& picked : worker_picked) {
-      for (std::size_t p = 0; p < picks.size(); ++p)
-        picks[p].values.insert(picks[p].values.end(), picked[p].begin(), picked[p].end());
+    for (std::size_t w = 0; w < worker_picked.size(); ++w) {
+      for (std::size_t p = 0; p < picks.size(); ++p) {
+        const auto& picked = worker_picked[w][p];
+        picks[p].values.insert(picks[p].values.end(), picked.begin(),
+                               picked.begin() + worker_ends[w][p]);
+      }
     }
   }
   for (Pick& pick : picks) {
