@@ -18,7 +18,8 @@ Rules per op class (u = unit roundoff of the op's virtual dtype):
   reductions     sum / mean / cumsum: sum(E) + u sum(|x|); max / min: the bound at the argmax;
                  var / std: carried 2|x - m| E / n, own 5 u var
   softmax, log_softmax, layer_norm: the table of docs/conditioned-error.md
-  attention      decomposed into matmul, scaling, mask, softmax, matmul and bounded by those rules
+  attention      decomposed into matmul, scaling, mask, softmax, matmul and bounded by those rules;
+                 its backward kernels likewise (dV = p^T dO, dS = p (dO V^T - rowsum(dO O)), ...)
   other ops      their decomposition (torch._decomp) is run under the mode when there is one;
                  an op with neither a rule nor a decomposition is *unknown*: it is named, and its
                  floating outputs carry a NaN bound, which propagates, so that every output that
@@ -678,31 +679,33 @@ def _rule_layer_norm(mode: BoundMode, func, args, kwargs, explicit_vdtype):
 
 # the attention ops whose tensors are laid out (batch, sequence, heads, head dim), not (batch, heads,
 # sequence, head dim); their variable-length and windowed forms have no rule
-_SEQUENCE_MAJOR = _packets("_flash_attention_forward", "_efficient_attention_forward")
+_SEQUENCE_MAJOR = _packets(
+    "_flash_attention_forward", "_efficient_attention_forward", "_flash_attention_backward",
+    "_efficient_attention_backward",
+)  # fmt: skip
 
 
 class NoRule(Exception):
     """A form of an op that its rule does not cover: the op is named and judged on ULP error."""
 
 
-def _rule_attention(mode: BoundMode, func, args, kwargs, explicit_vdtype):
-    """Scaled dot-product attention, every kernel of torch's family (math, flash, efficient, cuDNN,
-    the CPU's flash, the overrideable one, and the sequence-major forward kernels): decomposed into
-    its ops, each bounded by its rule; the result is the decomposition's fp64 value (the same
-    function). Grouped-query attention (fewer key/value heads than query heads, whether or not the
-    kernel takes enable_gqa) repeats each key/value head over its group; a boolean mask keeps where
-    True, a float mask is added; is_causal keeps the lower triangle aligned top-left (torch's
-    convention); dropout is refused (a random op has no reference)."""
+def _given(value) -> bool:
+    """An optional argument that is set: a kernel that is not variable-length passes its sequence
+    offsets as None or, between a forward and its backward, as an empty tensor."""
+    return value is not None and not (isinstance(value, torch.Tensor) and value.numel() == 0)
+
+
+def _attention_arguments(func, args, kwargs) -> tuple[dict, bool, Any, float]:
+    """The arguments of an attention kernel, forward or backward, by name, and its (is_causal, mask,
+    scale); dropout is refused (a random op has no reference) and the forms no rule covers raise NoRule."""
     names = [a.name for a in func._schema.arguments]
     values = dict(zip(names, args))
     values.update(kwargs)
-    q, k, v = values["query"], values["key"], values["value"]
     dropout = values.get("dropout_p", 0.0) or 0.0
     if dropout:
         raise RuntimeError(f"fusebench: {func} with dropout_p={dropout}: a random op has no reference (train mode?)")
-    sequence_major = func.overloadpacket in _SEQUENCE_MAJOR
     for name in ("cum_seq_q", "cum_seq_k", "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "seqlen_k", "block_table"):
-        if values.get(name) is not None:
+        if _given(values.get(name)):
             raise NoRule(f"{func} with {name} (variable-length sequences)")
     for name in ("window_size_left", "window_size_right", "window_size"):
         if values.get(name) not in (None, -1):
@@ -711,38 +714,64 @@ def _rule_attention(mode: BoundMode, func, args, kwargs, explicit_vdtype):
     if custom_mask not in (0, 1):
         raise NoRule(f"{func} with custom_mask_type={custom_mask} (causal aligned bottom-right)")
     is_causal = bool(values.get("is_causal", False)) or custom_mask == 1
-    mask = next((values[n] for n in ("attn_mask", "attn_bias", "bias", "mask") if values.get(n) is not None), None)
+    mask = next((values[n] for n in ("attn_mask", "attn_bias", "bias", "mask") if _given(values.get(n))), None)
     scale = values.get("scale")
     if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1])
+        scale = 1.0 / math.sqrt(values["query"].shape[-1])
+    return values, is_causal, mask, scale
+
+
+def _attention_weights(func, q, k, v, is_causal, mask, scale, sequence_major):
+    """Run under the mode: the query, key and value heads-major, the key and value heads repeated over
+    their query-head group (grouped-query attention, whether or not the kernel takes enable_gqa),
+    and the attention weights p = softmax(q k^T scale + mask). A boolean mask keeps where True, a
+    float mask is added; is_causal keeps the lower triangle aligned top-left (torch's convention); a
+    row with every key masked has weights 0, as torch's kernels give it (aten._safe_softmax)."""
+    if sequence_major:
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    group = 1
+    if q.dim() >= 3 and k.dim() >= 3 and q.shape[-3] != k.shape[-3]:
+        if q.shape[-3] % k.shape[-3]:
+            raise NoRule(f"{func}: {q.shape[-3]} query heads are not a multiple of {k.shape[-3]} key heads")
+        group = q.shape[-3] // k.shape[-3]
+        k = k.repeat_interleave(group, -3)
+        v = v.repeat_interleave(group, -3)
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale
+    if is_causal:
+        L, S = q.shape[-2], k.shape[-2]
+        keep = torch.ones(L, S, dtype=torch.bool, device=scores.device).tril()
+        scores = scores.masked_fill(~keep, -math.inf)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else scores + mask
+    none_kept = (scores == -math.inf).all(-1, keepdim=True)
+    p = torch.softmax(scores.masked_fill(none_kept, 0.0), -1).masked_fill(none_kept, 0.0)
+    return q, k, v, group, scores, p
+
+
+def _round_to_query_dtype(mode: BoundMode, query: torch.Tensor, result: torch.Tensor) -> None:
+    """The kernel returns the query's dtype: a mask of a finer dtype (promoted in the decomposition)
+    does not spare the result its rounding to it."""
+    query_dtype, reached = mode.vdtype(query), mode.vdtype(result)
+    if _coarser(query_dtype, reached):
+        mode._set(result, mode.bound(result) + unit_roundoff(query_dtype) * result.abs(), query_dtype)
+
+
+def _rule_attention(mode: BoundMode, func, args, kwargs, explicit_vdtype):
+    """Scaled dot-product attention, every kernel of torch's family (math, flash, efficient, cuDNN,
+    the CPU's flash, the overrideable one, and the sequence-major forward kernels): decomposed into
+    its ops (_attention_weights, then p v), each bounded by its rule; the result is the
+    decomposition's fp64 value (the same function)."""
+    values, is_causal, mask, scale = _attention_arguments(func, args, kwargs)
+    sequence_major = func.overloadpacket in _SEQUENCE_MAJOR
     with mode:
-        if sequence_major:
-            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-        if q.dim() >= 3 and k.dim() >= 3 and q.shape[-3] != k.shape[-3]:
-            if q.shape[-3] % k.shape[-3]:
-                raise NoRule(f"{func}: {q.shape[-3]} query heads are not a multiple of {k.shape[-3]} key heads")
-            group = q.shape[-3] // k.shape[-3]
-            k = k.repeat_interleave(group, -3)
-            v = v.repeat_interleave(group, -3)
-        scores = torch.matmul(q, k.transpose(-2, -1)) * scale
-        if is_causal:
-            L, S = q.shape[-2], k.shape[-2]
-            keep = torch.ones(L, S, dtype=torch.bool, device=scores.device).tril()
-            scores = scores.masked_fill(~keep, -math.inf)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else scores + mask
-        # a row with every key masked gives 0, as torch's kernels give it (aten._safe_softmax)
-        none_kept = (scores == -math.inf).all(-1, keepdim=True)
-        p = torch.softmax(scores.masked_fill(none_kept, 0.0), -1).masked_fill(none_kept, 0.0)
+        q, k, v, _, scores, p = _attention_weights(
+            func, values["query"], values["key"], values["value"], is_causal, mask, scale, sequence_major
+        )
         out = torch.matmul(p, v)
         lse = torch.logsumexp(scores, -1)
         if sequence_major:
             out = out.transpose(1, 2)
-    # the kernel returns the query's dtype: a mask of a finer dtype (promoted above) does not spare
-    # the result its rounding to it
-    query_dtype, reached = mode.vdtype(values["query"]), mode.vdtype(out)
-    if _coarser(query_dtype, reached):
-        mode._set(out, mode.bound(out) + unit_roundoff(query_dtype) * out.abs(), query_dtype)
+    _round_to_query_dtype(mode, values["query"], out)
     returns = func._schema.returns
     if len(returns) == 1:
         return out
@@ -757,6 +786,57 @@ def _rule_attention(mode: BoundMode, func, args, kwargs, explicit_vdtype):
             # sequence offsets, RNG state, debug mask: unused
             extra.append(torch.empty(0, dtype=F64, device=out.device))
     return (out, *extra)
+
+
+def _sum_to_shape(x: torch.Tensor, shape) -> torch.Tensor:
+    """x summed over the dimensions a tensor of shape was broadcast along (run under the mode)."""
+    lead = x.dim() - len(shape)
+    if lead:
+        x = x.sum(list(range(lead)))
+    dims = [d for d, size in enumerate(shape) if size == 1 and x.shape[d] != 1]
+    return x.sum(dims, keepdim=True) if dims else x
+
+
+def _rule_attention_backward(mode: BoundMode, func, args, kwargs, explicit_vdtype):
+    """The backward of every attention kernel of torch's family: decomposed as the forward
+    (_attention_weights recomputes p from the query and key, as the kernels do from the logsumexp),
+    then dV = p^T dO, dP = dO V^T, dS = p (dP - rowsum(dO O)) with O = p V (the kernels' delta),
+    dQ = dS K scale, dK = dS^T Q scale; under grouped-query attention dK and dV are summed over
+    each key head's group of query heads. Each op bounded by its rule, each gradient rounded to the
+    query's dtype; a float mask's gradient (the efficient kernels' fourth result) is dS."""
+    values, is_causal, mask, scale = _attention_arguments(func, args, kwargs)
+    sequence_major = func.overloadpacket in _SEQUENCE_MAJOR
+    grad_out = values.get("grad_out", values.get("grad_out_"))
+    query, key = values["query"], values["key"]
+    with mode:
+        q, k, v, group, _, p = _attention_weights(
+            func, query, key, values["value"], is_causal, mask, scale, sequence_major
+        )
+        out = torch.matmul(p, v)
+    _round_to_query_dtype(mode, query, out)
+    with mode:
+        d_out = grad_out.transpose(1, 2) if sequence_major else grad_out
+        grad_value = torch.matmul(p.transpose(-2, -1), d_out)
+        grad_p = torch.matmul(d_out, v.transpose(-2, -1))
+        delta = (d_out * out).sum(-1, keepdim=True)
+        grad_scores = p * (grad_p - delta)
+        grad_query = torch.matmul(grad_scores, k) * scale
+        grad_key = torch.matmul(grad_scores.transpose(-2, -1), q) * scale
+        if group > 1:
+            grad_key = grad_key.unflatten(-3, (grad_key.shape[-3] // group, group)).sum(-3)
+            grad_value = grad_value.unflatten(-3, (grad_value.shape[-3] // group, group)).sum(-3)
+        grads = [grad_query, grad_key, grad_value]
+        if sequence_major:
+            grads = [g.transpose(1, 2) for g in grads]
+        if len(func._schema.returns) == 4:  # the efficient kernels: the float mask's gradient
+            wanted = values.get("bias_requires_grad", (values.get("grad_input_mask") or [False] * 4)[3])
+            floating_mask = mask is not None and mask.is_floating_point()
+            # not asked for: the kernels return an undefined tensor
+            grads.append(_sum_to_shape(grad_scores, mask.shape) if wanted and floating_mask else None)
+    for g in grads:
+        if g is not None:
+            _round_to_query_dtype(mode, query, g)
+    return tuple(grads)
 
 
 def _rule_logsumexp(mode: BoundMode, func, args, kwargs, explicit_vdtype):
@@ -828,6 +908,17 @@ _RULES = {
             "scaled_dot_product_attention",
             "_flash_attention_forward",
             "_efficient_attention_forward",
+        )
+    },
+    **{
+        p: _rule_attention_backward
+        for p in _packets(
+            "_scaled_dot_product_flash_attention_for_cpu_backward",
+            "_scaled_dot_product_flash_attention_backward",
+            "_scaled_dot_product_efficient_attention_backward",
+            "_scaled_dot_product_cudnn_attention_backward",
+            "_flash_attention_backward",
+            "_efficient_attention_backward",
         )
     },
 }
