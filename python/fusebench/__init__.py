@@ -116,7 +116,7 @@ def judge(fn, sample, *, sets=32, compile="inductor", options=None, seed=0, dtyp
 
 
 def explain(fn, sample, *, judgment=None, criterion="auto", outputs=None, sets=4, seed=0, dtype=None, options=None,
-            perturbation=0.5, budget=12, cost_rounds=7, switches=None):  # fmt: skip
+            perturbation=0.5, budget=12, cost_rounds=7, switches=None, loss=None, compile=None):  # fmt: skip
     """Where and why Inductor's compiled fn differs from eager, and the switches that undo it.
 
     criterion: "worse" (compiled's conditioned error max exceeds eager's on a set; ULP error
@@ -131,10 +131,17 @@ def explain(fn, sample, *, judgment=None, criterion="auto", outputs=None, sets=4
     The search runs on the localised node's prefix of the graph; whether the switches also remove
     the difference at the outputs is checked and said (removes_at_outputs). switches: a previous
     Explanation (or switch list) applied first, to search on from it for the next mechanism.
-    Calls torch._dynamo.reset() between compiles."""
+    loss: explains the training step (judge's loss=; a judgment with loss needs it): the loss and
+    gradients are outputs beside the forward's, and the node is localised first in AOTAutograd's
+    backward graph (run on the values eager's forward saved; its prefixes compiled by Inductor),
+    named with the forward node and module whose backward it is; the forward graph where no
+    backward node meets the criterion; the gradients that meet it are searched one at a time, each
+    among the nodes it is computed from. compile: the backend whose difference is localised
+    (default Inductor; another torch.compile backend, an aot_autograd one included, is localised
+    only: switches are Inductor's). Calls torch._dynamo.reset() between compiles."""
     result = _explained(fn, sample, judgment=judgment, criterion=criterion, outputs=outputs, sets=sets, seed=seed,
                       dtype=dtype, options=options, perturbation=perturbation, budget=budget, cost_rounds=cost_rounds,
-                      switches=switches)  # fmt: skip
+                      switches=switches, loss=loss, compile=compile)  # fmt: skip
     if judgment is not None:
         judgment.explanation = result
     return result

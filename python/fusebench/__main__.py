@@ -5,7 +5,8 @@ FACTORY (a function in MODULE, which is imported by name or from a .py path) ret
 sample): the model (an nn.Module or a callable) and its example inputs (a tensor, a tuple of
 arguments, a dict of keyword arguments, fusebench.Inputs, or a sampler). The judgment is printed;
 with --out DIR, DIR gets judgment.md, judgment.html and judgment.json. With --loss, FUNCTION(output,
-sample) returns a scalar and the training step is judged: the loss and every gradient beside the outputs.
+sample) returns a scalar and the training step is judged: the loss and every gradient beside the outputs
+(--explain then localises a gradient's difference in the backward, named by its forward node).
 
 Exit status: 0 SUPPORTED, 1 CONTRADICTED, 3 INCONCLUSIVE, 2 bad input (the reason on stderr), 4 a
 failure inside the model (it raised in its eager, compiled or float64 run) or inside the judge
@@ -100,8 +101,6 @@ def main(argv: list[str] | None = None) -> int:
         options = dict(_option(o) for o in args.option) or None
         if options and args.backend != "inductor":
             raise BadInput(f"--option is Inductor's; --backend {args.backend} takes none")
-        if args.explain and args.loss:
-            raise BadInput("--explain localises forward differences; a --loss judgment's gradients it cannot yet")
         if args.explain and args.backend != "inductor":
             raise BadInput(
                 f"--explain attributes Inductor's mechanisms; --backend {args.backend} has none to attribute"
@@ -128,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
             name=args.factory.rpartition(":")[2],
         )
         if args.explain:
-            fusebench.explain(model, sample, judgment=judgment, dtype=args.dtype, options=options, budget=args.budget)
+            fusebench.explain(
+                model, sample, judgment=judgment, dtype=args.dtype, options=options, budget=args.budget, loss=loss
+            )
     except (BadInput, JudgeError) as error:
         print(f"fusebench judge: bad input: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -174,9 +174,19 @@ class Localisation:
     beyond_bound: bool | None
     previous: str
     compiles: int
+    phase: str = "forward"  # or "backward": a node of AOTAutograd's backward graph
+    backward_of: str = ""  # the backward's forward node and its module: "layer_norm (net.2, LayerNorm)"
+    gradient: str = ""  # the gradient output whose computation was searched: "grad:net.2.weight"
 
     def text(self) -> str:
         where = f"node {self.node} ({self.target}, {self.position + 1} of {self.nodes} in graph {self.graph})"
+        if self.phase == "backward":
+            where = (
+                f"backward node {self.node} ({self.target}, {self.position + 1} of {self.nodes} in backward graph "
+                f"{self.graph})"
+                + (f", the backward of {self.backward_of}" if self.backward_of else "")
+                + (f", computing {self.gradient}" if self.gradient else "")
+            )
         figures = (
             f"conditioned error max compiled {_n(self.compiled_cond_max)} vs eager {_n(self.eager_cond_max)}"
             if self.compiled_cond_max is not None
@@ -305,6 +315,81 @@ class _Recorder:
         return run
 
 
+def _capture_backward(fn, explain_sets, make_step, torch) -> _Recorder:
+    """AOTAutograd's backward graph(s) of fn's training step and, per set, their inputs (the values
+    the forward saved and the incoming gradient). The forward runs as traced and the backward is
+    traced without decompositions, so that run node by node it computes eager's backward: each of
+    its ATen ops is the one autograd calls, and its nodes keep their forward node's module
+    (fwd_nn_module_stack, fwd_source_fn_stack)."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo import reset
+    from torch._dynamo.backends.common import aot_autograd
+
+    recorder = _Recorder()
+    backend = aot_autograd(
+        fw_compiler=lambda gm, example_inputs: make_boxed_func(gm),
+        bw_compiler=lambda gm, example_inputs: make_boxed_func(recorder(gm, example_inputs)),
+    )
+    reset()
+    captured = torch.compile(fn, backend=backend, dynamic=False)
+    for s, inputs in enumerate(explain_sets):
+        make_step(captured).compiled(inputs, s)
+    return recorder
+
+
+def _gradient_ancestors(gm, args, gradient, torch) -> set | None:
+    """The names of the backward graph's nodes that one gradient is computed from: the graph's
+    outputs whose eager values (the graph run node by node on one set) are bit-equal to eager's
+    gradient, and their ancestors; None where no output is (the gradient is not this graph's)."""
+    values = _interpret(gm, args, torch)
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    results = output.args[0] if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
+    found = [
+        r
+        for r in results
+        if isinstance(r, torch.fx.Node)
+        and isinstance(values.get(r.name), torch.Tensor)
+        and values[r.name].shape == gradient.shape
+        and values[r.name].dtype == gradient.dtype
+        and not _bits_equal(values[r.name], gradient, torch)
+    ]
+    if not found:
+        return None
+    among, stack = set(), list(found)
+    while stack:
+        n = stack.pop()
+        if n.name not in among:
+            among.add(n.name)
+            stack += n.all_input_nodes
+    return among
+
+
+def _forward_origin(node) -> str:
+    """The forward node whose backward a backward node is, with its module: "layer_norm (net.2,
+    LayerNorm)", from the metadata AOTAutograd copies onto backward nodes."""
+    sources = node.meta.get("fwd_source_fn_stack") or []
+    modules = list((node.meta.get("fwd_nn_module_stack") or {}).values())
+    name = str(sources[-1][0]) if sources else ""
+    module = ""
+    if modules:
+        path, cls = modules[-1]
+        path = str(path).replace("L['self'].", "").replace("L['self']", "self").replace("L['fn'].", "")
+        module = f"{path}, {getattr(cls, '__name__', cls)}"
+    if name and module:
+        return f"{name} ({module})"
+    return name or module
+
+
+def _backward_target(node) -> str:
+    """The ATen op a backward node computes; for an element of an op's tuple, the op and the index
+    (aten.native_layer_norm_backward.default[1], the weight's gradient)."""
+    import operator
+
+    if node.target is operator.getitem and node.args and getattr(node.args[0], "op", "") == "call_function":
+        return f"{node.args[0].target}[{node.args[1]}]"
+    return str(node.target) if node.op == "call_function" else _target_name(node)
+
+
 def _interpret(gm, args, torch, mode=None) -> dict:
     """node name -> value, running gm's nodes one by one (under mode when given). Each value is
     a copy taken when its node ran: an in-place op further on (ReLU(inplace=True) after a batch
@@ -399,23 +484,40 @@ def explain(
     budget: int = 12,
     cost_rounds: int = 7,
     switches: Any = None,
+    loss: Callable | None = None,
+    compile: Any = None,
 ) -> Explanation:
     """See fusebench.explain's docstring (the package's __init__). switches: applied first (a
-    previous Explanation or a switch list), so that the search goes on from them."""
+    previous Explanation or a switch list), so that the search goes on from them. loss: the
+    training step is explained (judge's loss=): its gradients and loss beside the outputs, localised
+    in AOTAutograd's backward graph. compile: the torch.compile backend whose difference is
+    localised (None or "inductor": Inductor, whose switches are then searched; another backend is
+    localised only, its backward prefixes compiled by its AOTAutograd bw_compiler where it has one)."""
     import torch
     from torch._dynamo import reset
 
     from ._bounds import BoundMode
 
     t_start = time.perf_counter()
-    if judgment is not None and getattr(judgment, "loss", None):
-        # the bisection compiles prefixes of the forward graph and compares their values; a gradient
-        # is a value of AOTAutograd's backward graph, which has no prefix to compile alone here
+    judged_loss = getattr(judgment, "loss", None) if judgment is not None else None
+    if judged_loss and loss is None:
         raise JudgeError(
-            f"explain: the judgment is of the training step (loss={judgment.loss}); explain localises forward "
-            "differences only, not yet a backward's (gradient) difference to its forward node: explain the forward "
-            "alone (explain(fn, sample) without this judgment, or judge without loss= first)"
+            f"explain: the judgment is of the training step (loss={judged_loss}); pass its loss function too, "
+            f"explain(fn, sample, judgment=judgment, loss={judged_loss}), to explain its gradients"
         )
+    if loss is not None and not callable(loss):
+        raise JudgeError(f"explain: loss is a {type(loss).__name__}, not a callable loss(output, sample)")
+    inductor = compile is None or compile == "inductor"
+    backend = None
+    if not inductor:
+        if switches or options:
+            raise JudgeError(f"explain: switches= and options= are Inductor's; compile={compile!r} is another backend")
+        try:
+            backend = torch._dynamo.lookup_backend(compile) if isinstance(compile, str) else compile
+        except Exception as error:
+            raise JudgeError(f"explain: compile={compile!r} is not a torch.compile backend: {error}") from None
+        if not callable(backend):
+            raise JudgeError(f"explain: compile is a {type(compile).__name__}, not a torch.compile backend")
     if criterion == "auto":
         worse = judgment is not None and judgment.outcome.value == "contradicted"
         criterion = "worse" if worse else "differs"
@@ -435,39 +537,64 @@ def explain(
     explain_sets = [make_set(i) for i in range(sets)]
     model_dtype = _model_dtype(fn, explain_sets[0], torch)
     notes: list[str] = []
+    make_step = None
+    if loss is not None:
+        from ._training import TrainingStep, sample_form
+
+        title = type(fn).__name__ if isinstance(fn, torch.nn.Module) else getattr(fn, "__name__", "fn")
+        form = sample_form(sample, torch)
+
+        def make_step(compiled=None):
+            return TrainingStep(fn, compiled, loss, form, title, torch)
+
+    def run_outputs(compiled, s: int) -> dict:
+        """One set's named outputs: the forward's (grad off), or the training step's with loss=."""
+        inputs = explain_sets[s]
+        if make_step is not None:  # the step's forward outputs keep their autograd history: detached
+            step = make_step(compiled)
+            named = step.compiled(inputs, s) if compiled is not None else step.eager(inputs, s)
+            return {n: t.detach() for n, t in named}
+        with torch.no_grad():
+            return dict(flatten_outputs(inputs.call(compiled if compiled is not None else fn), torch))
 
     # eager and fp64 outputs, once
     reference = Reference(fn, model_dtype, torch)
     eager_outs, refs = [], []
-    for inputs in explain_sets:
-        with torch.no_grad():
-            eager_outs.append(dict(flatten_outputs(inputs.call(fn), torch)))
-        r_tree, mode = reference.run(inputs)
-        refs.append({n: (t, mode.bound(t)) for n, t in flatten_outputs(r_tree, torch) if t.is_floating_point()})
+    for s, inputs in enumerate(explain_sets):
+        eager_outs.append(run_outputs(None, s))
+        if make_step is not None:
+            r_outs, mode = make_step().reference(reference, inputs, s)
+        else:
+            r_tree, mode = reference.run(inputs)
+            r_outs = flatten_outputs(r_tree, torch)
+        refs.append({n: (t.detach(), mode.bound(t)) for n, t in r_outs if t.is_floating_point()})
     names = [n for n, t in eager_outs[0].items() if t.is_floating_point()]
     targets = [n for n in (outputs or names) if n in names]
     if not targets:
         raise JudgeError(f"explain: no floating output among {outputs}; outputs are {names}")
 
+    meeting: dict[str, list[int]] = {}  # of the last criterion_sets: output -> the sets where it meets it
+
     def criterion_sets(compiled) -> list[int]:
-        hit = []
-        for s, inputs in enumerate(explain_sets):
-            with torch.no_grad():
-                got = dict(flatten_outputs(inputs.call(compiled), torch))
+        meeting.clear()
+        for s in range(len(explain_sets)):
+            got = run_outputs(compiled, s)
             for n in targets:
                 ref, bound = refs[s][n]
                 if _meets(criterion, got[n], eager_outs[s][n], ref, bound, torch):
-                    hit.append(s)
-                    break
-        return hit
+                    meeting.setdefault(n, []).append(s)
+        return sorted({s for sets in meeting.values() for s in sets})
 
     base = _as_switches(switches)
 
     def compile_with(subset: list[Switch]):
         reset()
-        return torch.compile(fn, backend=SwitchedInductor(base + subset, options), dynamic=False)
+        return torch.compile(
+            fn, backend=SwitchedInductor(base + subset, options) if inductor else backend, dynamic=False
+        )
 
     baseline = criterion_sets(compile_with([]))
+    meeting_at_baseline = dict(meeting)
     if not baseline:
         return Explanation(
             criterion, targets, [], None, "nothing to explain", [], "", [], [], budget,
@@ -475,34 +602,100 @@ def explain(
             seconds=time.perf_counter() - t_start,
         )  # fmt: skip
 
-    # capture Dynamo's graph(s) and their inputs on the baseline sets
-    reset()
-    recorder = _Recorder()
-    captured = torch.compile(fn, backend=recorder, dynamic=False)  # whole: base splits apply to prefixes
-    with torch.no_grad():
-        for inputs in explain_sets:
-            inputs.call(captured)
-    if len(recorder.graphs) > 1:
-        notes.append(
-            f"Dynamo captured {len(recorder.graphs)} graphs (graph breaks); localised in the first that meets it"
-        )
+    def capture_forward() -> _Recorder:
+        """Dynamo's graph(s) and their inputs on the sets."""
+        reset()
+        recorder = _Recorder()
+        captured = torch.compile(fn, backend=recorder, dynamic=False)  # whole: base splits apply to prefixes
+        with torch.no_grad():
+            for inputs in explain_sets:
+                inputs.call(captured)
+        return recorder
 
-    localisation, node_check = None, None
-    compiles = 0
-    for g, gm in enumerate(recorder.graphs):
-        calls = recorder.calls[g]
-        if len(calls) < len(explain_sets):
-            continue
-        loc, used, checker = _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, BoundMode, base)
-        compiles += used
-        if loc is not None:
-            localisation, node_check = loc, checker
-            break
+    def prefix_compiler(phase: str):
+        """What compiles a graph's prefix: None for Inductor (_localise's own, with the switches);
+        for another backend, its AOTAutograd bw_compiler for the backward (the backend itself would
+        compile a prefix as inference, with its forward compiler), else the backend."""
+        if inductor:
+            return None
+        kwargs = getattr(backend, "kwargs", None) or {}
+        if phase == "backward" and (kwargs.get("bw_compiler") or kwargs.get("fw_compiler")):
+            return kwargs.get("bw_compiler") or kwargs.get("fw_compiler")
+        return backend
+
+    def localise_in(recorder: _Recorder, phase: str):
+        if len(recorder.graphs) > 1:
+            notes.append(
+                f"{'Dynamo' if phase == 'forward' else 'AOTAutograd'} captured {len(recorder.graphs)} {phase} graphs "
+                "(graph breaks); localised in the first that meets it"
+            )
+        for g, gm in enumerate(recorder.graphs):
+            calls = recorder.calls[g]
+            if len(calls) < len(explain_sets):
+                continue
+            # in the backward, one gradient at a time (those that meet the criterion, in output order):
+            # the gradients are branches of the graph, and the bisection needs a chain of nodes
+            # along which a difference, once there, stays
+            gradients = [n for n in targets if n.startswith("grad:") and n in meeting_at_baseline]
+            for gradient in gradients if phase == "backward" else [None]:
+                among = None
+                if gradient is not None:
+                    among = _gradient_ancestors(gm, calls[baseline[0]], eager_outs[baseline[0]][gradient], torch)
+                    if among is None:
+                        continue
+                loc, _, checker = _localise(
+                    gm, g, calls, baseline, criterion, model_dtype, options, torch, BoundMode, base, among,
+                    prefix_compiler(phase),
+                )  # fmt: skip
+                if loc is not None:
+                    if phase == "backward":
+                        node = next(n for n in gm.graph.nodes if n.name == loc.node)
+                        loc.phase, loc.target = phase, _backward_target(node)
+                        loc.backward_of, loc.gradient = _forward_origin(node), gradient
+                    return loc, checker
+        return None, None
+
+    if make_step is None:
+        recorder = capture_forward()
+        localisation, node_check = localise_in(recorder, "forward")
+    else:
+        # the backward first: its graph, run on the values eager's forward saved, compiled prefix by
+        # prefix; where none of its nodes meets the criterion, the difference entered through the
+        # values the compiled forward saved, and the forward graph is searched
+        recorder = _capture_backward(fn, explain_sets, make_step, torch)
+        localisation, node_check = localise_in(recorder, "backward")
+        if localisation is None:
+            notes.append(
+                "no node of the backward graph, run on the values eager's forward saved, meets the criterion when "
+                "its prefix is compiled alone: searched the forward, whose saved values feed the backward"
+            )
+            recorder = capture_forward()
+            localisation, node_check = localise_in(recorder, "forward")
     if localisation is None:
         notes.append("no node of the captured graphs meets the criterion when its prefix is compiled alone")
+    elif localisation.phase == "backward":
+        forward_outputs = [n for n in meeting_at_baseline if not n.startswith("grad:")]
+        if forward_outputs:
+            notes.append(
+                f"{', '.join(forward_outputs)} (not gradients) meet the criterion too: explain(..., outputs="
+                f"{forward_outputs!r}) localises them in the forward"
+            )
 
     # candidates
     candidates, candidate_nodes = _candidates(recorder, localisation, options, torch)
+    if not inductor:
+        candidates = []
+        named = compile if isinstance(compile, str) else f"a {type(compile).__name__} backend"
+        notes.append(f"compile={named} is not Inductor: its difference is localised, no switch is searched")
+    if localisation is not None and localisation.phase == "backward":
+        # a graph break cuts Dynamo's forward graph; nothing applies one inside AOTAutograd's backward
+        splits = [c.token for c in candidates if c.kind == "split"]
+        candidates = [c for c in candidates if c.kind != "split"]
+        if splits:
+            notes.append(
+                f"kernel splits in the backward graph ({', '.join(splits)}) are not among the switches: no "
+                "switch of torch.compile applies one there"
+            )
     tried: list[Trial] = []
     results: dict[frozenset, bool] = {}
 
@@ -544,7 +737,7 @@ def explain(
                     also.append(c.token)
         elif len(candidates) > 1 and removes(candidates):
             minimal, status = _ddmin(candidates, removes), "explained"
-        elif not candidates:
+        elif not candidates and inductor:
             notes.append("no switch applies to this graph")
     except _Budget:
         status = "explained" if minimal else "not attempted"
@@ -572,12 +765,15 @@ def explain(
         except Exception as exc:
             notes.append(f"the switch list does not compile on the whole function: {type(exc).__name__}: {exc}")
         if whole is False:
+            still = "; ".join(f"{n} on sets {sets}" for n, sets in meeting.items())
             notes.append(
-                f"the switch list removes the difference at {localisation.node}, not at the outputs: another "
-                "mechanism acts further on (explain(..., switches=explanation) searches on from this one)"
+                f"the switch list removes the difference at {localisation.node}, not at the outputs (with it, "
+                f"{still} still meet the criterion): another mechanism acts further on (explain(..., "
+                "switches=explanation) searches on from this one)"
             )
     if entries and cost_rounds > 0:
-        _costs(fn, explain_sets[0], minimal, entries, options, cost_rounds, torch, base, device)
+        step = None if make_step is None else (lambda f: make_step(f).compiled(explain_sets[0], 0))
+        _costs(fn, explain_sets[0], minimal, entries, options, cost_rounds, torch, base, device, step)
     reset()
     return Explanation(
         criterion,
@@ -626,8 +822,12 @@ def _ddmin(candidates: list, test: Callable[[list], bool]) -> list:
     return current
 
 
-def _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, BoundMode, base=()):
-    """Bisection over gm's nodes for the first whose compiled prefix meets the criterion."""
+def _localise(
+    gm, g, calls, baseline, criterion, model_dtype, options, torch, BoundMode, base=(), among=None, compile_prefix=None
+):
+    """Bisection over gm's nodes (those named in `among`, when given) for the first whose compiled
+    prefix meets the criterion. compile_prefix(prefix, example_inputs) compiles a prefix (Inductor
+    with the base switches by default; with another, no switch can be checked at the node)."""
     nodes = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
     sets = [calls[s] for s in baseline]
     eager_vals = [_interpret(gm, args, torch) for args in sets]
@@ -649,7 +849,13 @@ def _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, Bo
         finally:
             torch.set_default_dtype(previous)
         ref_vals.append({k: (v, mode.bound(v)) for k, v in vals.items() if _floating_tensor(v, torch)})
-    nodes = [n for n in nodes if _floating_tensor(eager_vals[0].get(n.name), torch) and n.name in ref_vals[0]]
+    nodes = [
+        n
+        for n in nodes
+        if _floating_tensor(eager_vals[0].get(n.name), torch)
+        and n.name in ref_vals[0]
+        and (among is None or n.name in among)
+    ]
     if not nodes:
         return None, 0, None
     switched = SwitchedInductor(list(base), options)
@@ -676,12 +882,16 @@ def _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, Bo
             return cache[k]
         name = nodes[k].name
         prefix = _prefix(gm, name, torch)
-        compiled = switched(prefix, list(sets[0]))
+        compiled = (compile_prefix or switched)(prefix, list(sets[0]))
         compiles += 1
         hit, values = False, []
         for s, args in enumerate(sets):
             with torch.no_grad():
-                out = compiled(*_fresh(args, torch))
+                fresh = _fresh(args, torch)
+                # an AOTAutograd compiler's function may take its arguments boxed, as one list
+                # (Inductor's takes them unboxed, though functools.wraps copies the attribute)
+                boxed = compile_prefix is not None and getattr(compiled, "_boxed_call", False)
+                out = compiled(fresh) if boxed else compiled(*fresh)
             c = out[0] if isinstance(out, (list, tuple)) else out
             e = eager_vals[s][name]
             ref, bound = ref_vals[s][name]
@@ -722,7 +932,7 @@ def _localise(gm, g, calls, baseline, criterion, model_dtype, options, torch, Bo
             compiles,
         ),
         compiles,
-        lambda switches: node_meets(node.name, switches),
+        None if compile_prefix is not None else (lambda switches: node_meets(node.name, switches)),
     )
 
 
@@ -744,6 +954,8 @@ def _target_name(node) -> str:
     t = node.target
     if isinstance(t, str):
         return f"{node.op} {t}"
+    if type(t).__name__ == "OpOverload":  # a node of an ATen graph (AOTAutograd's backward)
+        return str(t)
     module = getattr(t, "__module__", "") or ""
     name = getattr(t, "__name__", str(t))
     if module.startswith("torch") or module.startswith("_operator"):
@@ -851,26 +1063,26 @@ def _op_token(op) -> str:
     return f"{op.namespace}.{op._schema.name.split('::')[1]}.{op._overloadname}"
 
 
-def _costs(fn, inputs, minimal, entries, options, rounds, torch, base=(), device=None) -> None:
+def _costs(fn, inputs, minimal, entries, options, rounds, torch, base=(), device=None, step=None) -> None:
     """Each switch's cost: plain compiled vs compiled with the switch, interleaved rounds; the
-    slowdown is the geometric mean of per-round ratios with a 95 % t interval."""
+    slowdown is the geometric mean of per-round ratios with a 95 % t interval. step(compiled) runs
+    what is timed (the training step); by default the forward on inputs."""
     torch._dynamo.reset()
+    run = step if step is not None else inputs.call
     plain = torch.compile(fn, backend=SwitchedInductor(list(base), options), dynamic=False)
     with torch.no_grad():
-        inputs.call(plain)
+        run(plain)
     from torch._dynamo.utils import counters
 
     for switch, entry in zip(minimal, entries):
         switched = torch.compile(fn, backend=SwitchedInductor([*base, switch], options), dynamic=False)
         with torch.no_grad():
-            inputs.call(switched)
+            run(switched)
         # both compiled forms are timed as compiled: a recompile inside the rounds (a guard failing,
         # Dynamo's cache limit reached and eager run instead) would price the compiler, not the switch
         compiles = counters["stats"]["unique_graphs"]
         with torch._dynamo.config.patch(recompile_limit=64, accumulated_recompile_limit=1024):
-            s = measure_speed(
-                lambda f=switched: inputs.call(f), lambda: inputs.call(plain), 0.0, rounds, torch, device=device
-            )
+            s = measure_speed(lambda f=switched: run(f), lambda: run(plain), 0.0, rounds, torch, device=device)
         if counters["stats"]["unique_graphs"] != compiles:
             entry.cost = {
                 "rounds": 0,

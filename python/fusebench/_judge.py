@@ -1042,7 +1042,6 @@ def judge(
         raise JudgeError(f"judge: tolerance={tolerance!r}; a relative change such as 0.05 (+5 %)")
     if not callable(fn):
         raise JudgeError(f"judge: fn is a {type(fn).__name__}, not a callable or an nn.Module")
-    sampler = sample if callable(sample) and not isinstance(sample, torch.Tensor) else None
     if dtype is not None:
         dtype = _parse_dtype(dtype, torch)
         if isinstance(fn, torch.nn.Module):
@@ -1051,16 +1050,6 @@ def judge(
     make_set, device = device_sets(fn, sample, seed=seed, dtype=dtype, perturbation=perturbation, torch=torch)
     sync = synchronizer(device, torch)
     first = make_set(0)
-    # how loss(output, sample) receives a set's inputs: in the form the sample was given
-    sample_form = (
-        "inputs"
-        if sampler is not None or isinstance(sample, Inputs)
-        else "tensor"
-        if isinstance(sample, torch.Tensor)
-        else "kwargs"
-        if isinstance(sample, dict)
-        else "args"
-    )
     model_dtype = _model_dtype(fn, first, torch)
     title = name or (type(fn).__name__ if isinstance(fn, torch.nn.Module) else getattr(fn, "__name__", "fn"))
     if model_dtype == torch.float64:
@@ -1076,12 +1065,12 @@ def judge(
         )
     notes: list[str] = []
 
-    from ._training import ForwardStep, TrainingStep
+    from ._training import ForwardStep, TrainingStep, sample_form
 
     def make_step(compiled_fn):
         if loss is None:
             return ForwardStep(fn, compiled_fn, title, torch)
-        return TrainingStep(fn, compiled_fn, loss, sample_form, title, torch)
+        return TrainingStep(fn, compiled_fn, loss, sample_form(sample, torch), title, torch)
 
     # sanity: eager twice, bit-equal
     reasons = training_reasons(fn, torch)

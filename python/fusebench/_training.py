@@ -19,6 +19,16 @@ from typing import Any
 from ._inputs import Inputs, JudgeError, ModelError, flatten_outputs, run_model
 
 
+def sample_form(sample: Any, torch) -> str:
+    """How loss(output, sample) receives a set's inputs: in the form the sample was given ('inputs'
+    for a sampler or a fusebench.Inputs, 'tensor', 'kwargs' for a dict, 'args' for a tuple)."""
+    if (callable(sample) and not isinstance(sample, torch.Tensor)) or isinstance(sample, Inputs):
+        return "inputs"
+    if isinstance(sample, torch.Tensor):
+        return "tensor"
+    return "kwargs" if isinstance(sample, dict) else "args"
+
+
 class ForwardStep:
     """The forward alone, with grad disabled: the outputs of fn."""
 
