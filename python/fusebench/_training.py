@@ -21,9 +21,13 @@ from ._inputs import Inputs, JudgeError, ModelError, flatten_outputs, run_model
 
 def sample_form(sample: Any, torch) -> str:
     """How loss(output, sample) receives a set's inputs: in the form the sample was given ('inputs'
-    for a sampler or a fusebench.Inputs, 'tensor', 'kwargs' for a dict, 'args' for a tuple)."""
-    if (callable(sample) and not isinstance(sample, torch.Tensor)) or isinstance(sample, Inputs):
+    for a fusebench.Inputs, 'tensor', 'kwargs' for a dict, 'args' for a tuple); a sampler's sets in
+    the form it returns them (its set 0, drawn once more here: the form alone is kept)."""
+    if isinstance(sample, Inputs):
         return "inputs"
+    if callable(sample) and not isinstance(sample, torch.Tensor):
+        made = sample(0, torch.Generator().manual_seed(0))
+        return "inputs" if callable(made) and not isinstance(made, torch.Tensor) else sample_form(made, torch)
     if isinstance(sample, torch.Tensor):
         return "tensor"
     return "kwargs" if isinstance(sample, dict) else "args"

@@ -84,6 +84,23 @@ def test_every_gradient_is_an_output_of_its_own():
     assert "loss=cross_entropy" in str(j)
 
 
+def test_a_samplers_sets_reach_the_loss_in_the_form_it_returns():
+    """A sampler that returns keyword arguments (as a transformers model takes them): its loss reads
+    the dict, not fusebench's Inputs."""
+
+    def sampler(index, g):
+        return {"x": torch.randn(8, 16, generator=g), "labels": torch.randint(0, 4, (8,), generator=g)}
+
+    seen = []
+
+    def loss(output, sample):
+        seen.append(type(sample))
+        return torch.nn.functional.cross_entropy(output, sample["labels"])
+
+    j = fb.judge(MLP(), sampler, loss=loss, compile="aot_eager", sets=2, speed_rounds=0)
+    assert j.outcome is Outcome.SUPPORTED and set(seen) == {dict}, seen
+
+
 def test_aot_eager_backward_is_bit_equal():
     j = _judge("aot_eager")
     assert j.bit_equal, [(o.name, o.mismatches) for o in j.outputs if not o.bit_equal]
