@@ -297,7 +297,7 @@ class ErrorStatsRun {
           std::none_of(worker.windows.begin(), worker.windows.end(),
                        [](const WindowSelector& w) { return w.overflowed(); })) {
         count_fused_block(worker, begin, result);
-        count_distances(worker, begin, count, result);
+        count_distances(worker, begin, count, result, kRoundsReferenceInRegisters);
         continue;
       }
 #endif
@@ -345,6 +345,14 @@ class ErrorStatsRun {
   }
 
   static constexpr int kLanes = 8;
+  // An fp16 result against an fp64 reference: the fused pass rounds the reference for the
+  // distances while it holds it in registers (round_to_half_bits), instead of a pass of its own.
+#if defined(__AVX512F__) && defined(__AVX512VL__) && defined(__F16C__)
+  static constexpr bool kRoundsReferenceInRegisters =
+      std::is_same_v<Y, Half> && std::is_same_v<R, double>;
+#else
+  static constexpr bool kRoundsReferenceInRegisters = false;
+#endif
 
   // A block's sum and maximum of metric m, from its eight lanes; `block` holds the metrics of the
   // block at `begin` when the maximum rises (the first index of the largest value is sought).
@@ -414,6 +422,10 @@ class ErrorStatsRun {
     for (std::int64_t part = 0; part < kBlock; part += kPart) {
       for (std::int64_t i = part; i < part + kPart; i += kLanes) {
         const auto p = metrics(y + i, ref + i);
+        if constexpr (kRoundsReferenceInRegisters) {
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(worker.rounded_ref.data() + i),
+                           round_to_half_bits(p.ref));
+        }
         nonfinite += std::popcount(unsigned(p.nonfinite));
         const __m512d metric[kMetrics] = {p.abs, p.rel, p.ulp};
         for (int m = 0; m < kMetrics; ++m) {
@@ -473,14 +485,15 @@ class ErrorStatsRun {
   }
 
   // Integer ULP distances to the reference rounded to y's format.
-  void count_distances(Worker& worker, std::int64_t begin, std::int64_t count,
-                       ChunkResult& result) const {
+  // `ref_rounded`: worker.rounded_ref already holds the block's reference rounded to y's format.
+  void count_distances(Worker& worker, std::int64_t begin, std::int64_t count, ChunkResult& result,
+                       bool ref_rounded = false) const {
     const Bits* y_bits = reinterpret_cast<const Bits*>(y_ + begin);
     const Bits* ref_bits;
     if constexpr (std::is_same_v<R, Y>) {
       ref_bits = reinterpret_cast<const Bits*>(ref_ + begin);
     } else {
-      round_to_format<Y>(ref_ + begin, worker.rounded_ref.data(), count);
+      if (!ref_rounded) round_to_format<Y>(ref_ + begin, worker.rounded_ref.data(), count);
       ref_bits = worker.rounded_ref.data();
     }
     const auto summary =

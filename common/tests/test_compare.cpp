@@ -721,6 +721,67 @@ TEST(ErrorStats, ReferenceRoundedToTheResultFormatForTheDistances) {
   }
 }
 
+// The fused pass rounds an fp64 reference to fp16 in registers (fp32 rounded to odd, then to
+// nearest even); the replays and ulp_diff round it in scalar code. On the values where the two
+// roundings could part: exact halfway points between neighbouring fp16 values (normal and
+// subnormal, up to the overflow threshold 65520), one fp64 step to either side, a part far below
+// fp32's precision to either side (which only the sticky bit of rounding to odd keeps), and values
+// beyond fp32's and below fp16's ranges, NaN, infinities and zeros. The result is the lower
+// neighbour, so that a rounding one step off moves a pair between the histogram's bins.
+TEST(ErrorStats, Fp16AgainstFp64RoundedInRegistersAsInScalarCode) {
+  const std::int64_t n = (std::int64_t(1) << 20) + 7;
+  Tensor y = Tensor::uninitialized(DType::f16, {n});
+  Tensor ref = Tensor::uninitialized(DType::f64, {n});
+  auto py = y.span<Half>();
+  auto pr = ref.span<double>();
+  const CounterRng rng(67);
+  const double specials[] = {NAN,    INFINITY, -INFINITY, 0.0,    -0.0,     1e-30,
+                             -1e-50, 1e300,    -1e300,    65520., 65519.99, -65520.};
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto k = std::size_t(i);
+    const std::uint64_t r = rng.u64(std::uint64_t(i));
+    // a finite fp16 below the largest, and its upper neighbour in magnitude
+    const auto low_bits = std::uint16_t((r % 0x7bff) | ((r >> 20) & 1 ? 0x8000 : 0));
+    const double low = to_double(std::bit_cast<Half>(low_bits));
+    const double high = to_double(std::bit_cast<Half>(std::uint16_t(low_bits + 1)));
+    const double halfway = (low + high) / 2;
+    const double part = std::fabs(high - low) * std::ldexp(1.0, -30);
+    py[k] = std::bit_cast<Half>(low_bits);
+    switch (i % 6) {
+      case 0:
+        pr[k] = halfway;
+        break;
+      case 1:
+        pr[k] = std::nextafter(halfway, INFINITY);
+        break;
+      case 2:
+        pr[k] = std::nextafter(halfway, -INFINITY);
+        break;
+      case 3:
+        pr[k] = halfway + part;
+        break;
+      case 4:
+        pr[k] = halfway - part;
+        break;
+      default:
+        pr[k] = (r >> 32) % 8 == 0 ? specials[(r >> 40) % std::size(specials)] : halfway;
+        break;
+    }
+  }
+  const ErrorStatsOptions options{.histogram_bins = 3, .threads = 2};
+  const auto stats = error_stats(y, ref, options);
+  EXPECT_EQ(stats.passes, 1);  // the one pass over sampled windows: the fused pass where built
+  const auto distances = ulp_diff(y, ref.to(DType::f16), {.histogram_bins = 3});
+  EXPECT_EQ(stats.ulp_histogram.counts, distances.histogram.counts);
+  EXPECT_EQ(stats.ulp_histogram.nan_pairs, distances.nan_pairs);
+  EXPECT_EQ(stats.ulp_diff_max, distances.max_distance);
+  EXPECT_EQ(stats.ulp_diff_max_index, distances.max_index);
+  // the radix selection's block pass, which rounds in scalar code
+  auto block_pass = options;
+  block_pass.rank_sample_size = 0;
+  expect_same_stats(error_stats(y, ref, block_pass), stats);
+}
+
 TEST(ErrorStats, IntegerUlpHistogramAgainstReferenceRoundedToResultFormat) {
   const Tensor ref = f64({1.0, 1.0 + std::ldexp(1.0, -11) * 1.1, 1.0, 2.0, NAN});
   const Tensor y = f16({1.0, 1.0, 1.0 + std::ldexp(1.0, -10), 2.0 + std::ldexp(1.0, -9) * 3, 1.0});

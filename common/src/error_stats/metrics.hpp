@@ -90,6 +90,20 @@ inline float round_to_odd_float(double value) {
   return std::bit_cast<float>((std::bit_cast<std::uint32_t>(nearest) - away) | inexact);
 }
 
+#if defined(__AVX512F__) && defined(__AVX512VL__) && defined(__F16C__)
+// The same rounding of eight fp64 values to fp16 in registers, for the fused pass: fp32 rounded to
+// odd is the truncation (the conversion's round-toward-zero mode) with its last bit set when
+// inexact, including beyond fp32's range (the largest fp32, odd) and for NaN (a NaN); the
+// conversion to fp16 rounds to nearest even.
+inline __m128i round_to_half_bits(__m512d value) {
+  const __m256 truncated = _mm512_cvt_roundpd_ps(value, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __mmask8 inexact = _mm512_cmp_pd_mask(_mm512_cvtps_pd(truncated), value, _CMP_NEQ_UQ);
+  const __m256i bits = _mm256_castps_si256(truncated);
+  const __m256i odd = _mm256_mask_or_epi32(bits, inexact, bits, _mm256_set1_epi32(1));
+  return _mm256_cvtps_ph(_mm256_castsi256_ps(odd), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+#endif
+
 template <class Y, class R>
 void round_to_format(const R* __restrict ref, typename FloatFormat<Y>::Bits* __restrict out,
                      std::int64_t count) {
