@@ -33,9 +33,25 @@ def run_line(results: Results) -> str:
         f"Run: {one('cpu_model')} ({one('hardware_threads')} hardware threads; {one('cpu_isa')}), "
         f"{one('compiler')}{benchmark_library(contexts)}, commit {tree(contexts)}, "
         f"profile {one('fusebench_profile')}{filt}, "
-        f"devices {', '.join(results.devices)}; {total}.{compile_counts(manifest)}{not_available(manifest)}"
+        f"devices {devices(results)}; {total}.{compile_counts(manifest)}{not_available(manifest)}"
         f"{shard_origin(manifest)}"
     )
+
+
+def devices(results: Results) -> str:
+    """The devices run, each with what its eager path is where its suites' context says
+    (`fusebench_eager`: xla's "one jax.jit per op ...")."""
+    described = []
+    for device in results.devices:
+        eager = sorted(
+            {
+                str(r.context["fusebench_eager"])
+                for r in results.by_key.values()
+                if r.device == device and r.context.get("fusebench_eager")
+            }
+        )
+        described.append(f"{device} (eager: {' / '.join(eager)})" if eager else device)
+    return ", ".join(described)
 
 
 def benchmark_library(contexts: list[dict]) -> str:

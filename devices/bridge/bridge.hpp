@@ -85,6 +85,15 @@ struct FrameworkSpec {
   // eager path stores each; null where the framework realises no per-op rounding.
   std::string (*rounded_op)(const std::string& expression,
                             const std::vector<std::string>& operands) = nullptr;
+  // The eager path's function for one op: the right-hand side of a module-level definition that
+  // computes `expression` (without fusion switches) of the operand variables `operands` (XLA: a
+  // jax.jit of its own). Where set, the module also defines `graph_fn.eager`, the graph calling
+  // these in node order, and the backend's eager runs that; null where eager runs graph_fn.
+  std::string (*eager_op_function)(const std::string& expression,
+                                   const std::vector<std::string>& operands) = nullptr;
+  // What the eager path is, in words, for the suites' JSON context (`fusebench_eager`) and so the
+  // report's run line; empty: not stated.
+  std::string eager_description;
   // The framework's compile options offered as attribution switches, and the settings section
   // (settings[compiler_section]) an EngineOptions::compiler_options entry is set in.
   std::vector<engine::CompilerSwitch> compiler_switches;

@@ -373,6 +373,12 @@ std::unique_ptr<engine::Device> make_framework_device(FrameworkSpec spec) {
   return std::make_unique<FrameworkDevice>(std::move(spec));
 }
 
+std::string framework_eager_description(const std::string& device) {
+  if (device == "xla") return xla_spec("cpu").eager_description;
+  if (device == "xla:cuda") return xla_spec("cuda").eager_description;
+  return {};
+}
+
 void register_framework_devices() {
   engine::register_device("torch", [] { return make_framework_device(torch_spec("cpu")); });
   engine::register_device("torch:cuda", [] { return make_framework_device(torch_spec("cuda")); });

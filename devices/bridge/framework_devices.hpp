@@ -1,6 +1,6 @@
 // The framework devices: torch (PyTorch CPU: eager ops vs torch.compile / Inductor), torch:cuda
-// (Inductor -> Triton), xla (JAX op by op vs jax.jit on XLA:CPU) and xla:cuda (the same on XLA:CUDA,
-// through JAX's CUDA plugin), all through the Python bridge.
+// (Inductor -> Triton), xla (JAX, one jax.jit per op vs jax.jit of the graph on XLA:CPU) and
+// xla:cuda (the same on XLA:CUDA, through JAX's CUDA plugin), all through the Python bridge.
 #pragma once
 
 #include "bridge.hpp"
@@ -15,6 +15,10 @@ FrameworkSpec xla_spec(const std::string& target = "cpu");
 // Whether torch._dynamo ships this backend (inductor, aot_eager, ...): known without importing
 // torch. Any other name is checked by the worker against torch._dynamo.list_backends().
 bool builtin_torch_backend(const std::string& backend);
+
+// The device's eager_description (FrameworkSpec) for a device name; empty where none is stated or
+// the name is no framework device.
+std::string framework_eager_description(const std::string& device);
 
 // Registers "torch", "torch:cuda", the families torch/BACKEND and torch:cuda/BACKEND, "xla" and
 // "xla:cuda" with the engine's device registry (idempotent).

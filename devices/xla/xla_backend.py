@@ -3,8 +3,10 @@
 Targets: "cpu" (device xla, XLA:CPU) and "cuda" (device xla:cuda, XLA:CUDA through JAX's CUDA
 plugin, jax-cuda13-plugin).
 
-eager: graph_fn under jax.disable_jit(): every primitive dispatched on its own (library functions
-that are themselves @jax.jit, e.g. jax.nn.standardize, would otherwise run fused).
+eager: graph_fn.eager, one jax.jit per op: each op node of the graph module is a module-level
+jitted function (its static arguments baked in), called in node order, so each op's value is
+rounded to its dtype once, at its output, as a JAX user's un-fused code runs (inside an op XLA may
+keep its primitives wider); jit's cache keeps one executable per op and input shapes and dtypes.
 fused: jax.jit(graph_fn), compiled once per graph and settings with the XLA options in
 settings["xla"] (lower(...).compile(compiler_options=...)).
 Evidence: the optimized HLO (metadata stripped before hashing: it carries source lines) and the
@@ -37,23 +39,43 @@ VERSION = f"jax {jax.__version__}, jaxlib {_JAXLIB_VERSION}" if _JAXLIB_VERSION 
 _DEVICE = None
 _TARGET = "cpu"
 # The persistent compilation cache's answers (JAX_COMPILATION_CACHE_DIR): jax records each lookup
-# as a monitoring event.
+# as a monitoring event. Those made while an eager graph runs (its ops' jits) are counted apart, so
+# that the fused figures stay the fused graphs'.
 _CACHE_EVENTS = {"/jax/compilation_cache/cache_hits": 0, "/jax/compilation_cache/cache_misses": 0}
+_EAGER_CACHE_EVENTS = dict.fromkeys(_CACHE_EVENTS, 0)
+# jax times each executable it builds (or loads from the persistent cache) as this event: during an
+# eager graph, one per op whose jit met new input shapes or dtypes.
+_BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_EAGER_COMPILES = {"count": 0, "seconds": 0.0}
+_IN_EAGER = False
 
 
 def _count_cache_event(event, **kwargs):
     if event in _CACHE_EVENTS:
-        _CACHE_EVENTS[event] += 1
+        (_EAGER_CACHE_EVENTS if _IN_EAGER else _CACHE_EVENTS)[event] += 1
+
+
+def _count_compile(event, duration_secs, **kwargs):
+    if event == _BACKEND_COMPILE_EVENT and _IN_EAGER:
+        _EAGER_COMPILES["count"] += 1
+        _EAGER_COMPILES["seconds"] += duration_secs
 
 
 if hasattr(jax.monitoring, "register_event_listener"):  # else no cache counts, but the device runs
     jax.monitoring.register_event_listener(_count_cache_event)
+if hasattr(jax.monitoring, "register_event_duration_secs_listener"):  # else no eager compile counts
+    jax.monitoring.register_event_duration_secs_listener(_count_compile)
 
 
 def cache_stats():
     return {
         "cache_hits": _CACHE_EVENTS["/jax/compilation_cache/cache_hits"],
         "cache_misses": _CACHE_EVENTS["/jax/compilation_cache/cache_misses"],
+        # the eager path's: its ops' executables built, and the persistent cache's answers for them
+        "eager_op_compiles": _EAGER_COMPILES["count"],
+        "eager_op_compile_s": round(_EAGER_COMPILES["seconds"], 3),
+        "eager_cache_hits": _EAGER_CACHE_EVENTS["/jax/compilation_cache/cache_hits"],
+        "eager_cache_misses": _EAGER_CACHE_EVENTS["/jax/compilation_cache/cache_misses"],
     }
 
 
@@ -117,16 +139,28 @@ def save(value, path):
 
 
 class _Eager:
+    """graph_fn.eager: one jax.jit per op, its compiles counted as the eager path's."""
+
     def __init__(self, fn):
         self.fn = fn
 
     def __call__(self, *args):
-        with jax.disable_jit():
+        global _IN_EAGER
+        _IN_EAGER = True
+        try:
             return self.fn(*args)
+        finally:
+            _IN_EAGER = False
 
 
 def eager(fn, settings):
-    return {"fn": _Eager(fn)}
+    per_op = getattr(fn, "eager", None)
+    if per_op is None:
+        raise ValueError(
+            "xla eager: the graph module defines no graph_fn.eager (one jax.jit per op); it was not "
+            "emitted by this fusebench's xla device (devices/xla/xla_device.cpp)"
+        )
+    return {"fn": _Eager(per_op)}
 
 
 class _Stages:

@@ -2,7 +2,8 @@
 //   xla       XLA:CPU;
 //   xla:cuda  XLA:CUDA, the same graphs on an NVIDIA GPU through JAX's CUDA plugin
 //             (jax-cuda13-plugin, `pip install jax[cuda13]`).
-//   eager: the graph under jax.disable_jit(), every primitive dispatched on its own;
+//   eager: one jax.jit per op (graph_fn.eager: each op node a module-level jitted function, its
+//          value rounded to its dtype once, at its output, as a JAX user's un-fused code runs);
 //   fused: jax.jit of the whole graph, lowered and compiled once per graph and settings.
 // Scalars are Python scalars (`x * 0.7`: JAX makes a weakly typed constant of x's dtype, so the
 // scalar is rounded to f16 for an f16 x, unlike PyTorch's fp32 opmath); the broadcast lowering is
@@ -203,6 +204,12 @@ std::string xla_rounded_op(const std::string& expression,
   return fmt::format("_rounded(lambda {0}: {1}, {0})", fmt::join(operands, ", "), expression);
 }
 
+// eager: the op's expression as a jax.jit of its own, static arguments (axes, shapes, constants)
+// baked into the lambda, so jit's cache holds one executable per op and input shapes and dtypes
+std::string xla_eager_op(const std::string& expression, const std::vector<std::string>& operands) {
+  return fmt::format("jax.jit(lambda {}: {})", fmt::join(operands, ", "), expression);
+}
+
 const char* const kXlaPreamble = R"(import json
 
 import jax
@@ -225,8 +232,9 @@ def _layer_norm(x, weight, bias, eps):
 
 # The fusion switch rounding=on at an op: every primitive the op lowers to has its f16 / bf16
 # result rounded to its format by lax.reduce_precision (XLA keeps the op in the optimised HLO, and
-# it rounds where excess precision would keep the value wider), as jax.disable_jit() stores each
-# primitive's result. The op's own output is the last of them.
+# it rounds where excess precision would keep the value wider), as jax.disable_jit() would store
+# each primitive's result. The op's own output is the last of them. (The eager path, one jax.jit
+# per op, rounds an op's output only: inside one op XLA may keep its primitives wider.)
 _FORMATS = {jnp.dtype(jnp.float16): (5, 10), jnp.dtype(jnp.bfloat16): (8, 7)}
 
 
@@ -287,8 +295,7 @@ const char* const kXlaReproOnCuda =
 const char* const kXlaReproRun = R"(    import sys
     keys = jax.random.split(jax.random.PRNGKey(0), len(INPUTS))
     args = [_input(sys.argv[1] if len(sys.argv) > 1 else None, *spec, key) for spec, key in zip(INPUTS, keys)]
-    with jax.disable_jit():
-        eager = graph_fn(*args)
+    eager = graph_fn.eager(*args)  # one jax.jit per op, as the device's eager runs it
     fused = args  # a fusion switch split cuts graph_fn into stages, each compiled apart
     for stage in getattr(graph_fn, "stages", [graph_fn]):
         fused = jax.jit(stage).lower(*fused).compile(compiler_options=SETTINGS.get("xla") or None)(*fused)
@@ -325,6 +332,8 @@ FrameworkSpec xla_spec(const std::string& target) {
   s.preamble = kXlaPreamble;
   s.repro_main = xla_repro_main(target);
   s.emit_op = xla_op;
+  s.eager_op_function = xla_eager_op;
+  s.eager_description = "one jax.jit per op, each op's value rounded once, at its output";
   s.unsupported_knobs = cuda ? xla_cuda_unsupported : xla_unsupported;
   s.settings = cuda ? xla_cuda_settings : xla_settings;
   // XLA's fusion passes off: every op is a kernel of its own (a one-op "wrapped" fusion in the

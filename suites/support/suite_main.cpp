@@ -327,6 +327,10 @@ int run_suite(int argc, char** argv, const char* suite_name) {
   benchmark::AddCustomContext("fusebench_suite", suite_name);
   benchmark::AddCustomContext("fusebench_profile", config.profile_name());
   benchmark::AddCustomContext("fusebench_device", config.device);
+  // what the framework device's eager path is (xla: one jax.jit per op), for the report's run line
+  if (const std::string eager = framework::framework_eager_description(config.device);
+      !eager.empty())
+    benchmark::AddCustomContext("fusebench_eager", eager);
   benchmark::AddCustomContext("compiler", FUSEBENCH_COMPILER);
   benchmark::AddCustomContext("compile_flags", FUSEBENCH_COMPILE_FLAGS);
   benchmark::AddCustomContext("cpu_model", cpu_model());

@@ -141,6 +141,35 @@ def test_the_run_line_names_the_benchmark_library_and_the_tree():
     assert runline.tree([{"git_revision": "0123456789ab"}]) == "0123456789ab"
 
 
+def test_the_run_line_says_what_a_devices_eager_path_is_where_its_context_does():
+    from reports import runline
+    from reports.results import Results, SuiteResult
+
+    def results_of(contexts):
+        by_key = {
+            key: SuiteResult(*key, pathlib.Path(f"{key[0]}@{key[1]}.json"), {"context": context})
+            for key, context in contexts.items()
+        }
+        return Results(root=pathlib.Path("."), by_key=by_key, devices=sorted({d for _, d in contexts}))
+
+    eager = "one jax.jit per op, each op's value rounded once, at its output"
+    described = results_of(
+        {
+            ("accumulated_error", "cpu"): {},
+            ("accumulated_error", "xla"): {"fusebench_eager": eager},
+            ("scalar_lowering", "xla"): {"fusebench_eager": eager},
+        }
+    )
+    assert runline.devices(described) == f"cpu, xla (eager: {eager})"
+    assert f"devices cpu, xla (eager: {eager}); " in runline.run_line(described)
+    # results from before the suites said it (xla's eager was then primitive by primitive): the name alone
+    assert runline.devices(results_of({("accumulated_error", "xla"): {}})) == "xla"
+    two = results_of(
+        {("accumulated_error", "xla"): {"fusebench_eager": "b"}, ("scalar_lowering", "xla"): {"fusebench_eager": "a"}}
+    )
+    assert runline.devices(two) == "xla (eager: a / b)"
+
+
 def test_the_bundle_stamp_names_this_tree_and_the_device_run_accepts_it(tmp_path):
     import subprocess
 

@@ -3,9 +3,9 @@
 The C++ test (test_framework_devices.cpp) runs one small graph per op through the device's eager
 executor and writes, per case, <dir>/<case>/case.json ({"op", "inputs", "scalar"}), the inputs
 (<name>.npy) and the device's output (out.npy). This script recomputes every case with the op
-as a user writes it in that framework and compares the bits. Exit 0 when every case is
-bit-equal; otherwise it prints each mismatch (case, count, first element and both values) and
-exits 1.
+as a user writes it in that framework (in JAX, each op a jax.jit of its own) and compares the
+bits. Exit 0 when every case is bit-equal; otherwise it prints each mismatch (case, count, first
+element and both values) and exits 1.
 
 Usage: python hand_written_ops.py --framework torch|jax DIR
 """
@@ -116,7 +116,20 @@ def jax_ops():
         "concat": lambda a, b: jnp.concatenate([a, b], axis=0),
         "expand": lambda a: jnp.broadcast_to(a, (4, 8, 32)),
     }
-    return ops, to_jax, to_bits
+
+    def jitted(op):
+        """The op as a JAX user runs it, and device xla's eager does: one jax.jit, its value rounded
+        once at its output. A Python scalar operand (always the last) is a constant of the op."""
+
+        def call(*args):
+            if args and isinstance(args[-1], float):
+                scalar = args[-1]
+                return jax.jit(lambda *arrays: op(*arrays, scalar))(*args[:-1])
+            return jax.jit(op)(*args)
+
+        return call
+
+    return {name: jitted(op) for name, op in ops.items()}, to_jax, to_bits
 
 
 def main():
