@@ -104,7 +104,7 @@ _BOUND_ARGS = {"constant_pad_nd": {2: 0.0}}
 EXACT = _packets(
     "neg", "abs", "relu", "where", "masked_fill", "clamp", "clamp_min", "clamp_max", "maximum", "minimum",
     "fmax", "fmin", "hardtanh", "threshold", "sign", "floor", "ceil", "trunc", "round", "copysign",
-    "positive", "fill",
+    "positive", "fill", "threshold_backward",
 )  # fmt: skip
 BILINEAR = _packets("mm", "bmm", "matmul", "dot", "mv", "vdot", "_convolution", "convolution")
 FACTORY = _packets(
@@ -294,7 +294,11 @@ class BoundMode(TorchDispatchMode):
                 if isinstance(a, float) and math.isfinite(a) and torch.tensor(a, dtype=vd).item() != a:
                     term = _abs(formula(i, args, kwargs, out)) * (unit_roundoff(vd) * abs(a))
                     carried = term if carried is None else carried + term
-        own = None if func.overloadpacket in EXACT else unit_roundoff(vd) * out.abs()
+        own_rule = _OWN_ERRORS.get(func.overloadpacket)
+        if own_rule is not None:
+            own = own_rule(args, kwargs, out, unit_roundoff(_opmath(vd)), vd)
+        else:
+            own = None if func.overloadpacket in EXACT else unit_roundoff(vd) * out.abs()
         if carried is None and own is None:
             self._set(out, None, vd)
         else:
@@ -436,6 +440,127 @@ _DERIVATIVES = {
     aten.minimum: lambda i, a, kw, z: (z == a[i]).to(F64),
     aten.lerp: lambda i, a, kw, z: (1 - a[2]) if i == 0 else (a[2] if i == 1 else a[1] - a[0]),
     aten.addcmul: lambda i, a, kw, z: 1.0 if i == 0 else kw.get("value", 1.0) * a[3 - i],
+}
+
+
+# ---- own rounding of the activations and their backward ops, from the evaluation ATen's CPU kernels
+# use (aten/src/ATen/native/cpu/Activation.cpp, BinaryOpsKernel.cpp for sigmoid/tanh_backward).
+# own(args, kwargs, z, uo, vd): uo is the unit roundoff the kernel computes in (float for bf16 and
+# f16: ATen's opmath), vd the result's dtype (uv its unit roundoff, eta its underflow: a rounding
+# into f16's subnormals is off by up to eta whatever |z|). These functions are sums of terms that cancel (1 +
+# erf(w) for w < 0, Phi(x) + x phi(x) near x = -0.75, 1 + x (1 - s) near x = -1.28), so the error
+# scales with the terms' magnitudes, not with |z|: u|z| alone is not a bound there. Library
+# functions are taken as accurate to a few uo: ATen's vectorized float erf (Abramowitz-Stegun
+# 7.1.26, 1.5e-7 absolute, evaluated in float) reads up to 12.5 u_f32 absolute over [-8, 8] as
+# gelu's evaluation implies it (2 gelu(x) / x - 1 against fp64 erf): ERF_ABS uo absolute; exp and
+# tanh (Sleef, 1 ulp; 1.05 u_f32 measured): LIBRARY_REL uo relative. The error carried from the operands is the
+# derivative's term of _pointwise, as for any pointwise op.
+ERF_ABS = 16.0
+LIBRARY_REL = 2.0
+_SQRT_2PI = math.sqrt(2 * math.pi)
+_TANH_BETA = math.sqrt(2 / math.pi)  # ATen's kBeta of the tanh form
+_TANH_KAPPA = 0.044715
+
+
+def _opmath(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def _final_rounding(z, uo, vd):
+    """The last operation's rounding at uo and, for bf16 / f16, the store to the result dtype."""
+    uv = unit_roundoff(vd)
+    return (uv + uo if uo < uv else uv) * z.abs() + UNDERFLOW.get(vd, 0.0)
+
+
+def _approximate(args, kwargs, index):
+    return kwargs.get("approximate", args[index] if len(args) > index else "none")
+
+
+def _tanh_form_inner(x, uo):
+    """inner = kBeta (x + kKappa x^3) with x^3 = x * x * x (2 roundings), the product by kKappa, the
+    add and the product by kBeta (one each); returns (tanh(inner), its error bound)."""
+    inner = _TANH_BETA * (x + _TANH_KAPPA * x**3)
+    e_inner = uo * (3 * _TANH_BETA * _TANH_KAPPA * x.abs() ** 3 + 2 * inner.abs())
+    t = torch.tanh(inner)
+    return t, (1 - t * t) * e_inner + LIBRARY_REL * uo * t.abs()
+
+
+def _own_gelu(args, kwargs, z, uo, vd):
+    """erf form, x * 0.5 * (1 + erf(x * kAlpha)): erf's absolute error, the product x kAlpha moving
+    erf by erf'(w) uo |w| (times 0.5|x| that is uo |x|^2 phi(x)), then 1 + erf and the product
+    rounding: 0.5 |x| ERF_ABS uo + uo x^2 phi(x) + uo |z| + the final rounding.
+    tanh form, 0.5 x (1 + tanh(inner)): 0.5|x| E_tanh, then 1 + t and the product likewise."""
+    x = args[0]
+    if _approximate(args, kwargs, 1) == "tanh":
+        _, e_t = _tanh_form_inner(x, uo)
+        terms = 0.5 * x.abs() * e_t
+    else:
+        phi = torch.exp(-0.5 * x * x) / _SQRT_2PI
+        terms = 0.5 * x.abs() * ERF_ABS * uo + uo * x * x * phi
+    return terms + uo * z.abs() + _final_rounding(z, uo, vd)
+
+
+def _own_gelu_backward(args, kwargs, z, uo, vd):
+    """dy * (cdf + x * pdf). erf form: cdf = 0.5 (1 + erf(x kAlpha)) carries 0.5 ERF_ABS uo, the
+    argument's rounding |x| phi uo and 1 + erf's uo cdf; pdf = kBeta exp(-0.5 x x) carries
+    uo (x^2 / 2 + LIBRARY_REL + 1) relative (x x, exp, kBeta), x pdf one more uo; the sum uo |g'|.
+    tanh form: left = 0.5 x, right = 1 + t, g' = 0.5 right + left (1 - t^2) inner', inner' =
+    kBeta (1 + 3 kKappa x^2) (5 uo relative): 0.5 E_t + 0.5 uo right, |left| inner' E_(1-t^2) with
+    E_(1-t^2) = 2|t| E_t + uo (t^2 + |1 - t^2|), 7 uo |right_derivative| (its products), uo |g'|.
+    Times |dy|, plus the product's rounding."""
+    dy, x = args[0], args[1]
+    if _approximate(args, kwargs, 2) == "tanh":
+        t, e_t = _tanh_form_inner(x, uo)
+        inner_derivative = _TANH_BETA * (1 + 3 * _TANH_KAPPA * x * x)
+        right_derivative = 0.5 * x * (1 - t * t) * inner_derivative
+        derivative = 0.5 * (1 + t) + right_derivative
+        e_square = 2 * t.abs() * e_t + uo * (t * t + (1 - t * t).abs())
+        terms = (
+            0.5 * e_t
+            + 0.5 * uo * (1 + t).abs()
+            + 0.5 * x.abs() * inner_derivative * e_square
+            + 7 * uo * right_derivative.abs()
+        )
+    else:
+        cdf = 0.5 * (1 + torch.erf(x / math.sqrt(2)))
+        x_pdf = (x * torch.exp(-0.5 * x * x) / _SQRT_2PI).abs()
+        derivative = cdf + x * torch.exp(-0.5 * x * x) / _SQRT_2PI
+        terms = 0.5 * ERF_ABS * uo + uo * (x_pdf + cdf) + uo * x_pdf * (0.5 * x * x + LIBRARY_REL + 2)
+    return dy.abs() * (terms + uo * derivative.abs()) + _final_rounding(z, uo, vd)
+
+
+def _own_silu_backward(args, kwargs, z, uo, vd):
+    """dy * s * (1 + x * (1 - s)), s = 1 / (1 + exp(-x)): s carries E_s = s uo (LIBRARY_REL (1 - s)
+    + 2) (exp, the add, the division); 1 - s adds uo (1 - s), x (1 - s) and 1 + ... one uo each;
+    dy * s one uo |z|; h = 1 + x (1 - s) crosses 0 near x = -1.28, where the terms do not."""
+    dy, x = args[0], args[1]
+    s = torch.sigmoid(x)
+    h = 1 + x * (1 - s)
+    e_s = s * uo * (LIBRARY_REL * (1 - s) + 2)
+    terms = h.abs() * e_s + s * (x.abs() * (e_s + 2 * uo * (1 - s)) + uo * h.abs())
+    return dy.abs() * terms + uo * z.abs() + _final_rounding(z, uo, vd)
+
+
+def _own_sigmoid_backward(args, kwargs, z, uo, vd):
+    """dy * (1 - y) * y: three roundings of the result's size (nothing cancels: 1 - y rounds
+    relative to itself). ATen's CPU kernel evaluates f16 in f16 itself (not opmath), so each is at
+    uv, and each may fall into f16's subnormals: 3 (uv |z| + eta)."""
+    return 3 * (unit_roundoff(vd) * z.abs() + UNDERFLOW.get(vd, 0.0))
+
+
+def _own_tanh_backward(args, kwargs, z, uo, vd):
+    """dy * (1 - y * y): y y rounds (uo |dy| y^2, which 1 - y^2 near |y| = 1 does not shrink), the
+    subtraction uo |z|, the product's final rounding."""
+    dy, y = args[0], args[1]
+    return uo * dy.abs() * y * y + uo * z.abs() + _final_rounding(z, uo, vd)
+
+
+_OWN_ERRORS = {
+    aten.gelu: _own_gelu,
+    aten.gelu_backward: _own_gelu_backward,
+    aten.silu_backward: _own_silu_backward,
+    aten.sigmoid_backward: _own_sigmoid_backward,
+    aten.tanh_backward: _own_tanh_backward,
 }
 
 
