@@ -140,7 +140,7 @@ std::string emit_python_module(const engine::Graph& graph, const FrameworkSpec& 
   std::vector<std::string> var(graph.nodes().size());
   std::vector<std::string> params, input_specs, body;
   std::vector<std::string> statements(graph.nodes().size());  // by node, for the stages
-  std::vector<std::size_t> cuts;  // node indices a stage starts at (split_into_stages)
+  std::vector<std::size_t> cuts;            // node indices a stage starts at (split_into_stages)
   if (spec.eager_op_function != nullptr) {  // the eager graph's module-level names
     used.insert("eager_graph_fn");
     for (const engine::Node& n : graph.nodes()) used.insert(eager_op_name(n.id));

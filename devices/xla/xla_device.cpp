@@ -197,11 +197,10 @@ nlohmann::json xla_settings(const engine::EngineOptions& o, bool fused) {
 
 std::string xla_dtype_unsupported(DType) { return {}; }
 
-// per-op rounding: the op's expression as a function of its operands, evaluated primitive by
-// primitive with each f16 / bf16 result rounded (_rounded in the preamble)
-std::string xla_rounded_op(const std::string& expression,
-                           const std::vector<std::string>& operands) {
-  return fmt::format("_rounded(lambda {0}: {1}, {0})", fmt::join(operands, ", "), expression);
+// per-op rounding: the op's value rounded to its f16 / bf16 format at its output (_round_to_format
+// in the preamble), as eager (one jax.jit per op) stores it
+std::string xla_rounded_op(const std::string& expression, const std::vector<std::string>&) {
+  return fmt::format("_round_to_format({})", expression);
 }
 
 // eager: the op's expression as a jax.jit of its own, static arguments (axes, shapes, constants)
@@ -215,7 +214,6 @@ const char* const kXlaPreamble = R"(import json
 import jax
 
 jax.config.update("jax_enable_x64", True)  # f64 / i64 stay 64-bit, as fusebench's tensors are
-import jax.extend as jex
 import jax.numpy as jnp
 from jax import lax
 
@@ -230,42 +228,17 @@ def _layer_norm(x, weight, bias, eps):
     return y.astype(x.dtype)
 
 
-# The fusion switch rounding=on at an op: every primitive the op lowers to has its f16 / bf16
-# result rounded to its format by lax.reduce_precision (XLA keeps the op in the optimised HLO, and
-# it rounds where excess precision would keep the value wider), as jax.disable_jit() would store
-# each primitive's result. The op's own output is the last of them. (The eager path, one jax.jit
-# per op, rounds an op's output only: inside one op XLA may keep its primitives wider.)
+# The fusion switch rounding=on at an op: the op's value rounded to its f16 / bf16 format by
+# lax.reduce_precision (XLA keeps it in the optimised HLO, and it rounds where excess precision
+# would keep the value wider), as eager, one jax.jit per op, stores each op's value. Inside the op
+# XLA may keep its primitives wider, in the fused graph as in eager's jit of the op alone.
 _FORMATS = {jnp.dtype(jnp.float16): (5, 10), jnp.dtype(jnp.bfloat16): (8, 7)}
 
 
 def _round_to_format(value):
     bits = _FORMATS.get(jnp.dtype(getattr(value, "dtype", jnp.float32)))
     return lax.reduce_precision(value, *bits) if bits else value
-
-
-def _eval_rounded(jaxpr, consts, *args):
-    env = {}
-    def read(v):
-        return v.val if isinstance(v, jex.core.Literal) else env[v]
-    env.update(zip(jaxpr.constvars, consts))
-    env.update(zip(jaxpr.invars, args))
-    for eqn in jaxpr.eqns:
-        values = [read(v) for v in eqn.invars]
-        inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
-        if inner is not None:  # a nested jit or custom_jvp: its primitives, each rounded
-            closed = hasattr(inner, "consts")
-            outs = _eval_rounded(inner.jaxpr if closed else inner, inner.consts if closed else [], *values)
-        else:
-            outs = eqn.primitive.bind(*values, **eqn.primitive.get_bind_params(eqn.params))
-            outs = [_round_to_format(o) for o in (outs if eqn.primitive.multiple_results else [outs])]
-        env.update(zip(eqn.outvars, outs))
-    return [read(v) for v in jaxpr.outvars]
-
-
-def _rounded(op, *operands):
-    closed = jax.make_jaxpr(op)(*operands)
-    out = _eval_rounded(closed.jaxpr, closed.consts, *operands)
-    return out[0] if len(out) == 1 else tuple(out))";
+)";
 
 // The repro's __main__, in parts: XLA:CUDA's puts the arrays on the GPU first and says where the
 // outputs were compared; XLA:CPU's is what it has always been. kXlaReproRun ends inside the last
@@ -348,8 +321,8 @@ FrameworkSpec xla_spec(const std::string& target) {
        {}}};
   s.compiler_section = "xla";
   // Per-op switches: a split cuts the jitted function into stages (two jits at that op, since
-  // nothing breaks a jax.jit), and per-op rounding rounds every primitive of the op
-  // (lax.reduce_precision, _rounded in the preamble).
+  // nothing breaks a jax.jit), and per-op rounding rounds the op's value at its output
+  // (lax.reduce_precision, _round_to_format in the preamble).
   s.split_into_stages = true;
   s.rounded_op = xla_rounded_op;
   s.dtype_unsupported = xla_dtype_unsupported;
