@@ -593,6 +593,33 @@ def _rule_bilinear(mode: BoundMode, func, args, kwargs, explicit_vdtype):
     return out
 
 
+def _rule_convolution_backward(mode: BoundMode, func, args, kwargs, explicit_vdtype):
+    """convolution_backward(grad_output, input, weight, ...) -> (grad_input, grad_weight, grad_bias):
+    grad_input is bilinear in (grad_output, weight), grad_weight in (grad_output, input), grad_bias
+    linear in grad_output, so the kernel itself applied to magnitudes bounds each as
+    _rule_bilinear bounds the forward: u f(|G|, |X|, |W|) + f(E_G, |X|, |W|) in one call, then
+    f(|G|, E_X, E_W), whose grad_input takes E_W alone and grad_weight E_X alone. A gradient not
+    asked for (output_mask) is None."""
+    out = func(*args, **kwargs)
+    grad_out, x, w = args[0], args[1], args[2]
+    vd = explicit_vdtype or mode._result_vdtype(args[:3], {})
+    rest = args[3:]
+    bound_of = {t: mode.info.get(t, (None, None))[0] for t in (grad_out, x, w)}
+    e_grad = bound_of[grad_out]
+    u = unit_roundoff(vd)
+    left = u * grad_out.abs() if e_grad is None else torch.add(e_grad, grad_out.abs(), alpha=u)
+    total = list(func(left, x.abs(), w.abs(), *rest, **kwargs))
+    if bound_of[x] is not None or bound_of[w] is not None:
+        carried = func(grad_out.abs(), mode.bound(x), mode.bound(w), *rest, **kwargs)
+        for i in (0, 1):
+            if total[i] is not None:
+                total[i] = total[i] + carried[i]
+    for value, bound in zip(out, total):
+        if value is not None:
+            mode._set(value, bound, vd)
+    return out
+
+
 def _rule_addmm(mode: BoundMode, func, args, kwargs, explicit_vdtype):
     """addmm / baddbmm / addmv: beta C + alpha (A @ B)."""
     out = func(*args, **kwargs)
@@ -1012,6 +1039,7 @@ def _rule_sorted(mode: BoundMode, func, args, kwargs, explicit_vdtype):
 _RULES = {
     **{p: _rule_sorted for p in _packets("sort", "topk", "kthvalue", "mode")},
     **{p: _rule_bilinear for p in BILINEAR},
+    aten.convolution_backward: _rule_convolution_backward,
     **{p: _rule_addmm for p in _packets("addmm", "baddbmm", "addmv", "addbmm")},
     **{p: _rule_sum for p in _packets("sum", "mean")},
     **{p: _rule_cumsum for p in _packets("cumsum")},
