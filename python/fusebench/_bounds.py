@@ -14,7 +14,8 @@ Rules per op class (u = unit roundoff of the op's virtual dtype):
                  neg, abs, relu, where, masked_fill, max/min add no rounding; other ops tagged
                  pointwise use a central difference in float64 for their derivatives)
   data movement  the op applied to the bounds (view, permute, slice, cat, gather, embedding, ...)
-  matmul, conv   f(|A|, E_B) + f(E_A, |B|) + u f(|A|, |B|) (bias and addmm's C added)
+  matmul, conv   f(|A|, E_B) + f(E_A, |B|) + (u + c(K) u_acc) f(|A|, |B|) (bias and addmm's C
+                 added; c(K) u_acc the accumulation of K products, _accumulation)
   reductions     sum / mean / cumsum: sum(E) + u sum(|x|); max / min: the bound at the argmax;
                  var / std: carried 2|x - m| E / n, own 5 u var
   softmax, log_softmax, layer_norm: the table of docs/conditioned-error.md
@@ -565,6 +566,50 @@ _OWN_ERRORS = {
 
 
 # ---- rules of their own
+# A dot product of K terms accumulated in the kernel's precision u_acc (f32 for f16, bf16 and f32
+# results: ATen's opmath; f64 for f64) carries, besides the result's own rounding u_out, an error of
+# c(K) u_acc sum|a_k b_k|. Deterministically c(K) = gamma_K / u_acc = K / (1 - K u_acc) in any
+# order (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., sec. 3.1), which is vacuous
+# for large K; with the rounding errors modelled as independent and of mean zero it is lambda sqrt(K)
+# with probability at least 1 - 2 exp(-lambda^2 / 2) per element, whatever the order of summation
+# (Higham & Mary, SIAM J. Sci. Comput. 41(5), 2019, A2815-A2835, Theorem 3.1; Connolly, Higham &
+# Mary, SIAM J. Sci. Comput. 43(1), 2021, for the 1 - 2 exp(-lambda^2/2) form). The smaller of the
+# two is counted: exact up to K = lambda^2, probabilistic beyond (docs/conditioned-error.md, "Dot
+# products": eager's and Inductor's CPU kernels measured against it).
+ACCUMULATION_LAMBDA = 3.0
+
+
+def _accumulation(length: int, vd: torch.dtype) -> float:
+    """c(K) u_acc for a dot product of `length` terms whose result has dtype vd (see above)."""
+    u_acc = unit_roundoff(_opmath(vd))
+    if length <= 1 or u_acc == 0.0:
+        return 0.0
+    deterministic = length * u_acc / (1 - length * u_acc) if length * u_acc < 1 else math.inf
+    return min(deterministic, ACCUMULATION_LAMBDA * math.sqrt(length) * u_acc)
+
+
+def _convolution_groups(args, kwargs, index) -> tuple[bool, int]:
+    """(transposed, groups) of a convolution's arguments, transposed at index and groups at index + 2."""
+    transposed = args[index] if len(args) > index else kwargs.get("transposed", False)
+    groups = args[index + 2] if len(args) > index + 2 else kwargs.get("groups", 1)
+    return bool(transposed), int(groups)
+
+
+def _reduction_length(func, args, kwargs) -> int:
+    """The number of products each element of a bilinear op's result sums: A's last dimension for the
+    products, the input channels per group times the kernel's size for a convolution (an upper bound
+    for a transposed one, where a stride leaves some kernel positions out)."""
+    a, b = args[0], args[1]
+    packet = func.overloadpacket
+    if packet in (aten.dot, aten.vdot):
+        return a.numel()
+    if packet in (aten.convolution, aten._convolution):
+        transposed, groups = _convolution_groups(args, kwargs, 6)
+        per_group = b.shape[0] // groups if transposed else b.shape[1]
+        return per_group * math.prod(b.shape[2:])
+    return a.shape[-1]
+
+
 def _rule_bilinear(mode: BoundMode, func, args, kwargs, explicit_vdtype):
     out = func(*args, **kwargs)
     a, b = args[0], args[1]
@@ -580,15 +625,20 @@ def _rule_bilinear(mode: BoundMode, func, args, kwargs, explicit_vdtype):
 
     abs_a, abs_b = a.abs(), b.abs()
     ea, eb = mode.info.get(a, (None, None))[0], mode.info.get(b, (None, None))[0]
-    # u f(|A|, |B|) + f(E_A, |B|) = f(u |A| + E_A, |B|): one product fewer (f is bilinear)
-    left = unit_roundoff(vd) * abs_a if ea is None else torch.add(ea, abs_a, alpha=unit_roundoff(vd))
+    length = _reduction_length(func, args, kwargs)
+    has_bias = conv and args[2] is not None
+    # the bias may seed the accumulator: one term more
+    own = unit_roundoff(vd) + _accumulation(length + has_bias, vd)
+    # own f(|A|, |B|) + f(E_A, |B|) = f(own |A| + E_A, |B|): one product fewer (f is bilinear)
+    left = own * abs_a if ea is None else torch.add(ea, abs_a, alpha=own)
     total = f(left, abs_b)
     if eb is not None:
         total = total + f(abs_a, eb)
-    if conv and args[2] is not None:
+    if has_bias:
         bias = args[2]
         shape = [1, -1] + [1] * (out.dim() - 2)
-        total = total + mode.bound(bias).reshape(shape) + unit_roundoff(vd) * out.abs()
+        accumulated = _accumulation(length + 1, vd) * bias.abs().reshape(shape)
+        total = total + mode.bound(bias).reshape(shape) + unit_roundoff(vd) * out.abs() + accumulated
     mode._set(out, total, vd)
     return out
 
@@ -597,9 +647,11 @@ def _rule_convolution_backward(mode: BoundMode, func, args, kwargs, explicit_vdt
     """convolution_backward(grad_output, input, weight, ...) -> (grad_input, grad_weight, grad_bias):
     grad_input is bilinear in (grad_output, weight), grad_weight in (grad_output, input), grad_bias
     linear in grad_output, so the kernel itself applied to magnitudes bounds each as
-    _rule_bilinear bounds the forward: u f(|G|, |X|, |W|) + f(E_G, |X|, |W|) in one call, then
-    f(|G|, E_X, E_W), whose grad_input takes E_W alone and grad_weight E_X alone. A gradient not
-    asked for (output_mask) is None."""
+    _rule_bilinear bounds the forward: (u + c(K) u_acc) f(|G|, |X|, |W|) (_accumulation, each
+    gradient with its own number of terms K: grad_input the output channels per group times the
+    kernel's size, grad_weight and grad_bias the batch times the spatial size they sum over), then
+    f(E_G, |X|, |W|) and f(|G|, E_X, E_W), whose grad_input takes E_W alone and grad_weight E_X
+    alone. A gradient not asked for (output_mask) is None."""
     out = func(*args, **kwargs)
     grad_out, x, w = args[0], args[1], args[2]
     vd = explicit_vdtype or mode._result_vdtype(args[:3], {})
@@ -607,8 +659,19 @@ def _rule_convolution_backward(mode: BoundMode, func, args, kwargs, explicit_vdt
     bound_of = {t: mode.info.get(t, (None, None))[0] for t in (grad_out, x, w)}
     e_grad = bound_of[grad_out]
     u = unit_roundoff(vd)
-    left = u * grad_out.abs() if e_grad is None else torch.add(e_grad, grad_out.abs(), alpha=u)
-    total = list(func(left, x.abs(), w.abs(), *rest, **kwargs))
+    transposed, groups = _convolution_groups(args, kwargs, 7)
+    kernel_size = math.prod(w.shape[2:])
+    batch = grad_out.shape[0]
+    lengths = (
+        (w.shape[1] if transposed else w.shape[0] // groups) * kernel_size,
+        batch * math.prod((x if transposed else grad_out).shape[2:]),
+        batch * math.prod(grad_out.shape[2:]),
+    )
+    magnitudes = func(grad_out.abs(), x.abs(), w.abs(), *rest, **kwargs)
+    total = [None if m is None else (u + _accumulation(k, vd)) * m for m, k in zip(magnitudes, lengths)]
+    if e_grad is not None:
+        carried = func(e_grad, x.abs(), w.abs(), *rest, **kwargs)
+        total = [t if c is None else t + c for t, c in zip(total, carried)]
     if bound_of[x] is not None or bound_of[w] is not None:
         carried = func(grad_out.abs(), mode.bound(x), mode.bound(w), *rest, **kwargs)
         for i in (0, 1):
@@ -634,16 +697,21 @@ def _rule_addmm(mode: BoundMode, func, args, kwargs, explicit_vdtype):
 
     abs_a, abs_b = a.abs(), b.abs()
     u = unit_roundoff(vd)
+    length = a.shape[-1] * (a.shape[0] if func.overloadpacket is aten.addbmm else 1)
+    accumulated = _accumulation(length + (beta != 0), vd)  # beta C may seed the accumulator
+    own = u + accumulated
     ea, eb = mode.info.get(a, (None, None))[0], mode.info.get(b, (None, None))[0]
-    left = u * abs_a if ea is None else torch.add(ea, abs_a, alpha=u)  # bilinear: one product fewer
+    left = own * abs_a if ea is None else torch.add(ea, abs_a, alpha=own)  # bilinear: one product fewer
     total = mm(left, abs_b)
     if eb is not None:
         total += mm(abs_a, eb)
     if alpha != 1:
         total *= abs(alpha)
     total.add_(out.abs(), alpha=u)
-    if beta != 0 and mode.info.get(c, (None, None))[0] is not None:
-        total += abs(beta) * mode.bound(c)
+    if beta != 0:
+        total += (abs(beta) * accumulated) * _abs(c)
+        if mode.info.get(c, (None, None))[0] is not None:
+            total += abs(beta) * mode.bound(c)
     mode._set(out, total, vd)
     return out
 

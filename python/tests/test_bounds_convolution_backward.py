@@ -102,15 +102,10 @@ def test_eager_bf16_gradients_stay_within_the_bound(case):
     assert median > 0.01, f"{case}: median ratio {median:.3g}: the bound says little"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: the bilinear rules (mm, convolution, their backward) count one rounding of "
-    "u per dot product, as a 16-bit result accumulated in f32 has; an f32 result accumulates in "
-    "its own precision, and eager's blocked sums exceed that bound 2-4x (a forward f32 mm of "
-    "K = 16 too): docs/conditioned-error.md",
-)
 @pytest.mark.parametrize("case", ["plain", "transposed"])
 def test_eager_f32_gradients_stay_within_the_bound(case):
+    """f32 accumulates in its own precision: each gradient's own error counts c(K) u_f32 over its
+    own number of terms (_bounds._accumulation)."""
     worst, _ = _worst_and_median_ratio(case, torch.float32)
     assert worst <= 1.0, f"{case}: eager's f32 gradient is {worst:.3g} x its bound"
 
