@@ -5,16 +5,14 @@ within its bound, a judged training step through attention has a bound on every 
 backward that rounds the query's gradient to bf16 reads CONTRADICTED."""
 
 import math
-import operator
 
 import fusebench as fb
 import pytest
 
 torch = pytest.importorskip("torch")
-from functorch.compile import make_boxed_func  # noqa: E402
+from backward_planting import backward_rounding_to_bf16, bounded_gradients  # noqa: E402
 from fusebench import _bounds  # noqa: E402
 from fusebench.decision import Outcome  # noqa: E402
-from torch._dynamo.backends.common import aot_autograd  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 aten = torch.ops.aten
@@ -135,17 +133,6 @@ def test_the_rule_gives_torchs_fp64_gradients_for_every_kernel(func, case):
             assert got[3] is None
 
 
-def _bounded_gradients(f, inputs, grad_out, dtype):
-    """The fp64 gradients of f under BoundMode (inputs registered as dtype) and their bounds."""
-    mode = _bounds.BoundMode(dtype)
-    leaves = [t.double().requires_grad_(True) for t in inputs]
-    for t in leaves:
-        mode.register(t, dtype)
-    with mode:
-        grads = torch.autograd.grad(f(*leaves), leaves, grad_out.double())
-    return grads, [mode.bound(g) for g in grads], mode
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("case", [*CASES, "sequence-major", "scale"])
 def test_eager_gradients_stay_within_the_bound(case, dtype):
@@ -169,7 +156,7 @@ def test_eager_gradients_stay_within_the_bound(case, dtype):
 
         leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
         eager = torch.autograd.grad(f(*leaves), leaves, grad_out)
-        reference, bounds, mode = _bounded_gradients(f, (q, k, v), grad_out, dtype)
+        reference, bounds, mode = bounded_gradients(f, (q, k, v), grad_out, dtype)
         assert not mode.unknown, mode.unknown
         for e, r, b in zip(eager, reference, bounds):
             assert torch.isfinite(b).all()
@@ -191,7 +178,7 @@ def test_the_rule_bounds_the_cpu_flash_backward_kernel(monkeypatch):
 
     monkeypatch.setitem(_bounds._RULES, aten._scaled_dot_product_flash_attention_for_cpu_backward, counted)
     (q, k, v), _, grad_out = _tensors(3, torch.float32)
-    _, bounds, mode = _bounded_gradients(
+    _, bounds, mode = bounded_gradients(
         lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True), (q, k, v), grad_out, torch.float32
     )
     assert calls == ["aten._scaled_dot_product_flash_attention_for_cpu_backward.default"]
@@ -251,26 +238,11 @@ def test_a_judged_training_step_through_attention_has_a_bound_on_every_gradient(
     assert j.outcome is Outcome.SUPPORTED, j.headline()
 
 
-def _round_grad_query_to_bf16(gm, example_inputs):
-    """The backward graph with every attention backward's grad_query rounded to bf16 and back."""
-    backward_kernels = {p.default for p, rule in _bounds._RULES.items() if rule is _bounds._rule_attention_backward}
-    rounded = 0
-    for node in list(gm.graph.nodes):
-        if node.op == "call_function" and node.target is operator.getitem:
-            source, index = node.args
-            if index == 0 and getattr(source, "target", None) in backward_kernels:
-                with gm.graph.inserting_after(node):
-                    down = gm.graph.call_function(aten._to_copy.default, (node,), {"dtype": torch.bfloat16})
-                with gm.graph.inserting_after(down):
-                    up = gm.graph.call_function(aten._to_copy.default, (down,), {"dtype": torch.float32})
-                node.replace_all_uses_with(up, delete_user_cb=lambda user, down=down: user is not down)
-                rounded += 1
-    assert rounded, "no attention backward in the backward graph"
-    gm.recompile()
-    return make_boxed_func(gm)
-
-
-rounding_grad_query = aot_autograd(fw_compiler=lambda gm, example_inputs: gm, bw_compiler=_round_grad_query_to_bf16)
+# every attention backward's grad_query rounded to bf16 and back (the block has one attention)
+_ATTENTION_BACKWARDS = {p.default for p, rule in _bounds._RULES.items() if rule is _bounds._rule_attention_backward}
+rounding_grad_query = backward_rounding_to_bf16(
+    lambda source, index: index == 0 and getattr(source, "target", None) in _ATTENTION_BACKWARDS, expected=1
+)
 
 
 def test_a_backward_that_rounds_grad_query_to_bf16_is_contradicted():

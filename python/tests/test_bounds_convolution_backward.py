@@ -5,16 +5,13 @@ padding, dilation, groups, transposed), a judged training step through convoluti
 MobileNet block's shape) has a bound on every gradient, and a backward that rounds a convolution's
 weight gradient to bf16 reads CONTRADICTED."""
 
-import operator
-
 import fusebench as fb
 import pytest
 
 torch = pytest.importorskip("torch")
-from functorch.compile import make_boxed_func  # noqa: E402
+from backward_planting import backward_rounding_to_bf16, bounded_gradients  # noqa: E402
 from fusebench import _bounds  # noqa: E402
 from fusebench.decision import Outcome  # noqa: E402
-from torch._dynamo.backends.common import aot_autograd  # noqa: E402
 
 aten = torch.ops.aten
 F = torch.nn.functional
@@ -51,23 +48,12 @@ def _tensors(case, seed, dtype):
     return [t.to(dtype) for t in (x, w, bias, grad_out)], f
 
 
-def _bounded_gradients(f, inputs, grad_out, dtype):
-    """The fp64 gradients of f under BoundMode (inputs registered as dtype) and their bounds."""
-    mode = _bounds.BoundMode(dtype)
-    leaves = [t.double().requires_grad_(True) for t in inputs]
-    for t in leaves:
-        mode.register(t, dtype)
-    with mode:
-        grads = torch.autograd.grad(f(*leaves), leaves, grad_out.double())
-    return grads, [mode.bound(g) for g in grads], mode
-
-
 @pytest.mark.parametrize("case", CASES)
 def test_the_rule_gives_torchs_fp64_gradients(case):
     (x, w, bias, grad_out), f = _tensors(case, 0, torch.float64)
     leaves = [t.requires_grad_(True) for t in (x, w, bias)]
     want = torch.autograd.grad(f(*leaves), leaves, grad_out)
-    got, bounds, mode = _bounded_gradients(f, (x, w, bias), grad_out, torch.float32)
+    got, bounds, mode = bounded_gradients(f, (x, w, bias), grad_out, torch.float32)
     assert not mode.unknown, mode.unknown
     for name, g, r, b in zip(("input", "weight", "bias"), got, want, bounds):
         torch.testing.assert_close(g, r, rtol=1e-12, atol=0, msg=f"{case}: grad {name}")
@@ -82,7 +68,7 @@ def _worst_and_median_ratio(case, dtype):
         (x, w, bias, grad_out), f = _tensors(case, seed, dtype)
         leaves = [t.detach().requires_grad_(True) for t in (x, w, bias)]
         eager = torch.autograd.grad(f(*leaves), leaves, grad_out)
-        reference, bounds, mode = _bounded_gradients(f, (x, w, bias), grad_out, dtype)
+        reference, bounds, mode = bounded_gradients(f, (x, w, bias), grad_out, dtype)
         assert mode.unknown == {}, mode.unknown
         for e, r, b in zip(eager, reference, bounds):
             ratio = (e.double() - r).abs() / b.clamp_min(_bounds.UNDERFLOW[dtype])
@@ -146,29 +132,15 @@ def test_a_judged_training_step_through_convolutions_has_a_bound_on_every_gradie
     assert j.outcome is Outcome.SUPPORTED, j.headline()
 
 
-def _round_grad_weight_to_bf16(gm, example_inputs):
-    """The backward graph with the pointwise convolution's weight gradient (output 1 of its
-    convolution_backward with 16 output channels) rounded to bf16 and back."""
-    rounded = 0
-    for node in list(gm.graph.nodes):
-        if node.op == "call_function" and node.target is operator.getitem:
-            source, index = node.args
-            if index == 1 and getattr(source, "target", None) is aten.convolution_backward.default:
-                weight = source.args[2].meta.get("val")
-                if weight is None or weight.shape[0] != 16:
-                    continue
-                with gm.graph.inserting_after(node):
-                    down = gm.graph.call_function(aten._to_copy.default, (node,), {"dtype": torch.bfloat16})
-                with gm.graph.inserting_after(down):
-                    up = gm.graph.call_function(aten._to_copy.default, (down,), {"dtype": torch.float32})
-                node.replace_all_uses_with(up, delete_user_cb=lambda user, down=down: user is not down)
-                rounded += 1
-    assert rounded == 1, f"{rounded} pointwise convolution backwards in the backward graph"
-    gm.recompile()
-    return make_boxed_func(gm)
+def _pointwise_grad_weight(source, index):
+    """Output 1 (grad_weight) of the convolution_backward whose weight has 16 output channels."""
+    if index != 1 or getattr(source, "target", None) is not aten.convolution_backward.default:
+        return False
+    weight = source.args[2].meta.get("val")
+    return weight is not None and weight.shape[0] == 16
 
 
-rounding_grad_weight = aot_autograd(fw_compiler=lambda gm, example_inputs: gm, bw_compiler=_round_grad_weight_to_bf16)
+rounding_grad_weight = backward_rounding_to_bf16(_pointwise_grad_weight, expected=1)
 
 
 def test_a_backward_that_rounds_a_weight_gradient_to_bf16_is_contradicted():
