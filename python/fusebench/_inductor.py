@@ -13,6 +13,7 @@ the package is not installed, so this module imports nothing of fusebench's).
 from __future__ import annotations
 
 import contextlib
+import os
 
 
 def _op_by_name(name: str):
@@ -60,6 +61,10 @@ class SwitchedInductor:
             return n.target in off or original(n, *args, **kwargs)
 
         triton = triton_without_fp_fusion() if self.no_fp_fusion else contextlib.nullcontext()
+        # An op whose decomposition is left out reaches Inductor's implicit fallback, which raises
+        # "a decomposition exists, we should switch to it" wherever the environment sets CI (a check
+        # meant for PyTorch's own CI, tripped by any CI runner's CI=true): hidden while compiling.
+        ci = os.environ.pop("CI", None) if self.decompositions_off else None
         with inductor_config.patch(patch), triton:
             if off:
                 inductor_graph.fallback_node_due_to_unsupported_type = fallback
@@ -67,6 +72,8 @@ class SwitchedInductor:
                 yield
             finally:
                 inductor_graph.fallback_node_due_to_unsupported_type = original
+                if ci is not None:
+                    os.environ["CI"] = ci
 
     def _first_call_patched(self, compiled):
         """Triton may compile a kernel at its first launch: that call runs under the patches too."""

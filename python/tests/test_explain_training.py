@@ -5,6 +5,7 @@ localised to that op; aot_eager's step is bit-equal (nothing to explain); Induct
 MLP (the finding: its layer norm's weight gradient) is localised to the layer norm's backward."""
 
 import operator
+import os
 import time
 
 import fusebench as fb
@@ -100,11 +101,15 @@ def test_switches_with_another_backend_are_refused():
         fb.explain(MLP(), _sample(), loss=cross_entropy, compile="aot_eager", switches=["compiler:numerics='strict'"])
 
 
-def test_inductor_layer_norm_weight_gradient_is_localised_to_its_backward_decomposition():
+def test_inductor_layer_norm_weight_gradient_is_localised_to_its_backward_decomposition(monkeypatch):
     """The finding (judge: grad:net.2.weight CONTRADICTED on this MLP): Inductor decomposes
     aten.native_layer_norm_backward and sums dy * ((x - mean) * rstd) over the rows, each product
-    rounded before it is added; ATen's CPU kernel accumulates with FMA, fewer roundings."""
+    rounded before it is added; ATen's CPU kernel accumulates with FMA, fewer roundings. Run with
+    CI=true, as CI runners set it: Inductor then refuses the implicit fallback that the switch
+    leaving out the decomposition relies on, unless the switched compile hides it."""
+    monkeypatch.setenv("CI", "true")
     e = _explain(outputs=["grad:net.2.weight"], criterion="worse", sets=4, budget=6)
+    assert os.environ["CI"] == "true"
     if e.status == "nothing to explain":
         pytest.skip("Inductor's layer norm weight gradient is not less accurate than eager's on this machine")
     loc = e.localisation
