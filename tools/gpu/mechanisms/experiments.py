@@ -285,11 +285,11 @@ def finish_fma_children(r: Runner, exp: dict, procs: list, keep: dict):
         if rec.get("status") in ("n/a", "absent", "skipped", "error"):
             for pcase in exp["cases"]:
                 if pcase.get("status") == "done":
-                    stub = {"name": rec["variant"], "process": "child", "env": rec["env"], "status": rec["status"]}
-                    stub["reason"] = rec.get("reason") or (rec.get("error") or {}).get("message", "")
+                    not_run = {"name": rec["variant"], "process": "child", "env": rec["env"], "status": rec["status"]}
+                    not_run["reason"] = rec.get("reason") or (rec.get("error") or {}).get("message", "")
                     if rec.get("error"):
-                        stub["error"] = rec["error"]
-                    pcase["variants"].append(stub)
+                        not_run["error"] = rec["error"]
+                    pcase["variants"].append(not_run)
     for rec, p, log, cdir, out, t0, _remaining in procs:
         wait = max(10.0, r.budget.remaining() + 60.0)
         try:
