@@ -628,7 +628,10 @@ class Judgment:
             f"({D.effect_text('relative', self.tolerance)} on the mean of the per-set figure), CONTRADICTED when its "
             "lower end exceeds it (Holm's rule across all parts), else INCONCLUSIVE; the share of sets worse stands "
             "beside it and decides only where eager's figure is 0 in every set; the conditioned error decides "
-            "(ULP error where an output has no bound), as task B's verdict"
+            "(ULP error where an output has no bound), as task B's verdict; CONTRADICTED on the conditioned error "
+            "needs compiled's mean minus eager's beyond the fp64 reference's resolution too "
+            f"({D.num(D.RESOLUTION_FLOOR)} of the bound), else INCONCLUSIVE, unresolved where the whole interval lies "
+            "within it"
         )
 
     # -- text
@@ -842,6 +845,8 @@ def _part_row(o: OutputJudgment, p: Part, measure: str) -> tuple:
     verdict = p.final.label
     if p.holm_note:
         verdict += " (Holm)"
+    if p.unresolved:
+        verdict += " (unresolved)"
     return (
         o.name,
         "cond" if measure == "conditioned" else "ULP",
@@ -1243,11 +1248,11 @@ def judge(
         if o.no_bound_reason or not all(np.isfinite(v) for v in o.eager["cond_max"]):
             o.measure = "ulp"
             o.no_bound_reason = o.no_bound_reason or "the bound is 0 or missing on some set: ULP error decides"
-        stats = [s for s, spec in D.STATISTICS.items() if spec["measure"] == o.measure]
-        others = [s for s, spec in D.STATISTICS.items() if spec["measure"] != o.measure]
-        for s in stats:
-            o.parts += D.judge_statistic(o.name, s, o.compiled[s], o.eager[s], tolerance)
-        for s in others:
+        figures = {s: (o.compiled[s], o.eager[s]) for s in D.STATISTICS}
+        measure, o.parts, unresolved = D.output_parts(o.name, figures, o.measure, tolerance)
+        if measure != o.measure:
+            o.measure, o.no_bound_reason = measure, unresolved
+        for s in (s for s, spec in D.STATISTICS.items() if spec["measure"] != o.measure):
             o.other_parts += D.judge_statistic(o.name, s, o.compiled[s], o.eager[s], tolerance)
         if not any(o.nonfinite):  # an output with non-finite values is decided by that finding alone
             all_parts += o.parts

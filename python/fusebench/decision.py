@@ -19,6 +19,16 @@ The rule (for every output or chain, every statistic of the deciding measure):
     CONTRADICTED and INCONCLUSIVE from seed to seed. It decides only where the magnitude has no
     finite value, eager's statistic being 0 in every set while compiled's is not (a magnitude
     beyond any tolerance);
+  - the fp64 reference's resolution (conditioned error only): the reference is itself rounded, so a
+    conditioned figure is known to within REFERENCE_RESOLUTION of the bound and a difference of two
+    paths' figures to within twice it (RESOLUTION_FLOOR). CONTRADICTED needs the difference beyond
+    that floor as well as the relative change beyond its tolerance: the 95 % interval of compiled's
+    mean minus eager's, from the same resampled sets, must have its lower end above the floor, else
+    the part reads INCONCLUSIVE. Where the whole interval lies within the floor the part is
+    unresolved and says so: the bound is too loose there (deep cancellation, or first-order bounds
+    compounded through many layers) to tell compiled from eager, whatever the number of sets. It is
+    never SUPPORTED on that account, and the output is decided by the other measure (output_parts):
+    a real loss at such an output (a gradient rounded to bf16) shows on the ULP error;
   - Holm's step-down rule for CONTRADICTED across the deciding parts: a part's one-sided p-value is
     the bootstrap share of its draws at or below the tolerance; the part ranked j (0-based,
     smallest p first) of m stays CONTRADICTED while the alpha / (m - j) quantile of its draws
@@ -99,6 +109,16 @@ CONFIDENCE: float = _B["confidence"]
 SEED: int = _B["seed"]
 DECIDING_MEASURE: str = _B["deciding_measure"]
 STATISTICS: dict = _B["statistics"]
+
+# The fp64 reference's own error is bounded by the same running bound counted at f64's unit roundoff
+# (2^-53). Every rounding term of a bound for a graph computed at f32 or below carries a unit of at
+# least f32's (2^-24), so the reference may be off by 2^-29 of the bound E, to first order: a
+# conditioned figure (|y - ref| / E) is known only to within that, whatever the statistic (a P99, a
+# maximum or a mean moves by at most as much as every element does), and a difference between
+# compiled's figure and eager's to within twice it. fusebench.judge refuses float64 models, and task
+# B's chains are f32, f16 and bf16, so the premise holds wherever the conditioned error decides.
+REFERENCE_RESOLUTION: float = 2.0**-53 / 2.0**-24
+RESOLUTION_FLOOR: float = 2 * REFERENCE_RESOLUTION
 TORCH_SAME: dict = {k: v for k, v in _B["torch_same"].items() if k != "about"}
 
 
@@ -129,7 +149,8 @@ def combine(outcomes: Iterable[Outcome]) -> Outcome:
 # Each input set i gives one figure per path (its P99 error, its max, any per-set statistic): fused
 # (compiled) f_i and eager e_i. Resampling the *sets* with replacement, the same draw for both paths,
 # keeps the pairing: a hard set is hard for both. Effects, 0 when the paths are alike, positive when
-# fused is worse: "relative", mean(f) / mean(e) - 1; "share_worse", the share of sets where fused is
+# fused is worse: "relative", mean(f) / mean(e) - 1; "difference", mean(f) - mean(e) (drawn from the
+# same resamples as "relative" under the same seed); "share_worse", the share of sets where fused is
 # worse minus the share where eager is (ties count for neither), in [-1, 1].
 @dataclass(frozen=True)
 class Interval:
@@ -199,10 +220,13 @@ def paired_draws(
             draws = sums[:, 0] / sums[:, 1] - 1.0
         draws = np.where(sums[:, 1] > 0, draws, np.where(sums[:, 0] > 0, np.inf, 0.0))
         return draws, float(f.sum() / e.sum() - 1.0)
+    if effect == "difference":
+        sums = _resampled_sums(np.stack([f, e], axis=1), resamples, rng)
+        return (sums[:, 0] - sums[:, 1]) / n, float((f.sum() - e.sum()) / n)
     if effect == "share_worse":
         sign = np.sign(f - e)
         return _resampled_sums(sign[:, None], resamples, rng)[:, 0] / n, float(sign.mean())
-    raise ValueError(f"paired bootstrap: unknown effect {effect!r} (relative, share_worse)")
+    raise ValueError(f"paired bootstrap: unknown effect {effect!r} (relative, difference, share_worse)")
 
 
 def interval_of(draws: np.ndarray, estimate: float, effect: str, sets: int, confidence: float = CONFIDENCE) -> Interval:
@@ -303,6 +327,25 @@ class Part:
     decides: bool = True
     beside: list[Part] = field(default_factory=list)
     holm_rule: tuple[float, int] | None = None  # (level, parts) where Holm demoted it
+    # compiled's mean minus eager's against the reference's resolution (conditioned error only)
+    difference: Interval | None = None
+    difference_draws: np.ndarray | None = field(default=None, repr=False)
+    floor: float | None = None
+
+    @property
+    def unresolved(self) -> bool:
+        """Not SUPPORTED, and the whole difference interval within the reference's resolution: no
+        number of sets decides it."""
+        d = self.difference
+        return d is not None and d.high <= self.floor and self.interval.high > self.tolerance
+
+    def resolution_text(self) -> str:
+        d = self.difference
+        return (
+            f"compiled − eager {effect_text('difference', d.estimate)} [{effect_text('difference', d.low)}, "
+            f"{effect_text('difference', d.high)}] of the bound, against the fp64 reference's resolution "
+            f"{num(self.floor)}"
+        )
 
     @property
     def final(self) -> Outcome:
@@ -316,14 +359,24 @@ class Part:
     @property
     def to_decide(self) -> float | None:
         """About how many sets would decide it (None: decided; inf: never)."""
-        return self.interval.sets_to_decide(self.tolerance) if self.final is Outcome.INCONCLUSIVE else None
+        if self.final is not Outcome.INCONCLUSIVE:
+            return None
+        return math.inf if self.unresolved else self.interval.sets_to_decide(self.tolerance)
 
     def sentence(self) -> str:
         tol = effect_text(self.interval.effect, self.tolerance)
         text = f"{self.shown}; tolerance {tol}"
         if self.final is Outcome.INCONCLUSIVE:
             need = self.interval.sets_to_decide(self.tolerance)
-            if self.holm_note:
+            d = self.difference
+            if self.unresolved:
+                text += (
+                    f"; unresolved: {self.resolution_text()}, so no number of sets decides it (noise at "
+                    "cancellation, or a bound too loose there to tell compiled from eager; the ULP error stands beside)"
+                )
+            elif d is not None and self.interval.low > self.tolerance and d.low <= self.floor:
+                text += f"; not CONTRADICTED: {self.resolution_text()} reaches down to it"
+            elif self.holm_note:
                 text += f"; {self.holm_note}"
             elif need is None or math.isinf(need):
                 text += "; no number of sets decides it: the estimate equals the tolerance"
@@ -349,9 +402,18 @@ class Part:
             "p_value": self.p_value,
             "family_wise": self.final.value,
             "holm_note": self.holm_note,
-            "sets_to_decide": _finite(i.sets_to_decide(self.tolerance)),
+            "sets_to_decide": _finite(math.inf if self.unresolved else i.sets_to_decide(self.tolerance)),
             "decides": self.decides,
             "beside": [b.to_dict() for b in self.beside],
+            "difference": None
+            if self.difference is None
+            else {
+                "estimate": self.difference.estimate,
+                "low": self.difference.low,
+                "high": self.difference.high,
+                "floor": self.floor,
+                "unresolved": self.unresolved,
+            },
         }
 
 
@@ -361,15 +423,32 @@ def _finite(x):
     return x if math.isfinite(x) else str(x)
 
 
-def _part(output, statistic, label, interval, tolerance, draws, *, left_out, sets, decides) -> Part:
+def resolved_outcome(interval: Interval, tolerance: float, difference: Interval | None, floor: float | None) -> Outcome:
+    """statistic_outcome, with the reference's resolution where a floor applies: never CONTRADICTED
+    while the difference's lower end <= the floor."""
+    outcome = statistic_outcome(interval, tolerance)
+    if difference is None:
+        return outcome
+    if outcome is Outcome.CONTRADICTED and difference.low <= floor:
+        return Outcome.INCONCLUSIVE
+    return outcome
+
+
+def _part(output, statistic, label, interval, tolerance, draws, *, left_out, sets, decides, difference=None) -> Part:
     e = interval.effect
     shown = (
         f"{label} {effect_text(e, interval.estimate)} [{effect_text(e, interval.low)}, {effect_text(e, interval.high)}]"
     )
     if draws is None:
         shown = f"{label}: compiled = eager in all {interval.sets} sets"
+    floor, difference_draws = (None, None) if difference is None else (RESOLUTION_FLOOR, difference[1])
+    difference = None if difference is None else difference[0]
     p = float(np.mean(draws <= tolerance)) if draws is not None and draws.size else 1.0
-    outcome = statistic_outcome(interval, tolerance)
+    if difference_draws is not None:  # CONTRADICTED needs both: the larger p-value is the pair's
+        p = max(p, float(np.mean(difference_draws <= floor)))
+    outcome = resolved_outcome(interval, tolerance, difference, floor)
+    if difference is not None and difference.high <= floor and interval.high > tolerance:
+        shown += f" (unresolved: {effect_text('difference', difference.estimate)} of the bound, within the fp64 reference's resolution)"
     return Part(
         output,
         statistic,
@@ -383,6 +462,9 @@ def _part(output, statistic, label, interval, tolerance, draws, *, left_out, set
         left_out=left_out,
         sets=sets,
         decides=decides,
+        difference=difference,
+        difference_draws=difference_draws,
+        floor=floor,
     )
 
 
@@ -416,11 +498,24 @@ def judge_statistic(
         draws, estimate = paired_draws(c, e, effect, resamples=resamples, seed=seed)
         return interval_of(draws, estimate, effect, int(c.size), confidence), draws
 
+    # the conditioned error is known to within the reference's resolution (RESOLUTION_FLOOR)
+    difference = judged("difference") if spec["measure"] == "conditioned" and not identical else None
     magnitude = None
     if spec.get("relative_tolerance") is not None and (identical or e.sum() > 0):
         tol = spec["relative_tolerance"] if tolerance is None else tolerance
         interval, draws = judged("relative")
-        magnitude = _part(output, name, spec["label"], interval, tol, draws, left_out=left_out, sets=sets, decides=True)
+        magnitude = _part(
+            output,
+            name,
+            spec["label"],
+            interval,
+            tol,
+            draws,
+            left_out=left_out,
+            sets=sets,
+            decides=True,
+            difference=difference,
+        )
     share = None
     if spec.get("share_worse_tolerance") is not None:
         interval, draws = judged("share_worse")
@@ -434,12 +529,48 @@ def judge_statistic(
             left_out=left_out,
             sets=sets,
             decides=magnitude is None,
+            difference=difference,
         )
     if magnitude is None:
         return [share] if share is not None else []
     if share is not None:
         magnitude.beside.append(share)
     return [magnitude]
+
+
+def output_parts(
+    output: str, figures: dict, measure: str, tolerance: float | None = None, *, config: dict | None = None
+) -> tuple[str, list[Part], str]:
+    """(the measure that decides, its deciding parts, why it is not `measure`, or ""): one output's
+    (or chain cell's) statistics of `measure` judged by judge_statistic, figures mapping a
+    statistic's name to its (compiled, eager) per-set figures. Where a part of the conditioned error
+    is unresolved (the bound cannot resolve the output: the difference lies within the reference's
+    resolution), the other measure's statistics decide this output instead, and the reason says so:
+    a loss at such an output (a gradient rounded to bf16 in a deep network) shows on the ULP error,
+    which needs no bound, while noise at cancellation stays within its interval."""
+    cfg = config or _B
+
+    def judged(m: str) -> list[Part]:
+        return [
+            part
+            for name, spec in cfg["statistics"].items()
+            if spec["measure"] == m and name in figures
+            for part in judge_statistic(output, name, *figures[name], tolerance, config=cfg)
+        ]
+
+    parts = judged(measure)
+    unresolved = [p for p in parts if p.unresolved]
+    if not unresolved:
+        return measure, parts, ""
+    for other in (m for m in cfg["measures"] if m != measure):
+        alternative = judged(other)
+        if alternative:
+            why = (
+                f"{unresolved[0].label}: {unresolved[0].resolution_text()}: the bound cannot resolve compiled "
+                f"against eager at this output, so the {cfg['measures'][other]['label']} decides it"
+            )
+            return other, alternative, why
+    return measure, parts, ""
 
 
 def holm(parts: list[Part], confidence: float = CONFIDENCE) -> None:
@@ -457,6 +588,7 @@ def holm(parts: list[Part], confidence: float = CONFIDENCE) -> None:
             and part.draws is not None
             and part.draws.size > 1
             and float(np.quantile(part.draws, level)) > part.tolerance
+            and (part.difference_draws is None or float(np.quantile(part.difference_draws, level)) > part.floor)
         )
         if part.outcome is Outcome.CONTRADICTED and not rejecting:
             part.holm = Outcome.INCONCLUSIVE

@@ -229,6 +229,39 @@ def test_a_worse_compiler_is_contradicted_with_the_interval():
         assert label in text
 
 
+class DeepLinear(torch.nn.Module):
+    """24 fixed random linear maps: the first-order bound compounds |W| where the values compound W,
+    so the output's bound ends up about 1e18 times its own rounding (as a deep network's gradients)."""
+
+    def __init__(self, n=64, layers=24):
+        super().__init__()
+        g = torch.Generator().manual_seed(1)
+        self.w = torch.nn.ParameterList(
+            torch.nn.Parameter(torch.randn(n, n, generator=g) / n**0.5) for _ in range(layers)
+        )
+
+    def forward(self, x):
+        for w in self.w:
+            x = x @ w
+        return x
+
+
+def rounds_output_to_bf16(fn):
+    return lambda x: fn(x).to(torch.bfloat16).to(x.dtype)
+
+
+def test_a_planted_loss_where_the_bound_cannot_resolve_is_decided_by_the_ulp_error():
+    """The conditioned error of both paths lies ~1e-14 of this output's bound, within the fp64
+    reference's resolution: its +1,000 % reads unresolved, and the ULP error decides the output."""
+    x = torch.randn(8, 64, generator=torch.Generator().manual_seed(2))
+    j = fb.judge(DeepLinear().eval(), x, sets=8, compile=rounds_output_to_bf16, speed_rounds=0)
+    assert j.outcome.value == "contradicted", str(j)
+    out = j.outputs[0]
+    assert out.measure == "ulp" and "the bound cannot resolve compiled against eager" in out.no_bound_reason
+    assert all(p.unresolved for p in out.other_parts if p.statistic.startswith("cond"))
+    assert "(unresolved" in str(j)
+
+
 def test_inductor_chain_bf16_supported_and_better(tmp_path):
     """The real Inductor on the fp32-kept boundary: compiled is more accurate than eager."""
     j = fb.judge(Chain().eval(), _inputs(2), sets=12, speed_rounds=3)

@@ -229,13 +229,19 @@ def cell_parts(cell: BCell, measure: str | None = None) -> list[decision.Part]:
     """The deciding parts (decision.judge_statistic: the magnitude, the share of sets worse beside
     it) of each statistic of one cell that its dump carries, of one measure ("ulp" or
     "conditioned") when given. Sets where either path has no finite figure (a conditioned error over
-    a zero bound) are left out of the pairing, and the parts count them."""
+    a zero bound) are left out of the pairing, and the parts count them. On the deciding measure a
+    cell the bound cannot resolve is decided by the other measure, as fusebench.judge decides an
+    output (decision.output_parts)."""
     cfg = config()
+    output = f"{cell.dtype}/{cell.dist}"
+    if measure == cfg["deciding_measure"]:
+        figures = {name: cell.per_set[name] for name in cfg["statistics"] if name in cell.per_set}
+        return decision.output_parts(output, figures, measure, config=cfg)[1]
     out = []
     for name, spec in cfg["statistics"].items():
         if name in cell.per_set and (measure is None or spec["measure"] == measure):
             fused, eager = cell.per_set[name]
-            out += decision.judge_statistic(f"{cell.dtype}/{cell.dist}", name, fused, eager, config=cfg)
+            out += decision.judge_statistic(output, name, fused, eager, config=cfg)
     return out
 
 

@@ -118,6 +118,94 @@ def test_holm_one_part_is_the_plain_rule_and_many_parts_are_stricter():
     assert all(p.final is Outcome.SUPPORTED for p in quiet)
 
 
+# ---- the fp64 reference's resolution
+def test_the_resolution_floor_is_the_references_own_rounding_in_units_of_an_f32_bound():
+    assert decision.REFERENCE_RESOLUTION == 2.0**-29  # u(f64) / u(f32)
+    assert decision.RESOLUTION_FLOOR == 2 * decision.REFERENCE_RESOLUTION
+
+
+def test_a_difference_within_the_references_resolution_is_unresolved_never_contradicted_nor_supported():
+    """MobileNet's stem batch-norm bias gradient under Inductor: compiled's conditioned error about 1.8
+    times eager's in every set, both about 1e-22 of a bound loosened by deep cancellation. The relative
+    change alone reads CONTRADICTED; the difference lies within what the reference can resolve."""
+    rng = np.random.default_rng(6)
+    eager = rng.gamma(4.0, size=8) * 1e-22
+    compiled = eager * (1.76 + 0.1 * rng.standard_normal(8))
+    [part] = decision.judge_statistic("grad:bias", "cond_p99", compiled, eager)
+    assert decision.statistic_outcome(part.interval, part.tolerance) is Outcome.CONTRADICTED
+    assert part.outcome is Outcome.INCONCLUSIVE and part.unresolved
+    assert part.difference.high <= decision.RESOLUTION_FLOOR
+    assert part.to_decide == math.inf
+    text = part.sentence()
+    assert "unresolved" in text and "no number of sets decides it" in text and "ULP error" in text
+    assert part.to_dict()["difference"]["unresolved"] is True
+    decision.holm([part])
+    assert decision.decide([part]) is Outcome.INCONCLUSIVE
+
+
+def test_a_planted_loss_at_an_unresolved_output_is_never_supported():
+    """A gradient rounded to bf16 (relative error 2^-9) where the bound is 1e25 times the value's own
+    rounding: its conditioned error grows a thousand-fold and still lies within the resolution."""
+    rng = np.random.default_rng(7)
+    eager = rng.gamma(4.0, size=16) * 1e-22
+    [part] = decision.judge_statistic("grad:bias", "cond_max", eager * 1e3, eager)
+    assert part.final is not Outcome.SUPPORTED and part.unresolved
+
+
+def test_a_difference_beyond_the_resolution_still_contradicts_and_one_straddling_it_does_not():
+    rng = np.random.default_rng(8)
+    eager = rng.gamma(4.0, size=32) * 1e-3
+    [beyond] = decision.judge_statistic("out", "cond_p99", eager * 1.3, eager)
+    assert beyond.outcome is Outcome.CONTRADICTED and not beyond.unresolved
+    # a difference whose interval reaches down to the floor: +30 % of figures about 1.2e-8 of the bound
+    at = rng.gamma(4.0, size=32) * 3e-9
+    compiled = at * (1.3 + 0.6 * rng.standard_normal(32))
+    [straddling] = decision.judge_statistic("out", "cond_p99", compiled, at)
+    d = straddling.difference
+    assert d.low <= decision.RESOLUTION_FLOOR < d.high
+    assert straddling.interval.low > straddling.tolerance  # CONTRADICTED on the relative change alone
+    assert straddling.outcome is Outcome.INCONCLUSIVE and not straddling.unresolved
+    assert "not CONTRADICTED" in straddling.sentence()
+
+
+def test_the_ulp_measure_has_no_resolution_floor():
+    """The ULP error needs no bound, so there is no floor to state in its units: a tiny ULP figure
+    worse by 30 % is CONTRADICTED as before."""
+    rng = np.random.default_rng(9)
+    eager = rng.gamma(4.0, size=32) * 1e-12
+    [part] = decision.judge_statistic("out", "ulp_p99", eager * 1.3, eager)
+    assert part.difference is None and part.outcome is Outcome.CONTRADICTED
+
+
+def test_holm_keeps_an_unresolved_part_out_of_the_rejections():
+    rng = np.random.default_rng(10)
+    eager = rng.gamma(4.0, size=24)
+    real = decision.judge_statistic("real", "cond_p99", eager * 1.5, eager)
+    tiny = decision.judge_statistic("tiny", "cond_p99", eager * 1e-22 * 1.8, eager * 1e-22)
+    parts = real + tiny
+    assert decision.decide(parts) is Outcome.CONTRADICTED
+    assert real[0].final is Outcome.CONTRADICTED and tiny[0].final is Outcome.INCONCLUSIVE
+
+
+def test_an_output_the_bound_cannot_resolve_is_decided_by_the_ulp_error():
+    rng = np.random.default_rng(11)
+    eager_cond = rng.gamma(4.0, size=16) * 1e-20
+    eager_ulp = rng.gamma(4.0, size=16) * 100
+    figures = {
+        "cond_p99": (eager_cond * 3, eager_cond),
+        "cond_max": (eager_cond * 3, eager_cond),
+        "ulp_p99": (eager_ulp * 40, eager_ulp),  # a gradient rounded to bf16: hundreds of ULP more
+        "ulp_max": (eager_ulp * 40, eager_ulp),
+    }
+    measure, parts, why = decision.output_parts("grad:w", figures, "conditioned")
+    assert measure == "ulp" and {p.statistic for p in parts} == {"ulp_p99", "ulp_max"}
+    assert "cannot resolve" in why and "ULP error decides it" in why
+    assert decision.decide(parts) is Outcome.CONTRADICTED
+    resolved = {k: (v[0] * 1e18, v[1] * 1e18) if k.startswith("cond") else v for k, v in figures.items()}
+    measure, parts, why = decision.output_parts("grad:w", resolved, "conditioned")
+    assert measure == "conditioned" and why == "" and decision.decide(parts) is Outcome.CONTRADICTED
+
+
 def test_combine():
     assert decision.combine([Outcome.SUPPORTED]) is Outcome.SUPPORTED
     assert decision.combine([Outcome.SUPPORTED, Outcome.INCONCLUSIVE]) is Outcome.INCONCLUSIVE
