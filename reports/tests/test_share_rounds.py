@@ -102,7 +102,7 @@ def test_the_matrix_cell_names_the_undecided_member_with_its_interval():
     assert low in cell.key_figure
 
 
-@pytest.mark.parametrize("first,second", [("a", "b"), ("c", "d")])
+@pytest.mark.parametrize("first,second", [("a", "b"), ("c", "d"), ("e", "f")])
 def test_two_runs_of_the_same_code_give_the_same_verdict_or_inconclusive(first, second):
     run_a, run_b = FIXTURE["runs"][first], FIXTURE["runs"][second]
     judged = sorted(set(run_a) & set(run_b))
