@@ -16,9 +16,11 @@ Rules per op class (u = unit roundoff of the op's virtual dtype):
   data movement  the op applied to the bounds (view, permute, slice, cat, gather, embedding, ...)
   matmul, conv   f(|A|, E_B) + f(E_A, |B|) + (u + c(K) u_acc) f(|A|, |B|) (bias and addmm's C
                  added; c(K) u_acc the accumulation of K products, _accumulation)
-  reductions     sum / mean / cumsum: sum(E) + u sum(|x|); max / min: the bound at the argmax;
-                 var / std: carried 2|x - m| E / n, own 5 u var
-  softmax, log_softmax, layer_norm: the table of docs/conditioned-error.md
+  reductions     sum / mean / cumsum: sum(E) + (u + c(K) u_acc) sum(|x|), K the terms summed per
+                 element; max / min: the bound at the argmax; var / std: carried 2|x - m| E / n,
+                 own (5 u + c(K) u_acc) var
+  softmax, log_softmax, layer_norm: the table of docs/conditioned-error.md (their sums of K terms
+                 count c(K) u_acc likewise)
   attention      decomposed into matmul, scaling, mask, softmax, matmul and bounded by those rules;
                  its backward kernels likewise (dV = p^T dO, dS = p (dO V^T - rowsum(dO O)), ...)
   other ops      their decomposition (torch._decomp) is run under the mode when there is one;
@@ -566,26 +568,40 @@ _OWN_ERRORS = {
 
 
 # ---- rules of their own
-# A dot product of K terms accumulated in the kernel's precision u_acc (f32 for f16, bf16 and f32
+# A sum of K terms (a dot product's K products, a reduction's K elements) accumulated in the kernel's precision u_acc (f32 for f16, bf16 and f32
 # results: ATen's opmath; f64 for f64) carries, besides the result's own rounding u_out, an error of
-# c(K) u_acc sum|a_k b_k|. Deterministically c(K) = gamma_K / u_acc = K / (1 - K u_acc) in any
+# c(K) u_acc sum|terms|. Deterministically c(K) = gamma_K / u_acc = K / (1 - K u_acc) in any
 # order (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., sec. 3.1), which is vacuous
 # for large K; with the rounding errors modelled as independent and of mean zero it is lambda sqrt(K)
 # with probability at least 1 - 2 exp(-lambda^2 / 2) per element, whatever the order of summation
 # (Higham & Mary, SIAM J. Sci. Comput. 41(5), 2019, A2815-A2835, Theorem 3.1; Connolly, Higham &
 # Mary, SIAM J. Sci. Comput. 43(1), 2021, for the 1 - 2 exp(-lambda^2/2) form). The smaller of the
 # two is counted: exact up to K = lambda^2, probabilistic beyond (docs/conditioned-error.md, "Dot
-# products": eager's and Inductor's CPU kernels measured against it).
+# products" and "Sums": eager's and Inductor's CPU kernels measured against it; Limits: equal terms
+# that Inductor adds one by one round alike and exceed the probabilistic form).
 ACCUMULATION_LAMBDA = 3.0
 
 
 def _accumulation(length: int, vd: torch.dtype) -> float:
-    """c(K) u_acc for a dot product of `length` terms whose result has dtype vd (see above)."""
+    """c(K) u_acc for a sum of `length` terms whose result has dtype vd (see above)."""
     u_acc = unit_roundoff(_opmath(vd))
     if length <= 1 or u_acc == 0.0:
         return 0.0
     deterministic = length * u_acc / (1 - length * u_acc) if length * u_acc < 1 else math.inf
     return min(deterministic, ACCUMULATION_LAMBDA * math.sqrt(length) * u_acc)
+
+
+def _prefix_accumulation(length: int, vd: torch.dtype) -> torch.Tensor:
+    """_accumulation(k, vd) for k = 1 .. length: the prefixes a cumulative sum accumulates."""
+    k = torch.arange(1, length + 1, dtype=F64)
+    u_acc = unit_roundoff(_opmath(vd))
+    deterministic = torch.where(k * u_acc < 1, k * u_acc / (1 - k * u_acc), math.inf)
+    return torch.where(k > 1, torch.minimum(deterministic, ACCUMULATION_LAMBDA * k.sqrt() * u_acc), 0.0)
+
+
+def _terms_per_element(x: torch.Tensor, out: torch.Tensor) -> int:
+    """How many of x's elements a reduction adds into each element of out."""
+    return x.numel() // out.numel() if out.numel() else 0
 
 
 def _convolution_groups(args, kwargs, index) -> tuple[bool, int]:
@@ -725,7 +741,8 @@ def _rule_sum(mode: BoundMode, func, args, kwargs, explicit_vdtype):
         return out
     vd = explicit_vdtype or mode.vdtype(x)
     u = unit_roundoff(vd)
-    total = u * func(x.abs(), *args[1:], **kwargs)
+    # (u + c(K) u_acc) sum|x| (_accumulation); for mean, func is the mean: divided by n
+    total = (u + _accumulation(_terms_per_element(x, out), vd)) * func(x.abs(), *args[1:], **kwargs)
     ex = mode.info.get(x, (None, None))[0]
     if ex is not None:
         total = total + func(ex, *args[1:], **kwargs)
@@ -741,7 +758,11 @@ def _rule_cumsum(mode: BoundMode, func, args, kwargs, explicit_vdtype):
     if not _floating(out):
         return out
     vd = explicit_vdtype or mode.vdtype(x)
-    total = unit_roundoff(vd) * func(x.abs(), *args[1:], **kwargs) + func(mode.bound(x), *args[1:], **kwargs)
+    dim = (args[1] if len(args) > 1 else kwargs["dim"]) % max(x.dim(), 1)
+    # the k-th element of the scan sums k terms: (u + c(k) u_acc) of their magnitudes
+    own = unit_roundoff(vd) + _prefix_accumulation(x.shape[dim] if x.dim() else 1, vd)
+    own = own.reshape([-1] + [1] * (x.dim() - dim - 1)) if x.dim() else own.reshape(())
+    total = func(x.abs(), *args[1:], **kwargs) * own + func(mode.bound(x), *args[1:], **kwargs)
     mode._set(out, total, vd)
     return out
 
@@ -790,7 +811,8 @@ def _rule_extreme(mode: BoundMode, func, args, kwargs, explicit_vdtype):
 
 def _rule_var(mode: BoundMode, func, args, kwargs, explicit_vdtype):
     """var / std / var_mean / std_mean: carried 2|x - m| E / n (the mean's own error does not enter
-    to first order), own 5 u var (centering, squaring, the sum, the division); std = sqrt(var)."""
+    to first order), own (5 u + c(n) u_acc) var (centering, squaring, the sum and its accumulation,
+    the division); std = sqrt(var)."""
     out = func(*args, **kwargs)
     x = args[0]
     vd = mode.vdtype(x)
@@ -808,10 +830,11 @@ def _rule_var(mode: BoundMode, func, args, kwargs, explicit_vdtype):
     m = x.mean(dims_list, keepdim=True)
     var = ((x - m) ** 2).sum(dims_list, keepdim=True) / denom
     ex = mode.info.get(x, (None, None))[0]
-    b_var = 5 * u * var
+    accumulated = _accumulation(n, vd)
+    b_var = (5 * u + accumulated) * var
     if ex is not None:
         b_var = b_var + (2 * (x - m).abs() * ex).sum(dims_list, keepdim=True) / denom
-    b_mean = (u * x.abs().sum(dims_list, keepdim=True)) / n + u * m.abs()
+    b_mean = ((u + accumulated) * x.abs().sum(dims_list, keepdim=True)) / n + u * m.abs()
     if ex is not None:
         b_mean = b_mean + ex.sum(dims_list, keepdim=True) / n
     is_std = func.overloadpacket in (aten.std, aten.std_mean)
@@ -827,7 +850,9 @@ def _rule_var(mode: BoundMode, func, args, kwargs, explicit_vdtype):
     return out
 
 
-def _softmax_bound(x, z, e, dim, u, log=False):
+def _softmax_bound(x, z, e, dim, u, log=False, accumulated=0.0):
+    """accumulated: c(K) u_acc of the sum of the K exponentials (_accumulation), relative to it as
+    they are positive."""
     m = torch.amax(x, dim, keepdim=True)
     finite = torch.isfinite(x)
     if e is not None:  # a masked (-inf) score stays -inf and its weight exactly 0, whatever its bound
@@ -838,10 +863,10 @@ def _softmax_bound(x, z, e, dim, u, log=False):
     mass = (p * shift).sum(dim, keepdim=True)
     if log:
         carried = (e + (p * e).sum(dim, keepdim=True)) if e is not None else 0.0
-        own = u * (shift + mass + 2 + z.abs().nan_to_num(posinf=0.0))
+        own = u * (shift + mass + 2 + z.abs().nan_to_num(posinf=0.0)) + accumulated
         return torch.where(finite, carried + own, torch.zeros_like(x))
     carried = z * ((1 - z) * e + ((z * e).sum(dim, keepdim=True) - z * e)) if e is not None else 0.0
-    own = u * z * (shift + mass + 3)
+    own = (u * (shift + mass + 3) + accumulated) * z
     return torch.where(z > 0, carried + own, torch.zeros_like(x))
 
 
@@ -853,7 +878,8 @@ def _rule_softmax(mode: BoundMode, func, args, kwargs, explicit_vdtype):
         vd = torch.float32  # half_to_float
     log = func.overloadpacket in (aten._log_softmax, aten.log_softmax)
     e = mode.info.get(x, (None, None))[0]
-    mode._set(out, _softmax_bound(x, out, e, dim, unit_roundoff(vd), log), vd)
+    length = x.shape[dim] if x.dim() else 1
+    mode._set(out, _softmax_bound(x, out, e, dim, unit_roundoff(vd), log, _accumulation(length, vd)), vd)
     return out
 
 
@@ -884,15 +910,18 @@ def _rule_layer_norm(mode: BoundMode, func, args, kwargs, explicit_vdtype):
     if b is not None and mode.info.get(b, (None, None))[0] is not None:
         total = total + mode.bound(b)
     wx = (wabs * xhat).abs()
-    own = wabs * r * u * x.abs().sum(dims, keepdim=True) / k + u * wx * var / (2 * (var + eps)) + 4 * u * wx
+    summed = u + _accumulation(k, vd)  # the mean's and the variance's sums of k terms each
+    mean_sum = summed * x.abs().sum(dims, keepdim=True) / k
+    own = wabs * r * mean_sum + summed * wx * var / (2 * (var + eps)) + 4 * u * wx
     if b is not None:
         own = own + u * y.abs()
     mode._set(y, total + own, vd)
-    mode._set(out[1], (u * x.abs().sum(dims, keepdim=True) / k).reshape(out[1].shape) if out[1].numel() else None, vd)
+    mode._set(out[1], mean_sum.reshape(out[1].shape) if out[1].numel() else None, vd)
     # rstd = rsqrt(var + eps), saved for the backward: var carries 2|x - m| E / n and its own 5 u var,
     # the derivative of rsqrt is -r^3 / 2, and adding eps and the rsqrt round once each
     if out[2].numel():
-        e_var = 5 * u * var + (2 * (x - mean).abs() * ex).sum(dims, keepdim=True) / k if ex is not None else 5 * u * var
+        own_var = (4 * u + summed) * var
+        e_var = own_var + (2 * (x - mean).abs() * ex).sum(dims, keepdim=True) / k if ex is not None else own_var
         mode._set(out[2], (0.5 * r**3 * e_var + 2 * u * r).reshape(out[2].shape), vd)
     return out
 
@@ -1071,8 +1100,12 @@ def _rule_logsumexp(mode: BoundMode, func, args, kwargs, explicit_vdtype):
     p = torch.exp(x - m)
     p = p / p.sum(dims_list, keepdim=True)
     shift = torch.where(torch.isfinite(x), (x - m).abs(), torch.zeros_like(x))
-    total = u * ((p * shift).sum(dims_list, keepdim=True) + 2) + u * out.abs().reshape(
-        p.sum(dims_list, keepdim=True).shape
+    # the sum of the positive exponentials accumulates c(K) u_acc relative to it: as much absolute after the log
+    accumulated = _accumulation(_terms_per_element(x, out), vd)
+    total = (
+        u * ((p * shift).sum(dims_list, keepdim=True) + 2)
+        + accumulated
+        + u * out.abs().reshape(p.sum(dims_list, keepdim=True).shape)
     )
     ex = mode.info.get(x, (None, None))[0]
     if ex is not None:
