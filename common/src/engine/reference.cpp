@@ -3,6 +3,7 @@
 // One function per op kind (reference_ops.hpp), looked up in a table by the op's kind; beside
 // each, its running error bound (docs/conditioned-error.md).
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -585,9 +586,11 @@ Tensor softmax_bound(const Node& n, const BoundOperands& in, const Tensor& z) {
   return out;
 }
 
-// C = A B: |A| E_B + E_A |B| carried, plus u |A| |B| (the dot products' terms).
+// C = A B: |A| E_B + E_A |B| carried, plus (u + c(K) u_acc) |A| |B| (the result's rounding and
+// the accumulation of its K products, accumulation_of).
 Tensor matmul_bound(const Node& n, const BoundOperands& in, const Tensor&) {
-  const double u = unit_roundoff(n.dtype);
+  const std::int64_t terms = in.values[0].shape().back();
+  const double u = unit_roundoff(n.dtype) + accumulation_of(terms, n.dtype);
   const Tensor a = as_f64(in.values[0]), b = as_f64(in.values[1]), ea = as_f64(in.bounds[0]),
                eb = as_f64(in.bounds[1]);
   const std::int64_t m = a.shape()[a.shape().size() - 2], k = a.shape().back(),
@@ -696,6 +699,22 @@ double unit_roundoff(DType dtype) {
   return visit_floating(dtype, "unit_roundoff", [](auto t) {
     return std::ldexp(1.0, -(FormatTraits<decltype(t)>::mantissa_bits + 1));
   });
+}
+
+// c(K) u_acc = min(gamma_K, lambda sqrt(K) u_acc), lambda = 3: gamma_K = K u / (1 - K u) bounds a
+// sum of K terms in any order (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed.,
+// sec. 3.1) and is the smaller up to K = 9; beyond, lambda sqrt(K) u_acc is Higham & Mary's
+// probabilistic bound (SIAM J. Sci. Comput. 41(5), 2019, Theorem 3.1), which holds in any order with
+// probability at least 1 - 2 exp(-lambda^2 / 2) if the rounding errors are independent and of mean
+// zero (docs/conditioned-error.md, "Dot products" and Limits). u_acc: f32 for f16, bf16 and f32
+// results (the kernels accumulate in f32), f64 for f64.
+double accumulation_of(std::int64_t terms, DType dtype) {
+  const double u_acc = unit_roundoff(dtype == DType::f64 ? DType::f64 : DType::f32);
+  if (terms <= 1) return 0.0;
+  const double k = double(terms);
+  const double deterministic =
+      k * u_acc < 1 ? k * u_acc / (1 - k * u_acc) : std::numeric_limits<double>::infinity();
+  return std::min(deterministic, kAccumulationLambda * std::sqrt(k) * u_acc);
 }
 
 double underflow_of(DType dtype) {

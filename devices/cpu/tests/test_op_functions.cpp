@@ -251,6 +251,66 @@ TEST(ErrorBound, DataMovementOfInputsIsExact) {
   for (std::int64_t i = 0; i < 32; ++i) EXPECT_EQ(bounded.bounds[0].value_at(i), 0.0);
 }
 
+// A matmul's bound counts its K products' accumulation: (u_out + c(K) u_f32) sum |a||b| with
+// c(K) = gamma_K / u_f32 below K = 9 and 3 sqrt(K) from there (docs/conditioned-error.md, "Dot
+// products"), plus an underflow per product. Known answers on ones, then eager f32 at K = 4096:
+// within the bound, where the one u of the result's rounding alone is exceeded.
+TEST(ErrorBound, MatmulCountsTheAccumulationOfItsProducts) {
+  const double u16 = std::ldexp(1.0, -11), u32 = std::ldexp(1.0, -24);
+  const double eta16 = std::ldexp(1.0, -25), eta32 = std::ldexp(1.0, -150);
+  struct Case {
+    DType dtype;
+    std::int64_t k;
+    double expected;
+  };
+  const std::vector<Case> cases = {
+      {DType::f32, 4, (u32 + 4 * u32 / (1 - 4 * u32)) * 4 + 4 * eta32},
+      {DType::f32, 8, (u32 + 8 * u32 / (1 - 8 * u32)) * 8 + 8 * eta32},
+      {DType::f32, 9, (u32 + 3 * 3 * u32) * 9 + 9 * eta32},  // 3 sqrt(9) u < gamma_9
+      {DType::f32, 1024, (u32 + 3 * 32 * u32) * 1024 + 1024 * eta32},
+      {DType::f16, 1024, (u16 + 3 * 32 * u32) * 1024 + 1024 * eta16},
+  };
+  for (const Case& c : cases) {
+    Graph g;
+    g.mark_output(g.matmul(g.input("a", {1, c.k}, c.dtype), g.input("b", {c.k, 1}, c.dtype)));
+    const std::vector<double> ones(std::size_t(c.k), 1.0);
+    const auto bounded =
+        engine::fp64_reference_with_bound(g, {{"a", values_of({1, c.k}, ones).to(c.dtype)},
+                                              {"b", values_of({c.k, 1}, ones).to(c.dtype)}});
+    EXPECT_DOUBLE_EQ(bounded.bounds[0].value_at(0), c.expected)
+        << dtype_name(c.dtype) << " K = " << c.k;
+  }
+  // one term: nothing accumulates
+  EXPECT_EQ(engine::reference::accumulation_of(1, DType::f32), 0.0);
+  EXPECT_DOUBLE_EQ(engine::reference::accumulation_of(16384, DType::f64),
+                   3 * 128 * std::ldexp(1.0, -53));
+
+  const std::int64_t k = 4096;
+  Graph g;
+  const NodeId a = g.input("a", {16, k}, DType::f32), b = g.input("b", {k, 16}, DType::f32);
+  g.mark_output(g.matmul(a, b));
+  const engine::Inputs in{{"a", random_uniform(DType::f32, {16, k}, 0, 1, 31, 0)},
+                          {"b", random_uniform(DType::f32, {k, 16}, 0, 1, 31, 1)}};
+  const auto bounded = engine::fp64_reference_with_bound(g, in);
+  const Tensor eager = testsupport::run_eager(g, in).outputs[0];
+  const double own = u32 + engine::reference::accumulation_of(k, DType::f32);
+  double worst = 0, worst_in_one_u = 0;
+  for (std::int64_t i = 0; i < eager.numel(); ++i) {
+    const double error = std::abs(eager.value_at(i) - bounded.outputs[0].value_at(i));
+    // the inputs are exact and positive: the bound is own * (|A||B|) + K eta, |A||B| = A B
+    const double one_u = u32 * bounded.outputs[0].value_at(i) + double(k) * eta32;
+    const double expected = own * bounded.outputs[0].value_at(i) + double(k) * eta32;
+    EXPECT_NEAR(bounded.bounds[0].value_at(i), expected,
+                1e-12 * expected);  // summed in another order
+    worst = std::max(worst, error / bounded.bounds[0].value_at(i));
+    worst_in_one_u = std::max(worst_in_one_u, error / one_u);
+  }
+  fmt::print("  eager f32 matmul K = {}: worst {:.3f} x the bound, {:.2f} x one u\n", k, worst,
+             worst_in_one_u);
+  EXPECT_LE(worst, 1.0);
+  EXPECT_GT(worst_in_one_u, 1.0);  // the result's rounding alone does not bound it
+}
+
 // x - x (1 + delta): the exact result is -x delta (the f64 reference computes it exactly from f16
 // x and delta = 2^-k). In f16 the product is rounded to a relative u = 2^-11, so the difference
 // carries an absolute error up to about u |x| on a result of size delta |x|: its ULP error grows

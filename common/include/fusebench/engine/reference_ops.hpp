@@ -9,6 +9,7 @@
 // measured.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "fusebench/engine/executor.hpp"
@@ -55,6 +56,11 @@ Tensor evaluate(const Node& n, const Operands& in);
 // The unit roundoff of a floating dtype: half the spacing of its values just above 1, the largest
 // relative error of rounding to nearest (f16 2^-11, bf16 2^-8, f32 2^-24, f64 2^-53).
 double unit_roundoff(DType dtype);
+// The accumulation of a sum of `terms` terms whose result has the floating dtype `dtype`, relative
+// to the sum of the terms' magnitudes: c(K) u_acc = min(gamma_K, 3 sqrt(K) u_acc), u_acc the
+// precision the kernels accumulate in (f32 for f16, bf16 and f32; f64 for f64); 0 for one term.
+inline constexpr double kAccumulationLambda = 3.0;
+double accumulation_of(std::int64_t terms, DType dtype);
 // Half the smallest subnormal of a floating dtype (fp64: its smallest subnormal), the absolute
 // error a rounding into the subnormal range can add however small u |z| is (f16 2^-25, bf16
 // 2^-134, f32 2^-150): the rounding model is fl(z) = z (1 + d) + e, |d| <= u, |e| <= this.
