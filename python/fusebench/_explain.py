@@ -748,9 +748,8 @@ def explain(
     for s in minimal:
         where, what, mech = node, op, s.mechanism
         if s.token in candidate_nodes:
-            where, what, scalar = candidate_nodes[s.token]
-            if s.kind == "lowering" and scalar:
-                mech = "scalar lowering"
+            where, what, label = candidate_nodes[s.token]
+            mech = label or mech
         elif s.kind == "split":
             where = s.value
         entries.append(SwitchEntry(s.token, mech, str(where), what, list(baseline)))
@@ -992,7 +991,7 @@ def _candidates(recorder, localisation, options, torch) -> tuple[list[Switch], d
     from torch._inductor.lowering import lowerings
 
     out: list[Switch] = []
-    where: dict[str, tuple[str, str, bool]] = {}  # token -> (node, its target, has a scalar operand)
+    where: dict[str, tuple[str, str, str | None]] = {}  # token -> (node, its target, what the switch does there)
     if localisation is not None:
         gm = recorder.graphs[localisation.graph]
         node = next(n for n in gm.graph.nodes if n.name == localisation.node)
@@ -1001,14 +1000,14 @@ def _candidates(recorder, localisation, options, torch) -> tuple[list[Switch], d
         producers = [p for p in node.all_input_nodes if p.op in ("call_function", "call_method", "call_module")]
         for n in [node, *producers]:
             ops = _own_aten_ops(gm, n, values, torch)
-            scalar = any(isinstance(a, (float, int)) and not isinstance(a, bool) for a in n.args)
             for op in dict.fromkeys(ops):
                 for kind, present in (("lowering", op in lowerings), ("decomposition", op in table)):
                     if present:
                         switch = Switch(kind, "off", _op_token(op))
                         if switch not in out:
                             out.append(switch)
-                            where[switch.token] = (n.name, _target_name(n), scalar)
+                            label = _lowering_label(n, op, torch) if kind == "lowering" else None
+                            where[switch.token] = (n.name, _target_name(n), label)
         out.append(Switch("split", "before", node.name))
         users = [u for u in node.users if u.op != "output"]
         if users:
@@ -1057,6 +1056,18 @@ def _candidates(recorder, localisation, options, torch) -> tuple[list[Switch], d
     if cuda:
         option("numerics", "strict")
     return out, where
+
+
+def _lowering_label(node, op, torch) -> str:
+    """What lowering:off=op does at node: where op is pointwise and the node passes it a Python
+    number (x * 0.7), ATen's kernel takes the scalar as ATen does instead of Inductor's lowering of
+    it (the scalar lowering); elsewhere ATen's kernel for op runs instead of Inductor's lowering. An
+    integer attribute (a convolution's groups, a reduction's dim) is no scalar operand."""
+    pointwise = torch.Tag.pointwise in getattr(op, "tags", ())
+    operands = [*node.args, *node.kwargs.values()]
+    if pointwise and any(isinstance(a, (float, int)) and not isinstance(a, bool) for a in operands):
+        return "scalar lowering"
+    return f"lowering of {_op_token(op)} (ATen's kernel instead)"
 
 
 def _op_token(op) -> str:
