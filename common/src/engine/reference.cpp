@@ -458,24 +458,27 @@ Tensor causal_mask_bound(const Node& n, const BoundOperands& in, const Tensor&) 
   return causal_mask(exact_fill, {in.bounds[0]});
 }
 
-// Sum and mean: the operands' bounds summed, plus u * sum |x_k| (the running error bound of a
-// sum: every partial sum is rounded, and none exceeds sum |x_k|); the mean divides both by the
-// extent and rounds once more.
+// Sum and mean: the operands' bounds summed, plus (u + c(K) u_acc) sum |x_k|: the result's
+// rounding and the accumulation of its K terms (accumulation_of; every partial sum is rounded at
+// the accumulator's precision, and none exceeds sum |x_k|); the mean divides both by the extent
+// and rounds once more.
 Tensor sum_bound(const Node& n, const BoundOperands& in, const Tensor& z) {
-  const double u = unit_roundoff(n.dtype), eta = underflow_of(n.dtype);
-  Node summed = n;
-  summed.kind = OpKind::Sum;
-  const Tensor carried_bounds = reduce(summed, in.bounds[0]);
-  const Tensor magnitude =
-      reduce(summed, map_unary(as_f64(in.values[0]), [](double x) { return std::abs(x); }));
   const double extent = double(in.values[0].shape()[std::size_t(n.axis)]);
+  const double u = unit_roundoff(n.dtype), eta = underflow_of(n.dtype);
+  const double summed = u + accumulation_of(std::int64_t(extent), n.dtype);
+  Node reduced = n;
+  reduced.kind = OpKind::Sum;
+  const Tensor carried_bounds = reduce(reduced, in.bounds[0]);
+  const Tensor magnitude =
+      reduce(reduced, map_unary(as_f64(in.values[0]), [](double x) { return std::abs(x); }));
   const bool is_mean = n.kind == OpKind::Mean;
   Tensor out = Tensor::uninitialized(DType::f64, n.shape);
   auto o = out.span<double>();
   const auto pe = carried_bounds.span<double>(), pm = magnitude.span<double>(),
              pz = z.span<double>();
   for (std::size_t i = 0; i < o.size(); ++i) {
-    o[i] = is_mean ? (pe[i] + u * pm[i]) / extent + u * std::abs(pz[i]) + eta : pe[i] + u * pm[i];
+    o[i] = is_mean ? (pe[i] + summed * pm[i]) / extent + u * std::abs(pz[i]) + eta
+                   : pe[i] + summed * pm[i];
   }
   return out;
 }
@@ -506,14 +509,16 @@ Tensor max_bound(const Node& n, const BoundOperands& in, const Tensor&) {
 // y_i = xh_i w_i + b_i with xh_i = (x_i - mean) r, r = (var + eps)^-1/2. Carried (the triangle
 // inequality over dy_i/dx_j = w_i r (delta_ij - 1/k - xh_i xh_j / k)):
 //   |w_i| r (E_i + sum_j E_j / k + |xh_i| sum_j |xh_j| E_j / k) + |xh_i| Ew_i + Eb_i.
-// Own roundings, the composite taken op by op at the output's u: the mean's sum,
-// |w_i| r u sum|x_j| / k; the variance's sum, |w_i xh_i| u var / (2 (var + eps)); centering,
-// rsqrt, normalising and the weight product, u |w_i xh_i| each; the bias add, u |y_i|.
+// Own roundings, the composite taken op by op at the output's u, the two sums of k terms with their
+// accumulation (s = u + c(k) u_acc, accumulation_of): the mean's sum, |w_i| r s sum|x_j| / k; the
+// variance's sum, |w_i xh_i| s var / (2 (var + eps)); centering, rsqrt, normalising and the weight
+// product, u |w_i xh_i| each; the bias add, u |y_i|.
 Tensor layernorm_bound(const Node& n, const BoundOperands& in, const Tensor& z) {
   const double u = unit_roundoff(n.dtype), eta = underflow_of(n.dtype);
   const Tensor x = as_f64(in.values[0]), w = as_f64(in.values[1]);
   const Tensor ex = as_f64(in.bounds[0]), ew = as_f64(in.bounds[1]), eb = as_f64(in.bounds[2]);
   const std::int64_t k = x.shape().back(), rows = x.numel() / k;
+  const double summed = u + accumulation_of(k, n.dtype);
   Tensor out = Tensor::uninitialized(DType::f64, n.shape);
   const auto px = x.span<double>(), pw = w.span<double>(), pex = ex.span<double>(),
              pew = ew.span<double>(), peb = eb.span<double>();
@@ -540,8 +545,8 @@ Tensor layernorm_bound(const Node& n, const BoundOperands& in, const Tensor& z) 
                                        (row_bound[i] + bound_sum / double(k) +
                                         std::abs(xh) * weighted_bound_sum / double(k)) +
                                    std::abs(xh) * pew[std::size_t(i)] + peb[std::size_t(i)];
-      const double own = wi * inv * u * magnitude / double(k) +
-                         u * wi * std::abs(xh) * (4.0 + 0.5 * var / (var + n.eps)) +
+      const double own = wi * inv * summed * magnitude / double(k) +
+                         wi * std::abs(xh) * (4.0 * u + 0.5 * summed * var / (var + n.eps)) +
                          u * std::abs(pz[at]) + 6 * eta;
       o[at] = carried_bound + own;
     }
@@ -553,11 +558,13 @@ Tensor layernorm_bound(const Node& n, const BoundOperands& in, const Tensor& z) 
 //   z_i ((1 - z_i) E_i + sum_{j != i} z_j E_j).
 // Own roundings op by op at the output's u: x_i - m, relative u |x_i - m| in e_i, which reaches
 // z_i directly and through s (z_i sum_j z_j u |x_j - m|); e_i's rounding, the sum's (u s, the sum
-// of its terms) and the division's, u z_i each.
+// of its terms) and the division's, u z_i each; and the accumulation of the sum's k positive terms,
+// c(k) u_acc relative to s (accumulation_of), c(k) u_acc z_i.
 Tensor softmax_bound(const Node& n, const BoundOperands& in, const Tensor& z) {
   const double u = unit_roundoff(n.dtype), eta = underflow_of(n.dtype);
   const Tensor x = as_f64(in.values[0]), ex = as_f64(in.bounds[0]);
   const std::int64_t k = x.shape().back(), rows = x.numel() / k;
+  const double accumulated = accumulation_of(k, n.dtype);
   Tensor out = Tensor::uninitialized(DType::f64, n.shape);
   const auto px = x.span<double>(), pex = ex.span<double>(), pz = z.span<double>();
   auto o = out.span<double>();
@@ -579,7 +586,8 @@ Tensor softmax_bound(const Node& n, const BoundOperands& in, const Tensor& z) {
         continue;
       }
       const double carried_bound = zr[i] * ((1 - zr[i]) * er[i] + (weighted_bound - zr[i] * er[i]));
-      const double own = u * zr[i] * (std::abs(row[i] - m) + weighted_shift + 3.0) + 4 * eta;
+      const double own =
+          zr[i] * (u * (std::abs(row[i] - m) + weighted_shift + 3.0) + accumulated) + 4 * eta;
       o[std::size_t(r * k + i)] = carried_bound + own;
     }
   }
@@ -616,15 +624,23 @@ Tensor matmul_bound(const Node& n, const BoundOperands& in, const Tensor&) {
 Tensor gather_rows_bound(const Node& n, const BoundOperands& in, const Tensor&) {
   return gather_rows(n, {in.bounds[0], in.values[1]});
 }
-// Rows added at the ids: the bounds added, plus u * sum |src| at each position.
+// Rows added at the ids: the bounds added, plus (u + c(K) u_acc) sum |src| at each position, K the
+// rows added into it (the ids equal to its row; accumulation_of: 0 for one).
 Tensor scatter_add_rows_bound(const Node& n, const BoundOperands& in, const Tensor&) {
   const double u = unit_roundoff(n.dtype);
+  const std::int64_t rows = n.shape[0], width = n.shape[1];
+  std::vector<std::int64_t> added(std::size_t(rows), 0);
+  for (const std::int64_t id : checked_row_ids(n, in.values[1], rows)) ++added[std::size_t(id)];
   Tensor out = scatter_add_rows(n, {in.bounds[0], in.values[1]});
   const Tensor magnitude = scatter_add_rows(
       n, {map_unary(as_f64(in.values[0]), [](double x) { return std::abs(x); }), in.values[1]});
   auto o = out.span<double>();
   const auto pm = magnitude.span<double>();
-  for (std::size_t i = 0; i < o.size(); ++i) o[i] += u * pm[i];
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const double summed = u + accumulation_of(added[std::size_t(r)], n.dtype);
+    for (std::int64_t c = 0; c < width; ++c)
+      o[std::size_t(r * width + c)] += summed * pm[std::size_t(r * width + c)];
+  }
   return out;
 }
 
