@@ -436,6 +436,25 @@ def _statistic_words(v: Verdict) -> Wording:
         return Wording(v.outcome, shown if identical else f"{shown} ≤ {tol}", condition, evidence, v.cases)
     if v.outcome is Outcome.CONTRADICTED:
         return Wording(v.outcome, f"{shown} > {tol}", condition, evidence, v.cases)
+    if f.unresolved:
+        return Wording(
+            v.outcome,
+            f"{shown} unresolved: within the fp64 reference's resolution",
+            condition,
+            evidence,
+            v.cases,
+            interval=f"{shown}: {f.resolution_text()}; {to_decide_text(v)}",
+        )
+    d = f.difference
+    if d is not None and i.low > f.tolerance and d.low <= f.floor:
+        return Wording(
+            v.outcome,
+            f"{shown} > {tol}, fused − eager down to the reference's resolution",
+            condition,
+            evidence,
+            v.cases,
+            interval=f"{shown}: its lower end is above {tol}, but {f.resolution_text()} reaches down to it",
+        )
     if f.holm_rule is not None:
         level, parts = f.holm_rule
         return Wording(
@@ -467,6 +486,8 @@ def to_decide_text(v: Verdict) -> str:
     f: decision.Part = v.figures
     if v.outcome is not Outcome.INCONCLUSIVE:
         return "—"
+    if f.unresolved:
+        return "no number of sets decides it: the difference lies within the fp64 reference's resolution"
     if f.holm_rule is not None:
         return f"Holm's rule over the chain's {f.holm_rule[1]} parts: more sets at the observed effect"
     if f.to_decide is None or math.isinf(f.to_decide):
@@ -498,6 +519,13 @@ def _measure_words(v: Verdict) -> Wording:
         f"tolerance, CONTRADICTED when a part's lower end > it after Holm's rule over the chain's parts; "
         f"the share of sets worse stands beside the magnitude and decides only where the magnitude is "
         f"unbounded (eager's figure 0 in every set) ({stats})"
+        + (
+            f"; CONTRADICTED on it also needs the interval of fused's mean minus eager's above the fp64 "
+            f"reference's resolution ({num(decision.RESOLUTION_FLOOR)} of the bound), and a cell whose whole "
+            "interval lies within it is decided by the ULP error"
+            if f.measure == "conditioned"
+            else ""
+        )
     )
     evidence = (
         f"{len(parts)} parts: {_tally(parts)}"

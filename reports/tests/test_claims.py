@@ -93,6 +93,28 @@ def test_identical_paths_are_supported_exactly():
     assert words(b.part_verdict(share)).key_figure == "sets worse (set-max ULP): fused = eager in all 50 sets"
 
 
+def test_a_cell_the_bound_cannot_resolve_is_decided_by_its_ulp_error_and_says_why():
+    """Conditioned errors about 1e-20 of the bound, fused 3x eager's: within the fp64 reference's
+    resolution, so the cell's ULP parts decide it (decision.output_parts, as fusebench.judge does)."""
+    rng = np.random.default_rng(12)
+    eager_cond, eager_ulp = rng.gamma(4.0, size=40) * 1e-20, rng.gamma(4.0, size=40)
+    figures = {
+        "cond_p99": (eager_cond * 3, eager_cond),
+        "cond_max": (eager_cond * 3, eager_cond),
+        "ulp_p99": (eager_ulp * 1.5, eager_ulp),
+        "ulp_max": (eager_ulp * 1.5, eager_ulp),
+    }
+    cell = BCell("f32", "uniform", {}, figures)
+    deciding = b.cell_parts(cell, "conditioned")
+    assert {p.statistic for p in deciding} == {"ulp_p99", "ulp_max"}
+    assert b.measure_verdict([cell], "conditioned").outcome is Outcome.CONTRADICTED
+    [conditioned] = decision.judge_statistic("f32/uniform", "cond_p99", *figures["cond_p99"])
+    w = words(b.part_verdict(conditioned))
+    assert w.outcome is Outcome.INCONCLUSIVE and "unresolved" in w.key_figure
+    assert "no number of sets decides it" in w.interval and "resolution" in w.interval
+    assert "resolution" in words(b.measure_verdict([cell], "conditioned")).condition
+
+
 # ---- task B's decision
 def test_b_without_per_set_figures_is_na_whatever_the_dtype():
     row = {"fused_ulp_p99": 1.0, "eager_ulp_p99": 1.0, "fused_ulp_max": 2.0, "eager_ulp_max": 1.0}
