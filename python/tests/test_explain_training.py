@@ -6,15 +6,18 @@ MLP (the finding: its layer norm's weight gradient) is localised to the layer no
 
 import operator
 import os
+import shutil
 import time
 
 import fusebench as fb
 import pytest
 
 torch = pytest.importorskip("torch")
+import training_models  # noqa: E402
 from functorch.compile import make_boxed_func  # noqa: E402
-from test_judge_training import MLP, _sample, cross_entropy  # noqa: E402
 from torch._dynamo.backends.common import aot_autograd  # noqa: E402
+from training_models import MLP, cross_entropy  # noqa: E402
+from training_models import labelled_sample as _sample  # noqa: E402
 
 aten = torch.ops.aten
 
@@ -119,36 +122,10 @@ def test_inductor_layer_norm_weight_gradient_is_localised_to_its_backward_decomp
     assert e.status == "explained" and e.minimal == ["decomposition:off=aten.native_layer_norm_backward.default"]
 
 
-CLI_FACTORIES = """
-import torch
-
-
-class MLP(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.net = torch.nn.Sequential(
-            torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32), torch.nn.Linear(32, 4)
-        )
-
-    def forward(self, x, labels):
-        return self.net(x)
-
-
-def mlp():
-    g = torch.Generator().manual_seed(1)
-    return MLP(), (torch.randn(8, 16, generator=g), torch.randint(0, 4, (8,), generator=g))
-
-
-def cross_entropy(output, sample):
-    return torch.nn.functional.cross_entropy(output, sample[1])
-"""
-
-
 def test_cli_explain_with_loss_localises_in_the_backward(tmp_path, monkeypatch, capsys):
     from fusebench.__main__ import main
 
-    (tmp_path / "factories.py").write_text(CLI_FACTORIES)
+    shutil.copy(training_models.__file__, tmp_path / "factories.py")
     monkeypatch.chdir(tmp_path)
     status = main(["judge", "factories.py:mlp", "--loss", "factories.py:cross_entropy", "--sets", "4",
                    "--speed-rounds", "0", "--explain", "--budget", "2"])  # fmt: skip

@@ -16,6 +16,7 @@ from fusebench._judge import (  # noqa: E402
     set_maker,
     synchronizer,
 )
+from training_models import MLP  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(
@@ -37,16 +38,9 @@ def _sampler(index, generator):
     return (torch.randn(4, 16, generator=generator),)
 
 
-class MLP(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.net = torch.nn.Sequential(
-            torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.LayerNorm(64), torch.nn.Linear(64, 16)
-        )
-
-    def forward(self, x):
-        return self.net(x)
+def _mlp():
+    """The shared MLP at the width of these tests' inputs (32 features)."""
+    return MLP(features=32, hidden=64, classes=16)
 
 
 class CausalAttention(torch.nn.Module):
@@ -87,10 +81,10 @@ def test_a_set_cast_to_the_judged_dtype_keeps_its_integers():
 
 
 def test_the_judgment_runs_on_the_model_s_device_and_refuses_a_model_on_two():
-    assert judgment_device(MLP(), fb.Inputs((torch.randn(2, 32, device="meta"),), {}), torch).type == "cpu"
+    assert judgment_device(_mlp(), fb.Inputs((torch.randn(2, 32, device="meta"),), {}), torch).type == "cpu"
     assert judgment_device(lambda x: x, fb.Inputs((torch.randn(2, device="meta"),), {}), torch).type == "meta"
     assert judgment_device(lambda: 0, fb.Inputs((), {}), torch).type == "cpu"
-    split = MLP()
+    split = _mlp()
     split.net[3].to("meta")
     with pytest.raises(JudgeError, match=r"its parameters and buffers lie on 2 devices \(cpu, meta\)"):
         judgment_device(split, fb.Inputs((torch.randn(2, 32),), {}), torch)
@@ -118,7 +112,7 @@ def test_a_cpu_model_never_waits_for_the_gpu(monkeypatch):
     synchronizer(torch.device("cpu"), torch)()
     speed = measure_speed(lambda: None, lambda: None, 0.0, 3, torch, device=torch.device("cpu"))
     assert speed.rounds == 3
-    j = fb.judge(MLP().eval(), torch.randn(4, 32), sets=2, compile=lambda f: f, speed_rounds=2)
+    j = fb.judge(_mlp().eval(), torch.randn(4, 32), sets=2, compile=lambda f: f, speed_rounds=2)
     assert j.environment["device"] == "cpu" and j.speed.rounds == 2
 
 
@@ -172,7 +166,7 @@ def test_cuda_sets_are_the_cpu_sets():
 
 @needs_cuda
 def test_a_model_on_the_gpu_is_judged_there_with_inductor(tmp_path):
-    model = MLP().eval().cuda()
+    model = _mlp().eval().cuda()
     j = fb.judge(model, torch.randn(16, 32), sets=6, speed_rounds=3)  # the sample moves to the model
     assert j.environment["device"].startswith("cuda")
     assert j.outcome.value in ("supported", "inconclusive", "contradicted") and j.speed.rounds == 3
@@ -187,7 +181,7 @@ def test_a_rounding_compiler_on_the_gpu_is_contradicted():
     def rounding(fn):
         return lambda x: fn(x).to(torch.bfloat16).to(x.dtype)
 
-    j = fb.judge(MLP().eval().cuda(), torch.randn(16, 32, device="cuda"), sets=12, compile=rounding, speed_rounds=0)
+    j = fb.judge(_mlp().eval().cuda(), torch.randn(16, 32, device="cuda"), sets=12, compile=rounding, speed_rounds=0)
     assert j.outcome.value == "contradicted" and j.outputs[0].measure == "conditioned"
 
 
@@ -205,7 +199,7 @@ def test_the_training_step_on_the_gpu_is_judged_there():
         return output.square().mean()
 
     j = fb.judge(
-        MLP().eval().cuda(), torch.randn(16, 32), loss=mean_square, compile="aot_eager", sets=4, speed_rounds=0
+        _mlp().eval().cuda(), torch.randn(16, 32), loss=mean_square, compile="aot_eager", sets=4, speed_rounds=0
     )
     assert j.environment["device"].startswith("cuda")
     assert any(o.name.startswith("grad:") for o in j.outputs)

@@ -11,30 +11,7 @@ torch = pytest.importorskip("torch")
 from functorch.compile import make_boxed_func  # noqa: E402
 from fusebench.decision import Outcome  # noqa: E402
 from torch._dynamo.backends.common import aot_autograd  # noqa: E402
-
-
-class MLP(torch.nn.Module):
-    """linear, GELU, layer norm, linear: the backward has matmuls, a pointwise derivative, the
-    layer norm's backward and the loss's."""
-
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.net = torch.nn.Sequential(
-            torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32), torch.nn.Linear(32, 4)
-        )
-
-    def forward(self, x, labels):
-        return self.net(x)
-
-
-def _sample():
-    g = torch.Generator().manual_seed(1)
-    return torch.randn(8, 16, generator=g), torch.randint(0, 4, (8,), generator=g)
-
-
-def cross_entropy(output, sample):
-    return torch.nn.functional.cross_entropy(output, sample[1])
+from training_models import MLP, cross_entropy, labelled_sample  # noqa: E402
 
 
 def _round_to_bf16(outputs):
@@ -59,7 +36,7 @@ rounding_backward = aot_autograd(fw_compiler=_forward_as_is, bw_compiler=_backwa
 
 def _judge(compile, **kw):
     t = time.perf_counter()
-    j = fb.judge(MLP(), _sample(), loss=cross_entropy, compile=compile, sets=8, speed_rounds=0, **kw)
+    j = fb.judge(MLP(), labelled_sample(), loss=cross_entropy, compile=compile, sets=8, speed_rounds=0, **kw)
     print(
         f"{compile if isinstance(compile, str) else 'rounding_backward'}: {j.headline()} ({time.perf_counter() - t:.1f} s)"
     )
@@ -131,19 +108,19 @@ def test_the_backward_carries_a_running_error_bound():
 
 def test_a_loss_that_is_not_a_scalar_is_refused_naming_its_shape():
     with pytest.raises(fb.JudgeError, match=r"shape \[8, 4\].*scalar"):
-        fb.judge(MLP(), _sample(), loss=lambda output, sample: output, sets=2, speed_rounds=0)
+        fb.judge(MLP(), labelled_sample(), loss=lambda output, sample: output, sets=2, speed_rounds=0)
 
 
 def test_a_compiled_copy_of_another_model_is_refused_naming_the_gradients():
     other = torch.compile(MLP(), backend="aot_eager")
     with pytest.raises(fb.JudgeError, match=r"no gradient for grad:net\.0\.weight"):
-        fb.judge(MLP(), _sample(), loss=cross_entropy, compiled=other, sets=2, speed_rounds=0)
+        fb.judge(MLP(), labelled_sample(), loss=cross_entropy, compiled=other, sets=2, speed_rounds=0)
 
 
 def test_explain_of_a_training_step_judgment_needs_its_loss():
     j = _judge("aot_eager")
     with pytest.raises(fb.JudgeError, match=r"training step \(loss=cross_entropy\); pass its loss function too"):
-        fb.explain(MLP(), _sample(), judgment=j)
+        fb.explain(MLP(), labelled_sample(), judgment=j)
 
 
 CLI_FACTORIES = """
