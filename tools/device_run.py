@@ -3,7 +3,8 @@ tools/device-bundle wrote, configures and builds fusebench against it, then runs
 most valuable first, inside a budget of seconds. It writes as it goes, so a run cut short keeps every
 finished step:
   OUT/device-run.log   every command and its output
-  OUT/summary.json     each step's status, seconds and reason; the machine; rewritten after each step
+  OUT/summary.json     each step's status, seconds and reason; the machine; the run's id; rewritten
+                       after each step
   OUT/results.tar.gz   the results directory in the layout tools/run writes (suite JSON, run.json,
                        small evidence files), so the report, compare and gate read it, and device/
                        in it: the logs, the machine, the summary, the scripts' JSON
@@ -13,6 +14,12 @@ runs at most until the budget's end (less a reserve for packing). The plan resum
 `--state` (results/device-plan/state.json, committed; tools/device_plan.py writes it from what came
 back) names the steps done, which are skipped. Standard library only: it runs under the device
 image's Python.
+
+Each call is a run with an id of its own (UTC time, "-device-" and a random part), which every command
+it starts gets as FUSEBENCH_RUN_ID, as tools/run gives its suites their run's: the suites write it into
+their results' context and run.json and summary.json record it, so the readers can tell that a file is
+this run's. A fresh call starts an empty results directory (an earlier call's went back in its OUT); a
+call with --resume continues the earlier call's run, its id and results.
 
 Usage (there): python3 tools/device_run.py --bundle device-bundle --out "$OUT" --budget 520 \
                  --state results/device-plan/state.json
@@ -30,6 +37,7 @@ import io
 import json
 import os
 import pathlib
+import secrets
 import shlex
 import shutil
 import signal
@@ -122,6 +130,8 @@ class Runner:
         self.env = dict(os.environ)
         self.steps: list[dict] = []
         self.facts: dict = {}
+        # set by run_plan: a new run's, or the resumed run's; None for a resumed run that named none
+        self.run_id: str | None = None
         self.left_out: list[str] = []
         # writes run.json from what the suites appended so far (set by a plan that runs suites)
         self.manifest: Callable[[Runner], None] | None = None
@@ -225,7 +235,8 @@ class Runner:
         self.env.setdefault("FUSEBENCH_KERNEL_CACHE", str(self.work / "kernel-cache"))
         # JAX takes 75 % of the GPU's memory at start by default; torch's workers share the card
         self.env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-        finished_before = self.finished_earlier() if resume else set()
+        finished_before = self.start_run(resume)
+        self.say(f"run {self.run_id or '(resumed, unnamed)'}")
         done_ok: set[str] = set()
         try:
             self.run_steps(plan, only, finished_before, done_ok)
@@ -236,15 +247,27 @@ class Runner:
         passing = ("ok",) if strict else ("ok", "skipped")
         return 0 if all(s["status"] in passing for s in self.steps) else 1
 
-    def finished_earlier(self) -> set[str]:
-        """The measurement steps an earlier call on this machine finished (setup steps always run:
-        they set this process's environment, and repeat in seconds)."""
+    def start_run(self, resume: bool) -> set[str]:
+        """Names the run and gives its id to every command (FUSEBENCH_RUN_ID); returns the measurement
+        steps an earlier call on this machine finished when resuming (setup steps always run: they set
+        this process's environment, and repeat in seconds). A fresh call empties the results directory:
+        a file of another run there would be listed in this run's run.json under this run's id."""
         summary = self.extras / "summary.json"
-        if not summary.exists():
-            return set()
-        earlier = json.loads(summary.read_text())
-        self.steps = [s for s in earlier["steps"] if s["status"] == "ok" and s["step"] not in SETUP_STEPS]
-        return {s["step"] for s in self.steps}
+        finished: set[str] = set()
+        if resume and summary.exists():
+            earlier = json.loads(summary.read_text())
+            self.steps = [s for s in earlier["steps"] if s["status"] == "ok" and s["step"] not in SETUP_STEPS]
+            finished = {s["step"] for s in self.steps}
+            self.run_id = earlier.get("run_id")  # absent: its files name no run, nor will this call's
+        else:
+            shutil.rmtree(self.results, ignore_errors=True)
+            self.extras.mkdir(parents=True)
+            self.run_id = new_run_id()
+        if self.run_id:
+            self.env["FUSEBENCH_RUN_ID"] = self.run_id
+        else:
+            self.env.pop("FUSEBENCH_RUN_ID", None)
+        return finished
 
     def run_steps(self, plan: list[Step], only: set[str] | None, finished_before: set[str], done_ok: set[str]) -> None:
         for step in plan:
@@ -312,6 +335,7 @@ class Runner:
 
     def pack_locked(self) -> None:
         summary = {
+            "run_id": self.run_id,
             "revision": self.env.get("FUSEBENCH_REVISION", "unknown"),
             "budget_s": self.budget_s,
             "elapsed_s": round(self.elapsed(), 1),
@@ -339,6 +363,12 @@ class Runner:
                 tar.add(path, arcname=str(pathlib.Path("results") / path.relative_to(self.results)))
         os.replace(tmp, self.out / "results.tar.gz")
         self.left_out = left_out
+
+
+def new_run_id() -> str:
+    """A run's id that sorts by time as tools/run's (its directory's name, the UTC start) and that no
+    other call shares: two calls in one second differ in the random part."""
+    return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-device-{secrets.token_hex(4)}"
 
 
 def stop_worker_servers(workers: pathlib.Path) -> None:
@@ -837,7 +867,7 @@ def install_manifest(runner: Runner, suites: SuiteRuns, profile: str) -> None:
             runner.results, profile, None, int(runner.elapsed()), suites.devices,
             {"engine": "--benchmark_min_time=0.2", "framework": "--benchmark_min_time=0.05"},
             unavailable=unavailable, extra={"device_run": {"budget_s": runner.budget_s, "machine": runner.facts}},
-            consume=False,
+            consume=False, run_id=runner.run_id,
         )  # fmt: skip
 
     runner.manifest = write

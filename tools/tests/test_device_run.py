@@ -7,6 +7,8 @@ import dataclasses
 import io
 import json
 import pathlib
+import re
+import sys
 import tarfile
 
 import pytest
@@ -112,6 +114,64 @@ def test_resume_keeps_what_an_earlier_call_finished(tmp_path):
         "a": "ok",
         "b": "ok",
     }
+
+
+def suite_writing_step(name: str) -> Step:
+    """A stand-in suite: a command that writes NAME@cpu.json with the run id it was given in its
+    context (as suite_main.cpp writes FUSEBENCH_RUN_ID), and the line run.json is made from."""
+
+    def action(runner: Runner, timeout: float) -> Outcome:
+        write = (
+            "import json, os, sys; json.dump({'context': {'fusebench_run_id': os.environ.get('FUSEBENCH_RUN_ID')},"
+            " 'benchmarks': []}, open(sys.argv[1], 'w'))"
+        )
+        status, text = runner.command([sys.executable, "-c", write, str(runner.results / f"{name}@cpu.json")], timeout)
+        runner.append(device_run.ENTRIES, f"{name}\tcpu\tran\t0\t\t[]\n")
+        return Outcome("ok" if status == 0 else "failed", text)
+
+    return Step(name, f"writes {name}@cpu.json", action, 60, 1)
+
+
+def run_with_manifest(tmp_path: pathlib.Path, out: str, names: list[str], resume: bool = False) -> dict:
+    runner = Runner(tmp_path / out, tmp_path / "work", budget_s=100)
+    suites = device_run.SuiteRuns(device_run.Settings(tmp_path, tmp_path, "python3", 1, "OFF", "90", []))
+    suites.devices = ["cpu"]
+    device_run.install_manifest(runner, suites, "quick")
+    assert runner.run_plan([suite_writing_step(n) for n in names], resume=resume) == 0
+    return json.loads((tmp_path / out / "summary.json").read_text())
+
+
+def test_each_call_is_a_run_whose_id_its_commands_get_and_its_files_carry(tmp_path):
+    """FUSEBENCH_RUN_ID as tools/run gives it: the commands get the call's id, summary.json and
+    run.json record it, and the integrity check finds every file this run's. --resume continues
+    the earlier call's run; a fresh call is a new run with an empty results directory."""
+    from reports.integrity import file_problems
+
+    results = tmp_path / "work" / "results"
+
+    def contexts() -> dict[str, dict]:
+        return {p.name: json.loads(p.read_text())["context"] for p in results.glob("*@*.json")}
+
+    first = run_with_manifest(tmp_path, "out1", ["first"])
+    run_id = first["run_id"]
+    assert re.fullmatch(r"\d{8}T\d{6}Z-device-[0-9a-f]{8}", run_id), run_id
+    manifest = json.loads((results / "run.json").read_text())
+    assert manifest["run_id"] == run_id and contexts() == {"first@cpu.json": {"fusebench_run_id": run_id}}
+    assert json.loads((results / "device" / "summary.json").read_text())["run_id"] == run_id
+    assert file_problems(results, manifest, contexts()) == []
+
+    resumed = run_with_manifest(tmp_path, "out2", ["first", "second"], resume=True)
+    assert resumed["run_id"] == run_id and [s["step"] for s in resumed["steps"]] == ["first", "second"]
+    manifest = json.loads((results / "run.json").read_text())
+    assert set(manifest["files"]) == {"first@cpu.json", "second@cpu.json"} and manifest["run_id"] == run_id
+    assert file_problems(results, manifest, contexts()) == []
+
+    fresh = run_with_manifest(tmp_path, "out3", ["third"])
+    assert fresh["run_id"] != run_id
+    manifest = json.loads((results / "run.json").read_text())
+    assert set(contexts()) == set(manifest["files"]) == {"third@cpu.json"}, "an earlier run's file was kept"
+    assert [e["suite"] for e in manifest["ran"]] == ["third"]
+    assert file_problems(results, manifest, contexts()) == []
 
 
 def make_deb(path: pathlib.Path, files: dict[str, bytes]) -> None:
