@@ -119,8 +119,10 @@ def explain(fn, sample, *, judgment=None, criterion="auto", outputs=None, sets=4
             perturbation=0.5, budget=12, cost_rounds=7, switches=None, loss=None, compile=None):  # fmt: skip
     """Where and why Inductor's compiled fn differs from eager, and the switches that undo it.
 
-    criterion: "worse" (compiled's conditioned error max exceeds eager's on a set; ULP error
-    where no bound) or "differs" (not bit-equal); "auto" takes "worse" when judgment is
+    criterion: "worse" (compiled's conditioned error max exceeds eager's on a set; on an output
+    the judge decides by its ULP error, as where the conditioned error cannot resolve it, the
+    judge's ULP statistic over the sets CONTRADICTED against its tolerance, at the outputs and at
+    the nodes searched) or "differs" (not bit-equal); "auto" takes "worse" when judgment is
     CONTRADICTED (and explains its contradicted outputs), else "differs". Localises the first node
     of Dynamo's graph whose compiled value meets the criterion (the graph's prefix up to a node
     compiled alone, bisection over the nodes); then searches the switches (graph breaks at the

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from . import decision as D
 from ._inductor import SwitchedInductor, triton_fp_fusion_patchable
 from ._inputs import JudgeError, flatten_outputs
 from ._judge import (
@@ -49,8 +50,10 @@ from ._judge import (
     _bits_equal,
     _model_dtype,
     _parse_dtype,
+    _percentile,
     device_sets,
     measure_speed,
+    path_figures,
 )
 from ._toolkit import ulp_error
 from .decision import num
@@ -177,6 +180,10 @@ class Localisation:
     phase: str = "forward"  # or "backward": a node of AOTAutograd's backward graph
     backward_of: str = ""  # the backward's forward node and its module: "layer_norm (net.2, LayerNorm)"
     gradient: str = ""  # the gradient output whose computation was searched: "grad:net.2.weight"
+    measure: str = "conditioned"  # what "worse" was decided on: the conditioned error or a ULP statistic
+    statistic: str = ""  # for measure "ulp": the judge's statistic (decision.STATISTICS), e.g. ulp_p99
+    compiled_statistic: float | None = None  # its mean over the sets, compiled and eager, at the node
+    eager_statistic: float | None = None
 
     def text(self) -> str:
         where = f"node {self.node} ({self.target}, {self.position + 1} of {self.nodes} in graph {self.graph})"
@@ -195,6 +202,11 @@ class Localisation:
         figures += ("; " if figures else "") + (
             f"ULP error max compiled {_n(self.compiled_ulp_max)} vs eager {_n(self.eager_ulp_max)}"
         )
+        if self.measure == "ulp":
+            figures = (
+                f"{D.STATISTICS[self.statistic]['label']} (mean over the sets) compiled {_n(self.compiled_statistic)} "
+                f"vs eager {_n(self.eager_statistic)}; " + figures
+            )
         bound = ""
         if self.beyond_bound is not None:
             bound = "; beyond its bound (conditioned error > 1)" if self.beyond_bound else "; within its bound"
@@ -234,9 +246,12 @@ class Explanation:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     removes_at_outputs: bool | None = None  # the minimal switches, on the whole function
+    measures: dict[str, Measure] = field(default_factory=dict)  # per output, what "worse" is decided on
 
     def lines(self) -> list[str]:
         out = [f"explanation ({self.criterion}; outputs {', '.join(self.outputs)}; sets {self.sets}):"]
+        if self.criterion == "worse":
+            out += [f"  {name}: {m.sentence()}" for name, m in self.measures.items() if m.name == "ulp"]
         if self.localisation is not None:
             out.append("  first node: " + self.localisation.text())
         if self.status == "explained":
@@ -292,6 +307,7 @@ class Explanation:
             "notes": self.notes,
             "seconds": self.seconds,
             "removes_at_outputs": self.removes_at_outputs,
+            "measures": {name: m.to_dict() for name, m in self.measures.items()},
         }
 
 
@@ -457,7 +473,8 @@ def _ulp_max(y, ref) -> float:
 
 
 def _meets(criterion: str, c, e, ref, bound, torch) -> bool:
-    """Does the compiled value c meet the criterion against eager's e on one set?"""
+    """Does the compiled value c meet the criterion against eager's e on one set (the conditioned
+    error's max where there is a bound, else the ULP error's)?"""
     if c.shape != e.shape or c.dtype != e.dtype:
         return True
     if criterion == "differs":
@@ -466,6 +483,114 @@ def _meets(criterion: str, c, e, ref, bound, torch) -> bool:
     if cc is not None and ce is not None:
         return cc > ce
     return _ulp_max(c, ref) > _ulp_max(e, ref)
+
+
+UNRESOLVED = "the conditioned error cannot resolve this output"
+
+
+@dataclass(frozen=True)
+class Measure:
+    """What "worse" is decided on at one output, and at the nodes localised for it: the judge's
+    deciding measure there. "conditioned": the conditioned error's max on a set (the ULP error's
+    where a value has no bound). "ulp": the judge's ULP statistic (decision.STATISTICS), worse
+    where the judge's rule over the sets reads CONTRADICTED against its tolerance, so that noise
+    (a reordered sum's own rounding) is not "worse"."""
+
+    name: str  # "conditioned" or "ulp"
+    statistic: str = ""  # for "ulp": ulp_p99 or ulp_max
+    reason: str = ""  # why the conditioned error does not decide it
+
+    @property
+    def label(self) -> str:
+        return D.STATISTICS[self.statistic]["label"] if self.name == "ulp" else "conditioned error max"
+
+    def sentence(self) -> str:
+        tolerance = D.STATISTICS[self.statistic]["relative_tolerance"] if self.name == "ulp" else None
+        rule = f" (compiled's mean over the sets more than {num(tolerance * 100)} % above eager's, the judge's rule)"
+        return f"localised on the {self.label} error{rule if tolerance is not None else ''}: {self.reason}"
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _ulp_statistic(y, ref, statistic: str) -> float:
+    """One path's ULP statistic on one set, as the judge computes it (finite elements only)."""
+    ulp = np.asarray(ulp_error(y.detach().cpu().contiguous(), ref.detach().cpu().contiguous()), dtype=float)
+    ulp = ulp.reshape(-1)[np.isfinite(ulp.reshape(-1))]
+    if ulp.size == 0:
+        return math.nan
+    return _percentile(ulp, 99) if statistic == "ulp_p99" else float(ulp.max())
+
+
+def _meeting(criterion: str, measure: Measure | None, values: list, torch) -> list[int]:
+    """The positions in values (per set: compiled, eager, fp64, bound) where the compiled value meets
+    the criterion. On a ULP measure, the sets together decide (the judge's rule on the statistic's
+    per-set figures: CONTRADICTED, or eager's 0 in every set where compiled's is not); where they
+    do, the sets meeting it are those where compiled's figure exceeds eager's."""
+    mismatched = [k for k, (c, e, _, _) in enumerate(values) if c.shape != e.shape or c.dtype != e.dtype]
+    if mismatched or criterion != "worse" or measure is None or measure.name != "ulp":
+        return mismatched or [k for k, v in enumerate(values) if _meets(criterion, *v, torch)]
+    compiled = [_ulp_statistic(c, ref, measure.statistic) for c, _, ref, _ in values]
+    eager = [_ulp_statistic(e, ref, measure.statistic) for _, e, ref, _ in values]
+    pairs = [(c, e) for c, e in zip(compiled, eager) if math.isfinite(c) and math.isfinite(e)]
+    if not pairs:
+        return []
+    if sum(e for _, e in pairs) == 0:
+        worse = any(c > 0 for c, _ in pairs)
+    else:
+        parts = D.judge_statistic("", measure.statistic, compiled, eager)
+        worse = any(p.outcome is D.Outcome.CONTRADICTED for p in parts)
+    return [k for k, (c, e) in enumerate(zip(compiled, eager)) if c > e] if worse else []
+
+
+def _decided_measure(name: str, values: list, torch) -> Measure:
+    """One output's deciding measure as fusebench.judge decides it (decision.output_parts) from the
+    per-set figures of compiled and eager against the fp64 reference (values: per set compiled,
+    eager, fp64, bound): the ULP error where a set has no bound or where the conditioned difference
+    lies within the fp64 reference's resolution (decision.RESOLUTION_FLOOR of the bound)."""
+    from ._bounds import UNDERFLOW
+
+    figures: dict[str, tuple[list, list]] = {s: ([], []) for s in D.STATISTICS}
+    no_bound = False
+    for c, e, ref, bound in values:
+        no_bound = no_bound or bound is None or bool(torch.isnan(bound).any())
+        r = ref.detach().cpu().double().contiguous()
+        floor = (
+            None
+            if no_bound
+            else np.maximum(bound.detach().cpu().double().numpy().reshape(-1), UNDERFLOW.get(e.dtype, 2.0**-1075))
+        )
+        for path, y in ((0, c), (1, e)):
+            y = y.detach().cpu()
+            ulp = np.asarray(ulp_error(y.contiguous(), r), dtype=float).reshape(-1)
+            row = path_figures(y.double().numpy().reshape(-1), r.numpy().reshape(-1), ulp, floor)
+            for s in D.STATISTICS:
+                figures[s][path].append(row[s])
+    if no_bound:
+        return _ulp_measure(D.output_parts(name, figures, "ulp")[1], "a set has no bound (an op without a rule)")
+    measure, parts, _ = D.output_parts(name, figures, "conditioned")
+    if measure != "ulp":
+        return Measure("conditioned")
+    return _ulp_measure(parts, UNRESOLVED + " (compiled − eager lies within the fp64 reference's resolution)")
+
+
+def _ulp_measure(parts: list, reason: str) -> Measure:
+    """A ULP measure on the statistic of the first of the judge's ULP parts that is CONTRADICTED
+    (the per-set P99 ULP where none is)."""
+    contradicted = [p.statistic.split()[0] for p in parts if (p.holm or p.outcome) is D.Outcome.CONTRADICTED]
+    statistic = next((s for s in contradicted if D.STATISTICS.get(s, {}).get("measure") == "ulp"), "ulp_p99")
+    return Measure("ulp", statistic, reason)
+
+
+def _judged_measure(o) -> Measure:
+    """One output's deciding measure from fusebench.judge's OutputJudgment."""
+    if o.measure != "ulp":
+        return Measure("conditioned")
+    why = o.no_bound_reason or ""
+    reason = UNRESOLVED + " (the judge: compiled − eager lies within the fp64 reference's resolution)"
+    if "cannot resolve" not in why:
+        reason = f"the judge decided it on the ULP error ({why})" if why else "the judge decided it on the ULP error"
+    return _ulp_measure(o.parts, reason)
 
 
 # ---- explain
@@ -575,14 +700,19 @@ def explain(
 
     meeting: dict[str, list[int]] = {}  # of the last criterion_sets: output -> the sets where it meets it
 
-    def criterion_sets(compiled) -> list[int]:
+    def compared(got: list[dict], n: str) -> list:
+        return [(got[s][n], eager_outs[s][n], *refs[s][n]) for s in range(len(explain_sets))]
+
+    measures: dict[str, Measure] = {}  # per output, what "worse" is decided on (the judge's measure)
+
+    def criterion_sets(compiled=None, got: list[dict] | None = None) -> list[int]:
         meeting.clear()
-        for s in range(len(explain_sets)):
-            got = run_outputs(compiled, s)
-            for n in targets:
-                ref, bound = refs[s][n]
-                if _meets(criterion, got[n], eager_outs[s][n], ref, bound, torch):
-                    meeting.setdefault(n, []).append(s)
+        if got is None:
+            got = [run_outputs(compiled, s) for s in range(len(explain_sets))]
+        for n in targets:
+            sets_meeting = _meeting(criterion, measures.get(n), compared(got, n), torch)
+            if sets_meeting:
+                meeting[n] = sets_meeting
         return sorted({s for sets in meeting.values() for s in sets})
 
     base = _as_switches(switches)
@@ -593,13 +723,21 @@ def explain(
             fn, backend=SwitchedInductor(base + subset, options) if inductor else backend, dynamic=False
         )
 
-    baseline = criterion_sets(compile_with([]))
+    compiled_at_start = compile_with([])
+    got_at_start = [run_outputs(compiled_at_start, s) for s in range(len(explain_sets))]
+    judged = {o.name: o for o in getattr(judgment, "outputs", None) or []}
+    for n in targets if criterion == "worse" else []:
+        # the judge's deciding measure: its judgment's where given, else decided as it decides
+        measures[n] = (
+            _judged_measure(judged[n]) if n in judged else _decided_measure(n, compared(got_at_start, n), torch)
+        )
+    baseline = criterion_sets(got=got_at_start)
     meeting_at_baseline = dict(meeting)
     if not baseline:
         return Explanation(
             criterion, targets, [], None, "nothing to explain", [], "", [], [], budget,
             notes=[f"compiled meets no '{criterion}' criterion on the {sets} sets: nothing to explain"],
-            seconds=time.perf_counter() - t_start,
+            seconds=time.perf_counter() - t_start, measures=measures,
         )  # fmt: skip
 
     def capture_forward() -> _Recorder:
@@ -643,9 +781,12 @@ def explain(
                     among = _gradient_ancestors(gm, calls[baseline[0]], eager_outs[baseline[0]][gradient], torch)
                     if among is None:
                         continue
+                # a node is worse on the measure that decides the output searched (in the forward,
+                # the first output that meets the criterion)
+                measure = measures.get(gradient or next(iter(meeting_at_baseline)))
                 loc, _, checker = _localise(
                     gm, g, calls, baseline, criterion, model_dtype, options, torch, BoundMode, base, among,
-                    prefix_compiler(phase),
+                    prefix_compiler(phase), measure,
                 )  # fmt: skip
                 if loc is not None:
                     if phase == "backward":
@@ -789,6 +930,7 @@ def explain(
         notes,
         time.perf_counter() - t_start,
         whole,
+        measures,
     )
 
 
@@ -822,11 +964,14 @@ def _ddmin(candidates: list, test: Callable[[list], bool]) -> list:
 
 
 def _localise(
-    gm, g, calls, baseline, criterion, model_dtype, options, torch, BoundMode, base=(), among=None, compile_prefix=None
-):
+    gm, g, calls, baseline, criterion, model_dtype, options, torch, BoundMode, base=(), among=None, compile_prefix=None,
+    measure: Measure | None = None,
+):  # fmt: skip
     """Bisection over gm's nodes (those named in `among`, when given) for the first whose compiled
-    prefix meets the criterion. compile_prefix(prefix, example_inputs) compiles a prefix (Inductor
-    with the base switches by default; with another, no switch can be checked at the node)."""
+    prefix meets the criterion, on `measure` (the deciding measure of the output searched: a ULP
+    statistic where the conditioned error cannot resolve it) against the node's own fp64 value and
+    bound. compile_prefix(prefix, example_inputs) compiles a prefix (Inductor with the base
+    switches by default; with another, no switch can be checked at the node)."""
     nodes = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
     sets = [calls[s] for s in baseline]
     eager_vals = [_interpret(gm, args, torch) for args in sets]
@@ -866,14 +1011,13 @@ def _localise(
         that node on any of the sets?"""
         prefix = _prefix(gm, name, torch)
         compiled = SwitchedInductor(list(base) + switches, options)(prefix, list(sets[0]))
+        values = []
         for s, args in enumerate(sets):
             with torch.no_grad():
                 out = compiled(*_fresh(args, torch))
             c = out[0] if isinstance(out, (list, tuple)) else out
-            ref, bound = ref_vals[s][name]
-            if _meets(criterion, c, eager_vals[s][name], ref, bound, torch):
-                return True
-        return False
+            values.append((c, eager_vals[s][name], *ref_vals[s][name]))
+        return bool(_meeting(criterion, measure, values, torch))
 
     def probe(k: int):
         nonlocal compiles
@@ -883,7 +1027,7 @@ def _localise(
         prefix = _prefix(gm, name, torch)
         compiled = (compile_prefix or switched)(prefix, list(sets[0]))
         compiles += 1
-        hit, values = False, []
+        values = []
         for s, args in enumerate(sets):
             with torch.no_grad():
                 fresh = _fresh(args, torch)
@@ -895,8 +1039,7 @@ def _localise(
             e = eager_vals[s][name]
             ref, bound = ref_vals[s][name]
             values.append((c, e, ref, bound))
-            hit = hit or _meets(criterion, c, e, ref, bound, torch)
-        cache[k] = (hit, values)
+        cache[k] = (bool(_meeting(criterion, measure, values, torch)), values)
         return cache[k]
 
     last = len(nodes) - 1
@@ -914,6 +1057,15 @@ def _localise(
     c, e, ref, bound = max(values, key=lambda v: _ulp_max(v[0], v[2]))
     cc, ce = _cond_max(c, ref, bound, torch), _cond_max(e, ref, bound, torch)
     source = _source_line(node)
+    on_ulp = criterion == "worse" and measure is not None and measure.name == "ulp"
+    statistic = {}
+    if on_ulp:
+        statistic = {
+            "measure": "ulp",
+            "statistic": measure.statistic,
+            "compiled_statistic": float(np.mean([_ulp_statistic(v[0], v[2], measure.statistic) for v in values])),
+            "eager_statistic": float(np.mean([_ulp_statistic(v[1], v[2], measure.statistic) for v in values])),
+        }
     return (
         Localisation(
             g,
@@ -929,6 +1081,7 @@ def _localise(
             None if cc is None else cc > 1,
             nodes[lo].name if lo >= 0 else "",
             compiles,
+            **statistic,
         ),
         compiles,
         None if compile_prefix is not None else (lambda switches: node_meets(node.name, switches)),

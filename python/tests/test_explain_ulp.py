@@ -1,0 +1,95 @@
+"""fusebench.explain on an output the judge decides by its ULP error: where the conditioned error
+cannot resolve compiled against eager (the paired difference within the fp64 reference's
+resolution, as at a deep network's outputs), "worse" is the judge's ULP statistic against its
+tolerance, at the outputs and at the nodes of the bisection. Planted on DeepLinear (24 linear maps,
+whose bound ends up ~1e18 times its own rounding): a backend that computes every product in
+another order (noise: as accurate as eager, not bit-equal) and rounds one of them to bf16 (a real
+loss) is localised to that product; the reordering alone, and aot_eager, have nothing to explain.
+Decided on the conditioned error's max per set, the reordering's noise made every node "worse" on
+some set and the bisection stopped at the first product."""
+
+import operator
+
+import fusebench as fb
+import pytest
+
+torch = pytest.importorskip("torch")
+from test_judge import DeepLinear  # noqa: E402
+
+PLANTED = 15  # the product (0-based, of 24) whose value the plant rounds to bf16
+
+
+def _reversed_matmul(x, w):
+    """x @ w with its products summed in the reverse order: another rounding, as accurate."""
+    return x.flip(-1) @ w.flip(0)
+
+
+def _rounded_reversed_matmul(x, w):
+    return _reversed_matmul(x, w).to(torch.bfloat16).to(x.dtype)
+
+
+def reordering_backend(rounded: int | None):
+    """A torch.compile backend: every product of the graph in another order, and product `rounded`
+    (in graph order; a prefix of the graph keeps the products before its end) rounded to bf16."""
+
+    def backend(gm, example_inputs):
+        products = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is operator.matmul]
+        for k, n in enumerate(products):
+            n.target = _rounded_reversed_matmul if k == rounded else _reversed_matmul
+        gm.recompile()
+        return gm
+
+    return backend
+
+
+def _sample():
+    return torch.randn(8, 64, generator=torch.Generator().manual_seed(2))
+
+
+def _explain(compile, **kw):
+    e = fb.explain(DeepLinear().eval(), _sample(), compile=compile, criterion="worse", sets=6, cost_rounds=0, **kw)
+    print(e)
+    return e
+
+
+def test_a_bf16_rounded_product_is_localised_on_the_ulp_error_where_the_bound_cannot_resolve():
+    e = _explain(reordering_backend(PLANTED))
+    loc = e.localisation
+    assert loc is not None and loc.node == _product_names()[PLANTED], str(e)
+    assert loc.measure == "ulp", str(e)
+    measure = e.measures[e.outputs[0]]
+    assert measure.name == "ulp" and measure.statistic in ("ulp_p99", "ulp_max"), str(e)
+    assert "cannot resolve" in measure.reason
+    # bf16 rounding at the node: its ULP statistic far above eager's there
+    assert loc.compiled_statistic > 10 * loc.eager_statistic, str(e)
+    assert "localised on the per-set P99 ULP error" in str(e) or "localised on the set-max ULP error" in str(e)
+    assert "the conditioned error cannot resolve this output" in str(e)
+
+
+def test_the_judgment_gives_the_measure_and_its_statistic():
+    backend = reordering_backend(PLANTED)
+    j = fb.judge(DeepLinear().eval(), _sample(), sets=6, compile=backend, speed_rounds=0)
+    assert j.outcome.value == "contradicted" and j.outputs[0].measure == "ulp", str(j)
+    e = fb.explain(DeepLinear().eval(), _sample(), judgment=j, compile=backend, sets=6, cost_rounds=0)
+    assert e.criterion == "worse" and e.measures[e.outputs[0]].name == "ulp", str(e)
+    assert "the judge" in e.measures[e.outputs[0]].reason
+    assert e.localisation is not None and e.localisation.node == _product_names()[PLANTED], str(e)
+
+
+@pytest.mark.parametrize("compile", ["reordered", "aot_eager"])
+def test_noise_within_the_ulp_tolerance_and_aot_eager_have_nothing_to_explain(compile):
+    e = _explain(reordering_backend(None) if compile == "reordered" else "aot_eager")
+    assert e.status == "nothing to explain" and e.localisation is None, str(e)
+
+
+def _product_names() -> list[str]:
+    """The products' node names in Dynamo's graph of DeepLinear, in graph order."""
+    names = []
+
+    def backend(gm, example_inputs):
+        names.extend(n.name for n in gm.graph.nodes if n.op == "call_function" and n.target is operator.matmul)
+        return gm
+
+    torch._dynamo.reset()
+    torch.compile(DeepLinear().eval(), backend=backend)(_sample())
+    return names
