@@ -73,6 +73,8 @@ PACK_RESERVE_S = 10
 # file); each one left out is named in summary.json.
 LARGEST_PACKED_FILE = 2 * 1024 * 1024
 ARCH_TRIPLET = "x86_64-linux-gnu"
+# Each command's process group dies with this runner, SIGKILL included (lifeline.py --group)
+LIFELINE = ROOT / "tools" / "lifeline.py"
 
 
 class BudgetSpent(Exception):
@@ -168,7 +170,10 @@ class Runner:
         echo: bool = True,
     ) -> tuple[int | None, str]:
         """Runs argv in its own process group, its output to the log (and to results/logs/<log_name>
-        when named); returns (exit status or None when it timed out, the output's last 4 KiB)."""
+        when named); returns (exit status or None when it timed out, the output's last 4 KiB). The
+        group's leader is lifeline.py, which kills the group when this process dies: a runner killed
+        with SIGKILL (the device tool's limit, a scheduler) runs no handler, and neither the command
+        nor what it started (ctest's tests, pip's compilers) may go on holding the machine."""
         self.log_file.write(f"$ {shlex.join(argv)}\n")
         tail = io.StringIO()
         log_copy = None
@@ -176,7 +181,7 @@ class Runner:
             (self.extras / "logs").mkdir(exist_ok=True)
             log_copy = open(self.extras / "logs" / log_name, "a")
         proc = subprocess.Popen(
-            argv,
+            [sys.executable, "-S", str(LIFELINE), "--group", str(os.getpid()), *argv],
             cwd=cwd or ROOT,
             env=env or self.env,
             stdout=subprocess.PIPE,

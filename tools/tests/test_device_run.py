@@ -1,13 +1,17 @@
 """tools/device_run.py: the budget stops a plan between steps and keeps every finished step's files;
-a command past its share of the budget is stopped; the bundle's packages unpack without dpkg."""
+a command past its share of the budget is stopped, and a SIGKILLed runner takes its command's process
+group with it; each call is a run with an id; the bundle's packages unpack without dpkg."""
 
 from __future__ import annotations
 
 import dataclasses
 import io
 import json
+import os
 import pathlib
 import re
+import signal
+import subprocess
 import sys
 import tarfile
 
@@ -15,6 +19,7 @@ import pytest
 
 from tools import device_run
 from tools.device_run import Outcome, Runner, Step
+from tools.tests.test_run_processes import PROMPT_S, processes_with, wait_until
 
 
 class FakeClock:
@@ -94,6 +99,33 @@ def test_a_command_is_stopped_at_the_budget_with_its_output_kept(tmp_path):
     assert summary["steps"][0]["seconds"] < 10
     assert (runner.extras / "logs" / "sleeper.log").read_text().strip() == "started"
     assert "sleeper.log" in packed_names(tmp_path / "out")
+
+
+def test_a_sigkilled_runner_takes_its_command_and_what_it_started_with_it(tmp_path):
+    """SIGKILL of the runner (tools/device-run execs it, so the wrapper is this process) in the middle
+    of a command: the command and what it started in its process group, here sh and its sleep, are
+    gone within PROMPT_S, though no handler of the runner's can run."""
+    sleep = f"sleep {800000 + os.getpid() % 90000}"
+    script = (
+        "import pathlib, sys\n"
+        "from tools.device_run import Runner\n"
+        f"runner = Runner(pathlib.Path({str(tmp_path / 'out')!r}), pathlib.Path({str(tmp_path / 'work')!r}), 600)\n"
+        f"runner.command(['sh', '-c', 'echo started; {sleep}; echo never'], 300)\n"
+    )
+    runner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, PYTHONPATH=str(device_run.ROOT)))  # fmt: skip
+    try:
+        assert runner.stdout.readline().strip() == "started", runner.communicate(timeout=30)
+        sleeping = processes_with(sleep)
+        assert sleeping, f"no process runs {sleep!r}: the command is not where expected"
+        runner.kill()
+        runner.communicate(timeout=30)
+        wait_until(lambda: not processes_with(sleep), PROMPT_S, f"{sleep} ({sleeping}) gone after the runner's SIGKILL")
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        for pid in processes_with(sleep):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_resume_keeps_what_an_earlier_call_finished(tmp_path):
