@@ -89,7 +89,9 @@ def test_bootstrap_refuses_the_frameworks_on_a_disk_too_small_for_them(tmp_path)
         env = {k: v for k, v in os.environ.items() if k != "FUSEBENCH_FRAMEWORKS"}
         proc = subprocess.run([str(root / "tools" / "bootstrap")], capture_output=True, text=True, timeout=120, env=env)
         assert proc.returncode == 1, proc.stdout + proc.stderr
-        assert f"not enough disk for the frameworks (torch, jax): {venv} has 0.1 GiB free and needs 9 GiB" in proc.stderr
+        assert (
+            f"not enough disk for the frameworks (torch, jax): {venv} has 0.1 GiB free and needs 9 GiB" in proc.stderr
+        )
         assert "FUSEBENCH_FRAMEWORKS=0" in proc.stderr
         assert not installs.exists(), f"pip ran: {installs.read_text()}"
         assert not (venv / ".frameworks.sha256").exists()
