@@ -535,6 +535,67 @@ TEST(ErrorStats, CountedButNotKeptValuesHoldingARankFallBack) {
   EXPECT_EQ(stats.abs.p50, 1.5);
 }
 
+// A window whose ends the sample saw tied only a few times is half-open: the values equal to lo
+// are kept with those inside, and those equal to hi are neither kept nor counted. Continuous
+// errors, with the sample seeing its median window's lo (or hi) twice, and unsampled pairs moved
+// from inside the window onto that end, so that the median's ranks fall among them: at lo
+// they are found in one pass, at hi the radix selection finds them. Both exact.
+TEST(ErrorStats, FewTiesAtAWindowsEndKeepItHalfOpen) {
+  const std::int64_t n = std::int64_t(1) << 20;
+  const std::int64_t samples = ErrorStatsOptions{}.rank_sample_size;
+  Tensor ref = Tensor::uninitialized(DType::f64, {n});
+  std::ranges::fill(ref.span<double>(), 1.0);
+  const Tensor u = random_uniform(DType::f64, {n}, 1, 2, 47);
+  std::vector<std::int64_t> positions;
+  std::vector<bool> sampled(std::size_t(n), false);
+  for (std::int64_t i = 0; i < samples; ++i) {
+    positions.push_back(detail::rank_sample_position(i, n, samples));
+    sampled[std::size_t(positions.back())] = true;
+  }
+  // The sample ranks of the median window's ends, as error_stats plans them.
+  const std::int64_t rank = (samples - 1) / 2;
+  const auto margin = std::int64_t(std::ceil(5 * std::sqrt(double(samples) * 0.25))) + 1;
+  for (const bool at_lo : {true, false}) {
+    SCOPED_TRACE(at_lo ? "ties at lo" : "ties at hi");
+    Tensor y = Tensor::uninitialized(DType::f64, {n});
+    auto py = y.span<double>();
+    const auto pu = u.span<double>();
+    for (std::int64_t i = 0; i < n; ++i)
+      py[std::size_t(i)] = 1.0 + std::ldexp(pu[std::size_t(i)], -20);
+    std::vector<std::pair<double, std::int64_t>> sample;
+    for (const std::int64_t at : positions) sample.emplace_back(py[std::size_t(at)], at);
+    std::ranges::sort(sample);
+    const double lo = sample[std::size_t(rank - margin)].first;
+    const double hi = sample[std::size_t(rank + 1 + margin)].first;
+    const double end = at_lo ? lo : hi;
+    // The largest sampled error takes the end's value: a second tie in the sample, and the sample
+    // ranks up to the end unchanged.
+    py[std::size_t(sample.back().second)] = end;
+    // As many as put the median's ranks (n/2 - 1, n/2) a thousand ranks inside the end's ties.
+    const auto below = [&](double v) {
+      return std::int64_t(std::ranges::count_if(py, [&](double x) { return x < v; }));
+    };
+    const std::int64_t to_move = at_lo ? n / 2 + 1000 - below(lo) - 2 : below(hi) - (n / 2 - 1000);
+    std::int64_t moved = 0;
+    for (std::int64_t i = 0; i < n && moved < to_move; ++i) {
+      const double v = py[std::size_t(i)];
+      if (!sampled[std::size_t(i)] && v > lo && v < hi) {
+        py[std::size_t(i)] = end;
+        ++moved;
+      }
+    }
+    ASSERT_EQ(moved, to_move);
+    ASSERT_GT(to_move, 0);
+    const auto stats = check_against_plain<double>(y, ref);
+    EXPECT_EQ(stats.abs.p50, end - 1.0);
+    if (at_lo) {
+      EXPECT_EQ(stats.passes, 1);
+    } else {
+      EXPECT_GT(stats.passes, 1);
+    }
+  }
+}
+
 TEST(ErrorStats, OvercrowdedWindowFallsBackToTheRadixSelection) {
   const std::int64_t n = std::int64_t(1) << 20;
   const std::int64_t samples = ErrorStatsOptions{}.rank_sample_size;

@@ -222,9 +222,10 @@ class WindowSelector {
     double lo = 0, hi = 0;  // lo: a sampled value; hi = +inf: open above
     std::int64_t keep_limit = 0;
     // Half-open [lo, hi): lo is kept with the values inside, and hi is neither kept nor counted
-    // (a rank there is not found). For values that the sample saw no ties of at either end (the
-    // continuous errors): two comparisons instead of four, and no counts at the ends. Otherwise
-    // both ends are counted, so that ties cost counts, not storage.
+    // (a rank there is not found). For values that the sample saw few ties of at either end (the
+    // continuous errors, and the relative error of discrete ones): two comparisons instead of
+    // four, and no counts at the ends. Otherwise both ends are counted, so that ties cost counts,
+    // not storage.
     bool half_open = false;
     // Whether the values strictly inside are kept. Not where the sample saw none there (discrete
     // errors whose interval ends on two neighbouring values): they are only counted, and a rank
