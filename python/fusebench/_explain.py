@@ -23,7 +23,10 @@ Attribute: switches, each setting one of Inductor's mechanisms to eager's behavi
                                            contraction), cpp.simdlen (vectorised code),
                                            cpp.use_two_step_variance_threshold (variance algorithm),
                                            pattern_matcher (pattern rewrites), max_fusion_size
-                                           (fusion extent); on CUDA eager_numerics.division_rounding,
+                                           (fusion extent), layout_optimization (a graph with
+                                           convolutions: Inductor's convolutions, forward and
+                                           backward, on channels-last operands where eager's are
+                                           NCHW); on CUDA eager_numerics.division_rounding,
                                            eager_numerics.disable_ftz, triton.persistent_reductions
 The search is the suite's: all candidates together, then each alone; if several are needed,
 Zeller's ddmin, each distinct set compiled once, within a budget of compiles that the result
@@ -69,6 +72,7 @@ MECHANISMS = {
     "cpp.use_two_step_variance_threshold": "variance algorithm",
     "pattern_matcher": "pattern rewrite",
     "max_fusion_size": "fusion extent",
+    "layout_optimization": "layout optimisation (channels-last convolutions)",
     "eager_numerics.division_rounding": "division rounding",
     "eager_numerics.disable_ftz": "flush to zero",
     "triton.persistent_reductions": "reduction config",
@@ -1202,6 +1206,13 @@ def _candidates(recorder, localisation, options, torch) -> tuple[list[Switch], d
         option("cpp.use_two_step_variance_threshold", 0)
     if not cuda:
         option("cpp.simdlen", 1)
+    if any(
+        "convolution" in str(n.target) or "conv2d" in str(n.target) for gm in recorder.graphs for n in gm.graph.nodes
+    ):
+        # Inductor lays a convolution graph's tensors out channels-last (its convolution and
+        # convolution_backward lowerings convert the operands), and ATen's kernels on channels-last
+        # operands sum in another order than on eager's NCHW ones
+        option("layout_optimization", False)
     out += [s for s in node_level if s.kind != "split"]
     out += [s for s in node_level if s.kind == "split"]
     option("pattern_matcher", False)

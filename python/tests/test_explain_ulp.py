@@ -93,3 +93,20 @@ def _product_names() -> list[str]:
     torch._dynamo.reset()
     torch.compile(DeepLinear().eval(), backend=backend)(_sample())
     return names
+
+
+@pytest.mark.parametrize("layer", ["conv", "linear"])
+def test_inductors_layout_optimisation_is_a_switch_where_the_graph_has_convolutions(layer):
+    """The mechanism explain found on mobilenet_v3_small's training step (docs/fusion-switches.md):
+    Inductor hands convolution_backward channels-last operands where eager's are NCHW, and ATen's
+    kernel sums in another order on them. compiler:layout_optimization=False undoes it; it is a
+    candidate where the captured graph has a convolution, and only there."""
+    from fusebench._explain import _candidates, _Recorder
+
+    module = torch.nn.Conv2d(3, 4, 1) if layer == "conv" else torch.nn.Linear(3, 4)
+    x = torch.randn(2, 3, 4, 4) if layer == "conv" else torch.randn(2, 3)
+    recorder = _Recorder()
+    torch._dynamo.reset()
+    torch.compile(module, backend=recorder)(x)
+    tokens = [s.token for s in _candidates(recorder, None, None, torch)[0]]
+    assert ("compiler:layout_optimization=False" in tokens) == (layer == "conv"), tokens
