@@ -48,6 +48,7 @@ class SwitchedInductor:
 
     @contextlib.contextmanager
     def _patched(self):
+        import torch._functorch.config as functorch_config
         import torch._inductor.config as inductor_config
         import torch._inductor.graph as inductor_graph
 
@@ -65,7 +66,10 @@ class SwitchedInductor:
         # "a decomposition exists, we should switch to it" wherever the environment sets CI (a check
         # meant for PyTorch's own CI, tripped by any CI runner's CI=true): hidden while compiling.
         ci = os.environ.pop("CI", None) if self.decompositions_off else None
-        with inductor_config.patch(patch), triton:
+        # AOTAutograd compiles a backward graph at its first backward call, after this context has
+        # closed, so the switches would never reach it: compiled with the forward instead.
+        backward_now = functorch_config.patch(force_non_lazy_backward_lowering=True)
+        with inductor_config.patch(patch), backward_now, triton:
             if off:
                 inductor_graph.fallback_node_due_to_unsupported_type = fallback
             try:

@@ -134,3 +134,32 @@ def test_cli_explain_with_loss_localises_in_the_backward(tmp_path, monkeypatch, 
     assert "explanation (" in captured.out, captured.out
     if "nothing to explain" not in captured.out:
         assert "backward node" in captured.out or "searched the forward" in captured.out, captured.out
+
+
+def test_switches_reach_the_backward_graph(monkeypatch):
+    """AOTAutograd lowers a backward graph at its first backward call: the switches of
+    apply_switches (and of explain's trials) must be in force then too, not only for the forward.
+    Recorded at Inductor's lowering of each convolution_backward node: whether the lowering switch
+    makes it a fallback, and the layout_optimization config switch's value."""
+    import torch._inductor.config as inductor_config
+    import torch._inductor.graph as inductor_graph
+
+    decided = []
+    run_node = inductor_graph.GraphLowering.run_node
+
+    def recording_run_node(self, n):
+        if n.op == "call_function" and n.target is aten.convolution_backward.default:
+            decided.append(
+                (inductor_graph.fallback_node_due_to_unsupported_type(n), inductor_config.layout_optimization)
+            )
+        return run_node(self, n)
+
+    monkeypatch.setattr(inductor_graph.GraphLowering, "run_node", recording_run_node)
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 1))
+    switches = ["lowering:off=aten.convolution_backward.default", "compiler:layout_optimization=False"]
+    compiled = fb.apply_switches(net, switches)
+    compiled(torch.randn(2, 3, 16, 16, requires_grad=True)).sum().backward()
+    torch._dynamo.reset()
+    assert decided == [(True, False), (True, False)], decided
