@@ -35,6 +35,7 @@ import math
 from collections import Counter
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
@@ -50,6 +51,18 @@ UNIT_ROUNDOFF = {
 }
 # half the smallest subnormal of each format: the floor of the conditioned error's denominator
 UNDERFLOW = {torch.float16: 2.0**-25, torch.bfloat16: 2.0**-134, torch.float32: 2.0**-150, torch.float64: 2.0**-1075}
+
+
+def conditioning_floor(bound: torch.Tensor | None, dtype: torch.dtype) -> np.ndarray | None:
+    """What the conditioned error |y - fp64| divides by, per element (flattened, float64): the
+    bound, never below half the dtype's smallest subnormal (a bound of 0 where fp64 and the dtype
+    agree exactly); None where a value has no bound (NaN: it depends on an op without a rule)."""
+    if bound is None:
+        return None
+    b = bound.detach().to(torch.float64).cpu().contiguous().numpy().reshape(-1)
+    if np.isnan(b).any():
+        return None
+    return np.maximum(b, UNDERFLOW.get(dtype, 2.0**-1075))
 
 
 def unit_roundoff(dtype: torch.dtype) -> float:

@@ -464,12 +464,13 @@ def _floating_tensor(x, torch) -> bool:
 
 
 def _cond_max(y, ref, bound, torch) -> float | None:
-    from ._bounds import UNDERFLOW
+    from ._bounds import conditioning_floor
 
-    if bound is None or bool(torch.isnan(bound).any()):
+    floor = conditioning_floor(bound, y.dtype)
+    if floor is None:
         return None
-    floor = bound.clamp_min(UNDERFLOW.get(y.dtype, 2.0**-1075))
-    return float(((y.double() - ref.to(y.device)).abs() / floor.to(y.device)).max())
+    difference = (y.detach().double() - ref.to(y.device)).abs().cpu().numpy().reshape(-1)
+    return float((difference / floor).max())
 
 
 def _ulp_max(y, ref) -> float:
@@ -552,18 +553,15 @@ def _decided_measure(name: str, values: list, torch) -> Measure:
     per-set figures of compiled and eager against the fp64 reference (values: per set compiled,
     eager, fp64, bound): the ULP error where a set has no bound or where the conditioned difference
     lies within the fp64 reference's resolution (decision.RESOLUTION_FLOOR of the bound)."""
-    from ._bounds import UNDERFLOW
+    from ._bounds import conditioning_floor
 
     figures: dict[str, tuple[list, list]] = {s: ([], []) for s in D.STATISTICS}
     no_bound = False
     for c, e, ref, bound in values:
-        no_bound = no_bound or bound is None or bool(torch.isnan(bound).any())
+        floor = conditioning_floor(bound, e.dtype)
+        no_bound = no_bound or floor is None
+        floor = None if no_bound else floor
         r = ref.detach().cpu().double().contiguous()
-        floor = (
-            None
-            if no_bound
-            else np.maximum(bound.detach().cpu().double().numpy().reshape(-1), UNDERFLOW.get(e.dtype, 2.0**-1075))
-        )
         for path, y in ((0, c), (1, e)):
             y = y.detach().cpu()
             ulp = np.asarray(ulp_error(y.contiguous(), r), dtype=float).reshape(-1)
@@ -1142,6 +1140,48 @@ def _own_aten_ops(gm, node, values: dict, torch) -> list:
     ]
 
 
+# The ops whose graphs get a candidate switch of their own, by name (_op_name): convolutions
+# (Inductor's layout optimisation) and the norms' and reductions' variance (its Welford reduction),
+# as Dynamo's graphs call them (torch functions, tensor methods, modules) and AOTAutograd's (ATen)
+CONVOLUTIONS = frozenset(
+    {
+        *(f"conv{d}d" for d in (1, 2, 3)),
+        *(f"conv_transpose{d}d" for d in (1, 2, 3)),
+        *("convolution", "_convolution", "convolution_backward", "conv_tbc"),
+        *("mkldnn_convolution", "cudnn_convolution", "cudnn_convolution_transpose", "miopen_convolution"),
+    }
+)
+VARIANCES = frozenset(
+    {
+        *("layer_norm", "native_layer_norm", "native_layer_norm_backward"),
+        *("batch_norm", "native_batch_norm", "native_batch_norm_backward", "cudnn_batch_norm"),
+        *("_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "_native_batch_norm_legit_functional"),
+        *("group_norm", "native_group_norm", "native_group_norm_backward", "instance_norm"),
+        *("var", "var_mean", "std", "std_mean"),
+    }
+)
+
+
+def _op_name(gm, node, torch) -> str:
+    """The name of the op one node of a captured graph calls: an ATen overload's packet, a torch
+    function's, a tensor method's; a module's kind for a module Dynamo kept ("convolution",
+    "batch_norm", "layer_norm", "group_norm"), else its class name. "" for other nodes."""
+    if node.op == "call_module":
+        module = gm.get_submodule(node.target)
+        kinds = {
+            torch.nn.modules.conv._ConvNd: "convolution",
+            torch.nn.modules.batchnorm._NormBase: "batch_norm",
+            torch.nn.LayerNorm: "layer_norm",
+            torch.nn.GroupNorm: "group_norm",
+        }
+        return next((name for kind, name in kinds.items() if isinstance(module, kind)), type(module).__name__)
+    if node.op not in ("call_function", "call_method"):
+        return ""
+    if isinstance(node.target, torch._ops.OpOverload):
+        return node.target.overloadpacket.__name__
+    return node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+
+
 def _candidates(recorder, localisation, options, torch) -> tuple[list[Switch], dict]:
     import torch._inductor.config as c
     from torch._inductor.decomposition import select_decomp_table
@@ -1169,11 +1209,8 @@ def _candidates(recorder, localisation, options, torch) -> tuple[list[Switch], d
         users = [u for u in node.users if u.op != "output"]
         if users:
             out.append(Switch("split", "after", node.name))
-    has_norm = any(
-        "layer_norm" in str(n.target) or "var" in str(n.target) or "batch_norm" in str(n.target)
-        for gm in recorder.graphs
-        for n in gm.graph.nodes
-    )
+    ops = {_op_name(gm, n, torch) for gm in recorder.graphs for n in gm.graph.nodes}
+    has_norm = not ops.isdisjoint(VARIANCES)
     cuda = torch.cuda.is_available() and any(
         isinstance(a, torch.Tensor) and a.is_cuda for calls in recorder.calls for args in calls[:1] for a in args
     )
@@ -1206,9 +1243,7 @@ def _candidates(recorder, localisation, options, torch) -> tuple[list[Switch], d
         option("cpp.use_two_step_variance_threshold", 0)
     if not cuda:
         option("cpp.simdlen", 1)
-    if any(
-        "convolution" in str(n.target) or "conv2d" in str(n.target) for gm in recorder.graphs for n in gm.graph.nodes
-    ):
+    if not ops.isdisjoint(CONVOLUTIONS):
         # Inductor lays a convolution graph's tensors out channels-last (its convolution and
         # convolution_backward lowerings convert the operands), and ATen's kernels on channels-last
         # operands sum in another order than on eager's NCHW ones

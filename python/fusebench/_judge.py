@@ -1192,13 +1192,11 @@ def judge(
             e_ulp = np.asarray(ulp_error(e.contiguous(), r64)).reshape(-1)
             c_ulp = e_ulp if mism == 0 else np.asarray(ulp_error(c.contiguous(), r64)).reshape(-1)
             b_np = bound.detach().to(torch.float64).contiguous().numpy().reshape(-1)
-            has_bound = not bool(np.isnan(b_np).any())
-            floor = None
-            if has_bound:
-                from ._bounds import UNDERFLOW
+            from ._bounds import conditioning_floor
 
-                floor = np.maximum(b_np, UNDERFLOW.get(e.dtype, 2.0**-1075))
-            else:
+            floor = conditioning_floor(bound, e.dtype)
+            has_bound = floor is not None
+            if not has_bound:
                 ops = ", ".join(sorted(mode.unknown)) or "an op without a rule"
                 o.no_bound_reason = f"no error bound (depends on {ops}): ULP error decides"
             e64 = e.double().numpy().reshape(-1)

@@ -95,18 +95,58 @@ def _product_names() -> list[str]:
     return names
 
 
-@pytest.mark.parametrize("layer", ["conv", "linear"])
+CONVOLUTION_LAYERS = {
+    "conv2d": (lambda: torch.nn.Conv2d(3, 4, 1), (2, 3, 4, 4)),
+    "conv1d": (lambda: torch.nn.Conv1d(3, 4, 1), (2, 3, 4)),
+    "conv3d": (lambda: torch.nn.Conv3d(3, 4, 1), (2, 3, 2, 2, 2)),
+    "conv_transpose2d": (lambda: torch.nn.ConvTranspose2d(3, 4, 2), (2, 3, 4, 4)),
+}
+
+
+class Variance(torch.nn.Module):
+    """No convolution; a variance (Inductor's Welford reduction is the candidate here)."""
+
+    def forward(self, x):
+        return (x.to(torch.float16).to(torch.float32) * 2).var(-1)
+
+
+@pytest.mark.parametrize("layer", [*CONVOLUTION_LAYERS, "linear", "variance"])
 def test_inductors_layout_optimisation_is_a_switch_where_the_graph_has_convolutions(layer):
     """The mechanism explain found on mobilenet_v3_small's training step (docs/fusion-switches.md):
     Inductor hands convolution_backward channels-last operands where eager's are NCHW, and ATen's
     kernel sums in another order on them. compiler:layout_optimization=False undoes it; it is a
-    candidate where the captured graph has a convolution, and only there."""
+    candidate where the captured graph has a convolution of any kind (Dynamo's torch functions,
+    AOTAutograd's ATen backward), and only there."""
     from fusebench._explain import _candidates, _Recorder
 
-    module = torch.nn.Conv2d(3, 4, 1) if layer == "conv" else torch.nn.Linear(3, 4)
-    x = torch.randn(2, 3, 4, 4) if layer == "conv" else torch.randn(2, 3)
+    if layer in CONVOLUTION_LAYERS:
+        make, shape = CONVOLUTION_LAYERS[layer]
+        module, x = make(), torch.randn(*shape)
+    else:
+        module, x = (torch.nn.Linear(3, 4), torch.randn(2, 3)) if layer == "linear" else (Variance(), torch.randn(2, 3))
     recorder = _Recorder()
     torch._dynamo.reset()
     torch.compile(module, backend=recorder)(x)
     tokens = [s.token for s in _candidates(recorder, None, None, torch)[0]]
-    assert ("compiler:layout_optimization=False" in tokens) == (layer == "conv"), tokens
+    assert ("compiler:layout_optimization=False" in tokens) == (layer in CONVOLUTION_LAYERS), tokens
+    # the variance of Variance's var: Inductor's Welford reduction is a candidate there
+    assert ("compiler:cpp.use_two_step_variance_threshold=0" in tokens) == (layer == "variance"), tokens
+
+
+def test_a_backward_graphs_convolution_is_found_by_its_aten_op():
+    """In AOTAutograd's backward graph a convolution is aten.convolution_backward: the candidate is
+    offered from that graph alone."""
+    from fusebench._explain import _candidates, _capture_backward
+
+    class Step:
+        def __init__(self, fn):
+            self.fn = fn
+
+        def compiled(self, inputs, s):
+            self.fn(*inputs).sum().backward()
+
+    conv = torch.nn.Conv2d(3, 4, 3)
+    recorder = _capture_backward(conv, [(torch.randn(2, 3, 6, 6, requires_grad=True),)], Step, torch)
+    assert any(n.target is torch.ops.aten.convolution_backward.default for n in recorder.graphs[0].graph.nodes)
+    tokens = [s.token for s in _candidates(recorder, None, None, torch)[0]]
+    assert "compiler:layout_optimization=False" in tokens, tokens

@@ -452,6 +452,7 @@ FACTORIES = textwrap.dedent(
 
 
 def _cli(tmp_path, *args):
+    """python -m fusebench judge ARGS in a process of its own (the entry point, a module imported by name)."""
     (tmp_path / "factories.py").write_text(FACTORIES)
     return subprocess.run(
         [sys.executable, "-m", "fusebench", "judge", *args],
@@ -462,21 +463,35 @@ def _cli(tmp_path, *args):
     )
 
 
-def test_cli_exit_status_and_report(tmp_path):
-    ok = _cli(tmp_path, "factories.py:chain", "--dtype", "bf16", "--sets", "6", "--speed-rounds", "2", "--out", "r")
-    assert ok.returncode == 0, ok.stderr
-    assert "verdict: SUPPORTED" in ok.stdout and (tmp_path / "r" / "judgment.html").exists()
+@pytest.fixture
+def judge_cli(tmp_path, monkeypatch, capsys):
+    """fusebench judge ARGS through the command line's main() in this process (no interpreter start
+    and torch import per call): (exit status, stdout, stderr)."""
+    from fusebench.__main__ import main
+
+    (tmp_path / "factories.py").write_text(FACTORIES)
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args):
+        status = main(["judge", *args])
+        captured = capsys.readouterr()
+        return status, captured.out, captured.err
+
+    return run
+
+
+def test_cli_exit_status_and_report(tmp_path, judge_cli):
+    status, out, err = judge_cli("factories.py:chain", "--dtype", "bf16", "--sets", "6", "--speed-rounds", "2",
+                                 "--out", "r")  # fmt: skip
+    assert status == 0, err
+    assert "verdict: SUPPORTED" in out and (tmp_path / "r" / "judgment.html").exists()
     worse = _cli(tmp_path, "factories:worse", "--sets", "8", "--backend", "aot_eager",
                  "--speed-rounds", "0")  # fmt: skip
     assert worse.returncode == 1, worse.stdout + worse.stderr
     assert "CONTRADICTED" in worse.stdout
 
 
-def test_cli_bad_input_exit_status_2(tmp_path, monkeypatch, capsys):
-    from fusebench.__main__ import main
-
-    (tmp_path / "factories.py").write_text(FACTORIES)
-    monkeypatch.chdir(tmp_path)
+def test_cli_bad_input_exit_status_2(judge_cli):
     for args, reason in (
         (["factories.py:broken"], "expected (model, sample)"),
         (["factories.py:nothing"], "no callable 'nothing'"),
@@ -487,24 +502,25 @@ def test_cli_bad_input_exit_status_2(tmp_path, monkeypatch, capsys):
         (["factories.py:chain", "--backend", "no-such-backend"], "unknown torch.compile backend"),
         (["factories.py:chain", "--sets", "many"], "invalid int value"),
     ):
-        status = main(["judge", *args])
-        err = capsys.readouterr().err
+        status, _, err = judge_cli(*args)
         assert status == 2 and reason in err, (args, err)
 
 
-def test_cli_model_failure_is_exit_status_4_and_float64_is_bad_input(tmp_path):
-    r = _cli(tmp_path, "factories.py:raises", "--sets", "2", "--speed-rounds", "0")
-    assert r.returncode == 4, r.stdout + r.stderr
-    assert "the model failed: judge: raises raised in its eager run on input set 0" in r.stderr
-    assert "planted failure in forward" in r.stderr and "verdict" not in r.stdout
-    r = _cli(tmp_path, "factories.py:float64", "--sets", "2", "--speed-rounds", "0")
-    assert r.returncode == 2 and "no more precise" in r.stderr, r.stderr
+def test_cli_model_failure_is_exit_status_4_and_float64_is_bad_input(judge_cli):
+    status, out, err = judge_cli("factories.py:raises", "--sets", "2", "--speed-rounds", "0")
+    assert status == 4, out + err
+    assert "the model failed: judge: raises raised in its eager run on input set 0" in err
+    assert "planted failure in forward" in err and "verdict" not in out
+    status, _, err = judge_cli("factories.py:float64", "--sets", "2", "--speed-rounds", "0")
+    assert status == 2 and "no more precise" in err, err
 
 
-def test_cli_inconclusive_exit_status(tmp_path):
-    r = _cli(tmp_path, "factories.py:straddle", "--sets", "2", "--backend", "aot_eager", "--speed-rounds", "0")
-    assert r.returncode == 3, r.stdout + r.stderr
-    assert "INCONCLUSIVE" in r.stdout and "sets would decide it" in r.stdout
+def test_cli_inconclusive_exit_status(judge_cli):
+    status, out, err = judge_cli(
+        "factories.py:straddle", "--sets", "2", "--backend", "aot_eager", "--speed-rounds", "0"
+    )
+    assert status == 3, out + err
+    assert "INCONCLUSIVE" in out and "sets would decide it" in out
 
 
 # ---- the fixture
