@@ -168,6 +168,19 @@ int run(bool list, bool verify, bool clear, const fs::path& dir, bool dir_given,
     for (const auto& e : entries)
       fmt::print("{}  {:>9} bytes  {}\n", e.key, e.bytes, e.valid ? "ok" : "CORRUPT");
     fmt::print("{} kernels in {}\n", entries.size(), cache.dir().string());
+    // the folder of files the kernels share (the precompiled prelude, one per compiler and flags)
+    const fs::path shared = dir / fusebench::engine::kKernelCacheSharedFolder;
+    if (std::error_code ec; fs::is_directory(shared, ec)) {
+      std::size_t bytes = 0, headers = 0;
+      for (auto it = fs::recursive_directory_iterator(shared, ec);
+           !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+        if (!it->is_regular_file(ec)) continue;
+        bytes += it->file_size(ec);
+        if (it->path().extension() == ".gch") ++headers;
+      }
+      fmt::print("{} precompiled kernel preludes, {} bytes in {}\n", headers, bytes,
+                 shared.string());
+    }
     for (const auto& f : frameworks) {
       std::error_code ec;
       if (!fs::is_directory(f.dir, ec)) {

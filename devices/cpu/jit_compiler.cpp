@@ -13,10 +13,16 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <regex>
+#include <set>
 #include <sstream>
+#include <string_view>
 
+#include "cpp_renderer.hpp"
 #include "fusebench/error.hpp"
+#include "fusebench/hash.hpp"
+#include "fusebench/npy.hpp"
 
 extern char** environ;
 
@@ -67,6 +73,62 @@ std::map<std::string, KernelFunction>& loaded() {
   static std::map<std::string, KernelFunction> handles;
   return handles;
 }
+
+// ---- the precompiled prelude
+
+// The comment lines before kernel_prelude() and the text after it, when `source` is made so: g++
+// uses a precompiled header only through an #include before the first token.
+struct PreludeSplit {
+  std::string_view before, after;
+};
+std::optional<PreludeSplit> split_at_prelude(std::string_view source) {
+  const std::string& prelude = kernel_prelude();
+  std::size_t pos = 0;
+  while (pos < source.size()) {
+    if (source.substr(pos).starts_with(prelude))
+      return PreludeSplit{source.substr(0, pos), source.substr(pos + prelude.size())};
+    const std::size_t end = source.find('\n', pos);
+    if (end == std::string_view::npos) break;
+    std::string_view line = source.substr(pos, end - pos);
+    line.remove_prefix(std::min(line.find_first_not_of(" \t"), line.size()));
+    if (!line.empty() && !line.starts_with("//")) break;
+    pos = end + 1;
+  }
+  return std::nullopt;
+}
+
+constexpr const char* kPreludeHeader = "prelude.hpp";
+constexpr const char* kPreludeLock = "prelude.lock";
+
+std::mutex& prelude_mutex() {
+  static std::mutex m;
+  return m;
+}
+// Precompiled-prelude folders this process gave up on (said once on stderr): their kernels
+// compile the whole source, rather than each paying for a build that fails again.
+std::set<fs::path>& prelude_given_up() {
+  static std::set<fs::path> folders;
+  return folders;
+}
+
+// A .gch that g++ refused or could not read: removed (the next process builds it anew), and this
+// process compiles without it.
+void discard_precompiled_prelude(const fs::path& header, const std::string& why) {
+  std::lock_guard guard(prelude_mutex());
+  const fs::path folder = header.parent_path();
+  if (!prelude_given_up().insert(folder).second) return;
+  fmt::print(stderr,
+             "fusebench JIT: the precompiled kernel prelude {}.gch was not usable, removed; this "
+             "process compiles kernels without it. The compiler said: {}\n",
+             header.string(), why);
+  try {
+    engine::FileLock lock(folder / kPreludeLock);
+    std::error_code ignored;
+    fs::remove(fs::path(header).concat(".gch"), ignored);
+  } catch (const std::exception&) {
+    // the cache cleared under us: nothing left to remove
+  }
+}
 }  // namespace
 
 std::string JitCompiler::default_compiler() {
@@ -74,8 +136,15 @@ std::string JitCompiler::default_compiler() {
   return FUSEBENCH_DEFAULT_JIT_CXX;
 }
 
-JitCompiler::JitCompiler(bool fma_contraction, std::string compiler)
-    : compiler_(std::move(compiler)), fma_(fma_contraction) {}
+bool JitCompiler::default_precompiled_prelude() {
+  const char* env = std::getenv("FUSEBENCH_JIT_PCH");
+  return env == nullptr || std::string_view(env) != "0";
+}
+
+JitCompiler::JitCompiler(bool fma_contraction, std::string compiler, bool precompiled_prelude)
+    : compiler_(std::move(compiler)),
+      fma_(fma_contraction),
+      precompiled_prelude_(precompiled_prelude) {}
 
 std::vector<std::string> JitCompiler::arguments(const fs::path& src, const fs::path& out) const {
   return {compiler_,
@@ -91,6 +160,54 @@ std::vector<std::string> JitCompiler::arguments(const fs::path& src, const fs::p
           "-o",
           out.string(),
           src.string()};
+}
+
+std::vector<std::string> JitCompiler::flags() const {
+  std::vector<std::string> out;
+  for (const std::string& a : arguments("{src}", "{out}")) {
+    if (a != "-shared" && a != "-o" && a != "{src}" && a != "{out}") out.push_back(a);
+  }
+  return out;
+}
+
+fs::path JitCompiler::precompiled_prelude(const fs::path& cache_dir) const {
+  const std::vector<std::string> args = flags();
+  const std::string hash = sha256_hex(fmt::format("fusebench-jit-pch-v1\n{}\n{}\n{}", identity(),
+                                                  fmt::join(args, " "), kernel_prelude()));
+  const fs::path folder = fs::absolute(cache_dir) / engine::kKernelCacheSharedFolder / hash;
+  const fs::path header = folder / kPreludeHeader;
+  const fs::path gch = fs::path(header).concat(".gch");
+  // one builder per process; the file lock orders processes
+  std::lock_guard guard(prelude_mutex());
+  if (prelude_given_up().contains(folder)) return {};
+  std::error_code error;
+  if (fs::is_regular_file(gch, error)) return header;
+  try {
+    fs::create_directories(folder);
+    engine::FileLock lock(folder / kPreludeLock);
+    if (fs::is_regular_file(gch, error)) return header;  // another process built it meanwhile
+    if (!fs::is_regular_file(header, error)) write_file_atomically(header, kernel_prelude());
+    // Built under a temporary name and renamed: a killed build never leaves a partial .gch that
+    // kernels would try to use.
+    const std::string partial = fmt::format("{}.gch.tmp.{}", kPreludeHeader, ::getpid());
+    std::vector<std::string> argv = args;
+    argv.insert(argv.end(), {"-x", "c++-header", kPreludeHeader, "-o", partial});
+    const Output result = run_command(argv, folder / "prelude.log", folder);
+    if (result.status != 0) {
+      fs::remove(folder / partial, error);
+      throw engine::CompileError(
+          fmt::format("exit {}: {}\n{}", result.status, fmt::join(argv, " "), result.text));
+    }
+    fs::rename(folder / partial, gch);
+    return header;
+  } catch (const std::exception& e) {
+    prelude_given_up().insert(folder);
+    fmt::print(stderr,
+               "fusebench JIT: cannot precompile the kernel prelude in {}; kernels are compiled "
+               "without it: {}\n",
+               folder.string(), e.what());
+    return {};
+  }
 }
 
 std::string JitCompiler::command_template() const {
@@ -119,9 +236,37 @@ engine::CachedArtifact JitCompiler::build(engine::KernelCache& cache,
   return cache.get_or_build(
       source, command_template(), identity(),
       [&](const fs::path& src, const fs::path& out, const fs::path& log) {
+        const fs::path log_path = fs::absolute(log);
+        const auto split = precompiled_prelude_ ? split_at_prelude(source) : std::nullopt;
+        const fs::path header = split ? precompiled_prelude(cache.dir()) : fs::path();
+        std::string first_try;  // the output of a build with the precompiled prelude that failed
+        if (!header.empty()) {
+          // The same text with the prelude #included (one translation unit), under the same file
+          // name in a subfolder: the name is recorded in the library, which stays byte-identical
+          // to the whole source's.
+          const fs::path folder = src.parent_path() / "with-precompiled-prelude";
+          fs::create_directories(folder);
+          write_file_atomically(
+              folder / src.filename(),
+              fmt::format("{}#include \"{}\"\n{}", split->before, header.string(), split->after));
+          auto argv = arguments(src.filename(), fs::path("..") / out.filename());
+          // -Winvalid-pch: a .gch that g++ refuses says why in the build log; -H: the log names
+          // the precompiled header used ("! <path>.gch"), the evidence that it was.
+          argv.insert(argv.begin() + 1, {"-Winvalid-pch", "-H"});
+          const Output result = run_command(argv, log_path, folder);
+          if (result.text.find("PCH") != std::string::npos ||
+              result.text.find("-Winvalid-pch") != std::string::npos)
+            discard_precompiled_prelude(header, result.text);
+          if (result.status == 0) return;
+          first_try = fmt::format("with the precompiled prelude {} (exit {}):\n{}\n",
+                                  header.string(), result.status, result.text);
+        }
         // Relative names, run in the build directory: nothing of the path reaches the artifact.
         const auto argv = arguments(src.filename(), out.filename());
-        const Output result = run_command(argv, fs::absolute(log), src.parent_path());
+        const Output result = run_command(argv, log_path, src.parent_path());
+        if (!first_try.empty())
+          std::ofstream(log_path) << first_try << "compiled again, the whole source:\n"
+                                  << result.text;
         if (result.status != 0) {
           throw engine::CompileError(fmt::format("JIT compilation failed (exit {}): {}\n{}",
                                                  result.status, fmt::join(argv, " "), result.text));

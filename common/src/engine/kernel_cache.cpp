@@ -35,29 +35,6 @@ std::string read_text(const fs::path& path) {
   return text;
 }
 
-class FileLock {
- public:
-  explicit FileLock(const fs::path& path)
-      : fd_(::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644)) {
-    if (fd_ < 0)
-      throw_input_error("kernel cache: cannot open lock {}: {}", path.string(),
-                        std::strerror(errno));
-    while (::flock(fd_, LOCK_EX) != 0) {
-      if (errno != EINTR)
-        throw_input_error("kernel cache: cannot lock {}: {}", path.string(), std::strerror(errno));
-    }
-  }
-  ~FileLock() {
-    ::flock(fd_, LOCK_UN);
-    ::close(fd_);
-  }
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-
- private:
-  int fd_;
-};
-
 // ---- names the cache writes
 
 constexpr std::array kOwnExtensions = {".cpp", ".cu", ".so", ".cubin", ".log", ".sha256", ".lock"};
@@ -147,6 +124,24 @@ bool artifact_valid(const fs::path& library, const fs::path& digest_file, std::s
   return !recorded.empty() && recorded == actual;
 }
 }  // namespace
+
+FileLock::FileLock(const fs::path& path)
+    : fd_(::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644)) {
+  if (fd_ < 0)
+    throw_input_error("kernel cache: cannot open lock {}: {}", path.string(), std::strerror(errno));
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      const int error = errno;
+      ::close(fd_);  // the destructor does not run for a constructor that throws
+      throw_input_error("kernel cache: cannot lock {}: {}", path.string(), std::strerror(error));
+    }
+  }
+}
+
+FileLock::~FileLock() {
+  ::flock(fd_, LOCK_UN);
+  ::close(fd_);
+}
 
 std::vector<CacheLockHolder> flock_holders(const fs::path& lock_file) {
   std::vector<CacheLockHolder> out;
@@ -378,6 +373,10 @@ std::size_t KernelCache::clear(std::vector<fs::path>* not_cache_entries) {
   for (const auto& entry : fs::directory_iterator(dir_)) {
     const std::string name = entry.path().filename().string();
     if (name == kKernelCacheUseLock) continue;  // others may be waiting on this very file
+    if (name == kKernelCacheSharedFolder && real_directory(entry)) {
+      fs::remove_all(entry.path());
+      continue;
+    }
     if (!real_directory(entry) || !is_shard_name(name)) {
       left.push_back(entry.path());
       continue;

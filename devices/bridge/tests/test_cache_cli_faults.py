@@ -148,6 +148,27 @@ def test_clear_names_a_single_foreign_file(tmp_path):
     assert notes.read_text() == "mine\n"
 
 
+def test_the_precompiled_prelude_folder_is_the_caches_own(tmp_path):
+    """<cache>/pch/<hash>/ (the JIT's precompiled prelude): listed, not corrupt to verify, removed by
+    clear without being reported as a foreign entry."""
+    cache = tmp_path / "kernels"
+    add_kernel(cache, "one")
+    prelude = cache / "pch" / hashlib.sha256(b"flags").hexdigest()
+    prelude.mkdir(parents=True)
+    (prelude / "prelude.hpp").write_text("#include <cmath>\n")
+    (prelude / "prelude.hpp.gch").write_bytes(b"gpch" + bytes(96))
+    (prelude / "prelude.lock").write_text("")
+    listed = cache_cli(clean_env(), "--dir", str(cache), "list")
+    assert listed.returncode == 0, listed.stderr
+    assert f"1 precompiled kernel preludes, 117 bytes in {cache / 'pch'}" in listed.stdout, listed.stdout
+    verified = cache_cli(clean_env(), "--dir", str(cache), "verify")
+    assert verified.returncode == 0 and "CORRUPT" not in verified.stdout, verified.stdout
+    done = cache_cli(clean_env(), "--dir", str(cache), "clear")
+    assert done.returncode == 0, done.stderr
+    assert "removed 1 kernels from" in done.stdout and "left " not in done.stdout, done.stdout
+    assert not (cache / "pch").exists(), done.stdout
+
+
 # ---- --dir: everything from DIR, nothing from the environment
 
 

@@ -23,6 +23,21 @@ namespace fusebench::engine {
 
 inline constexpr int kKernelCacheFormatVersion = 1;
 inline constexpr const char* kKernelCacheUseLock = ".fusebench-cache.lock";
+// Files that many kernels share, built once per compiler and flags (the CPU JIT's precompiled
+// prelude): <dir>/pch/<hash>/. clear() removes the folder; list() and verification leave it out.
+inline constexpr const char* kKernelCacheSharedFolder = "pch";
+
+// An exclusive flock on `path` (created if absent) for this object's lifetime; waits for it.
+class FileLock {
+ public:
+  explicit FileLock(const std::filesystem::path& path);
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_;
+};
 
 struct CachedArtifact {
   std::string key;
@@ -63,7 +78,7 @@ class KernelCache {
   };
   std::vector<Entry> list() const;
   // Removes the files and build directories the cache writes (<key[0:2]>/<key>.<ext>, their
-  // temporaries) and the shard folders it empties; returns how many kernels it removed. Anything
+  // temporaries, the shared folder) and the shard folders it empties; returns how many kernels it removed. Anything
   // else in the directory is left, and listed in `not_cache_entries` when given. The use lock is
   // not taken here: fusebench-cache takes it, and an executor clearing its own cold-start
   // directory already holds it shared.
