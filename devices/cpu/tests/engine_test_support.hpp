@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <string>
 
 #include "cpu_device.hpp"
 #include "eager_executor.hpp"
@@ -21,6 +24,15 @@ inline std::filesystem::path test_cache_dir() {
     std::filesystem::remove_all(d);
     return d;
   }();
+  return dir;
+}
+
+// An empty folder of this process's under the temporary directory (removed first, if a test before
+// left it).
+inline std::filesystem::path fresh_dir(const std::string& tag) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / fmt::format("fusebench-{}-{}", tag, ::getpid());
+  std::filesystem::remove_all(dir);
   return dir;
 }
 

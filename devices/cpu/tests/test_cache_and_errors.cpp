@@ -16,11 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 using engine::Graph;
 
-fs::path fresh_dir(const std::string& tag) {
-  const auto dir = fs::temp_directory_path() / fmt::format("fusebench-{}-{}", tag, ::getpid());
-  fs::remove_all(dir);
-  return dir;
-}
+using testsupport::fresh_dir;
 
 template <class Fn>
 void expect_error(Fn&& fn, const std::string& fragment) {

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine_test_support.hpp"
 #include "fusebench/engine/kernel_cache.hpp"
 #include "jit_compiler.hpp"
 
@@ -17,11 +18,7 @@ namespace fusebench {
 namespace {
 namespace fs = std::filesystem;
 
-fs::path fresh_dir(const std::string& tag) {
-  const auto dir = fs::temp_directory_path() / fmt::format("fusebench-{}-{}", tag, ::getpid());
-  fs::remove_all(dir);
-  return dir;
-}
+using testsupport::fresh_dir;
 
 std::string error_of(const std::function<void()>& fn) {
   try {

@@ -14,11 +14,7 @@ namespace fusebench {
 namespace {
 namespace fs = std::filesystem;
 
-fs::path fresh_dir(const std::string& tag) {
-  const auto dir = fs::temp_directory_path() / fmt::format("fusebench-{}-{}", tag, ::getpid());
-  fs::remove_all(dir);
-  return dir;
-}
+using testsupport::fresh_dir;
 
 std::string read_text(const fs::path& path) {
   std::ifstream in(path);
