@@ -149,7 +149,28 @@ def read_manifest(path: pathlib.Path) -> dict:
                 or not isinstance(entry.get("device"), str)
             ):
                 raise InputError(f"{path}: each entry of '{key}' must be an object with 'suite' and 'device' names")
+    history = manifest.get("yardstick_history")
+    if history is not None and not _valid_yardstick_history(history):
+        raise InputError(
+            f"{path}: 'yardstick_history' must be an object whose 'rates' map each benchmark to a list of "
+            "{'run_id', 'copy_bytes_per_second' > 0} (reports/yardsticks.py)"
+        )
     return manifest
+
+
+def _valid_yardstick_history(history) -> bool:
+    rates = history.get("rates") if isinstance(history, dict) else None
+    return isinstance(rates, dict) and all(
+        isinstance(entries, list)
+        and all(
+            isinstance(e, dict)
+            and isinstance(e.get("copy_bytes_per_second"), (int, float))
+            and not isinstance(e.get("copy_bytes_per_second"), bool)
+            and 0 < e["copy_bytes_per_second"] < float("inf")
+            for e in entries
+        )
+        for entries in rates.values()
+    )
 
 
 def incomplete_reason(run_dir: pathlib.Path, completing: bool = False) -> str | None:
@@ -227,7 +248,31 @@ def load_results(
         raise IntegrityError(integrity.summary(problems), problems)
     if problems:
         apply_integrity_problems(results, problems)
+    attach_earlier_copy_rates(results)
     return results
+
+
+# Where a row carries the copy rates that earlier runs on the same machine measured for it (run.json's
+# "yardstick_history", written by reports/yardsticks.py): the between-run component of its share of the copy.
+EARLIER_COPY_RATES = "copy_share_earlier_rates"
+
+
+def copy_key(suite: str, device: str, benchmark: dict) -> str:
+    """The identity of a benchmark's interleaved copy across runs: suite, device and benchmark (its name
+    fixes the bytes copied; the threads are the machine's)."""
+    return f"{suite}@{device}::{benchmark.get('run_name', benchmark['name'])}"
+
+
+def attach_earlier_copy_rates(results: Results) -> None:
+    """Gives each interleaved row the rates run.json's yardstick history holds for its copy (a tuple,
+    empty where no earlier run on this machine measured it)."""
+    history = (results.manifest or {}).get("yardstick_history") or {}
+    by_key = history.get("rates", {})
+    for r in results.by_key.values():
+        for b in r.data.get("benchmarks", []):
+            if b.get("copy_share_rounds"):
+                entries = by_key.get(copy_key(r.suite, r.device, b), [])
+                b[EARLIER_COPY_RATES] = tuple(float(e["copy_bytes_per_second"]) for e in entries)
 
 
 INTEGRITY_PREFIX = "results integrity: "  # the error message of a case or suite that integrity made a failure

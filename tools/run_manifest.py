@@ -22,6 +22,8 @@ import os
 import pathlib
 import sys
 
+from reports import yardsticks
+from reports.claims.shares import LOADED_COPY_WAIT
 from reports.integrity import sha256_of
 from reports.results import failures, load_results, suite_files
 from tools.shards import machine_description
@@ -131,6 +133,12 @@ def main(argv: list[str]) -> int:
         return report_failures(pathlib.Path(argv[1]))
     run_dir, profile, filt, total, *devices = argv
     unavailable = dict(line.split(": ", 1) for line in os.environ.get("UNAVAILABLE", "").splitlines() if ": " in line)
+    run_id = os.environ.get("FUSEBENCH_RUN_ID") or None
+    try:
+        history = yardstick_history(pathlib.Path(run_dir), run_id)
+    except OSError as e:  # the run's own verdicts stand on its rounds; the report says there was no history
+        print(f"run: the copy yardstick's history not kept: {e}", file=sys.stderr)
+        history = None
     try:
         write_run_manifest(
             pathlib.Path(run_dir),
@@ -141,12 +149,28 @@ def main(argv: list[str]) -> int:
             {"engine": os.environ["TIMING"], "framework": os.environ["FRAMEWORK_TIMING"]},
             shard=json.loads(os.environ["SHARD"]) if os.environ.get("SHARD") else None,
             unavailable=unavailable,
-            run_id=os.environ.get("FUSEBENCH_RUN_ID") or None,
+            extra={"yardstick_history": history} if history else None,
+            run_id=run_id,
         )
     except OSError as e:
         print(f"run: cannot write {pathlib.Path(run_dir) / 'run.json'}: {e.strerror or e}", file=sys.stderr)
         return 1
     return 0
+
+
+def yardstick_history(run_dir: pathlib.Path, run_id: str | None) -> dict | None:
+    """The copy rates of the earlier runs into the same OUT on this machine (run.json's "yardstick_history"),
+    with this run's rates appended to OUT's record (reports/yardsticks.py)."""
+    results = load_results(run_dir, allow_incomplete=True, strict=False)
+    revisions = sorted({r.context.get("git_revision") for r in results.by_key.values()} - {None, ""})
+    return yardsticks.record_run(
+        results,
+        run_dir.parent,
+        run_id or run_dir.name,
+        machine_description(),
+        revisions[0] if revisions else None,
+        LOADED_COPY_WAIT,
+    )
 
 
 if __name__ == "__main__":

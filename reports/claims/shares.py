@@ -6,7 +6,9 @@ each round the kernel once and a memcpy of the same traffic on the same threads,
 alternating), the median per-round share and its distribution-free 95 % interval decide:
 SUPPORTED when the lower end is at or above the target, CONTRADICTED when the upper end is below
 it, else INCONCLUSIVE; and INCONCLUSIVE whatever the interval when the rounds ran on a loaded machine
-(the copy's threads waited for a CPU: LOADED_COPY_WAIT). Older runs have one figure of each, the copy timed apart: the share against
+(the copy's threads waited for a CPU: LOADED_COPY_WAIT). Where earlier runs on the same machine measured
+the same copy (reports/yardsticks.py), the interval is widened to the shares against the fastest and the
+slowest of those copies (Rounds.decided): the copy's speed between runs is part of the uncertainty. Older runs have one figure of each, the copy timed apart: the share against
 the target, and a kernel measured faster than a copy of its bytes, or than its own arithmetic
 ceiling, leaves the share undecided (the yardsticks ran under a different load)."""
 
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 
 from reports.claims.verdict import Outcome, Wording
 from reports.numbers import gbps, num, pct
+from reports.results import EARLIER_COPY_RATES
 
 
 def outcome(share: float, target: float, suspect: str = "") -> Outcome:
@@ -57,10 +60,32 @@ class Rounds:
     copy_bytes_per_second: float | None = None
     # the median round's share of the copy threads' time spent waiting for a CPU (None: not measured)
     copy_wait: float | None = None
+    # the copy's median rate in each earlier run on this machine (reports/yardsticks.py)
+    earlier_copy: tuple[float, ...] = ()
+
+    @property
+    def between_runs(self) -> bool:
+        """Whether earlier runs' copies widen this run's interval (needs this run's copy rate too)."""
+        return bool(self.earlier_copy) and bool(self.copy_bytes_per_second)
+
+    @property
+    def decided(self) -> tuple[float, float]:
+        """The interval that decides: this run's, widened to the shares its kernel would have had against
+        the copy as fast and as slow as an earlier run on this machine measured it. The share is the
+        kernel's rate over the copy's, so against an earlier copy rate c it is this run's share times
+        this run's copy rate over c."""
+        if not self.between_runs:
+            return self.low, self.high
+        own = self.copy_bytes_per_second
+        return (
+            min(self.low, self.low * own / max(self.earlier_copy)),
+            max(self.high, self.high * own / min(self.earlier_copy)),
+        )
 
 
 def rounds_of(b: dict) -> Rounds | None:
-    """The benchmark's interleaved share (its copy_share* counters), None where the run has none."""
+    """The benchmark's interleaved share (its copy_share* counters, and the earlier runs' copy rates
+    that reports/results.py attaches), None where the run has none."""
     if not b.get("copy_share_rounds"):
         return None
     return Rounds(
@@ -70,6 +95,7 @@ def rounds_of(b: dict) -> Rounds | None:
         int(b["copy_share_rounds"]),
         b.get("copy_bytes_per_second"),
         b.get("copy_share_wait"),
+        tuple(b.get(EARLIER_COPY_RATES, ())),
     )
 
 
@@ -88,16 +114,35 @@ def loaded(r: Rounds) -> bool:
 def rounds_outcome(r: Rounds, target: float) -> Outcome:
     if loaded(r):
         return Outcome.INCONCLUSIVE
-    if r.low >= target:
+    low, high = r.decided
+    if low >= target:
         return Outcome.SUPPORTED
-    if r.high < target:
+    if high < target:
         return Outcome.CONTRADICTED
     return Outcome.INCONCLUSIVE
 
 
 def interval_text(r: Rounds) -> str:
-    """'93.1 % [80.6, 126 %]': the median share and its 95 % interval."""
+    """'93.1 % [80.6, 126 %]': the median share and the interval that decides it (this run's 95 % interval,
+    widened by the earlier runs' copies where there were any)."""
+    low, high = r.decided
+    return f"{pct(r.median)} [{num(100 * low)}, {pct(high)}]"
+
+
+def within_run_text(r: Rounds) -> str:
     return f"{pct(r.median)} [{num(100 * r.low)}, {pct(r.high)}]"
+
+
+def between_runs_text(r: Rounds) -> str:
+    """What widened the interval: the earlier runs' copy rates against this run's."""
+    earlier = r.earlier_copy
+    runs = f"{len(earlier)} earlier run{'s' if len(earlier) != 1 else ''} on this machine"
+    return (
+        f"this run's rounds alone give {within_run_text(r)}; the copy ran at {gbps(r.copy_bytes_per_second)} GB/s "
+        f"here and at {gbps(min(earlier))}-{gbps(max(earlier))} GB/s in the {runs} (the memory of a shared machine "
+        f"moves between runs, a kernel bound by its arithmetic does not), so the interval is taken against the copy "
+        f"as fast and as slow as any of them: {interval_text(r)}"
+    )
 
 
 # Why a share can pass 100 % with the copy measured in the same rounds: the byte counts are the
@@ -115,17 +160,31 @@ ABOVE_COPY = (
 def rounds_wording(outcome: Outcome, what: str, r: Rounds, target: float, details: str) -> Wording:
     """what: the kernel ("fused Chain", "UlpDiff f16"); details: the facts beside the share. The matrix
     shows the interval (decider: the figure, and how far the lower end lies below the target)."""
+    across = (
+        f", set against the copy as fast and as slow as the {len(r.earlier_copy)} earlier runs on this machine "
+        "measured it,"
+        if r.between_runs
+        else ""
+    )
     condition = (
         f"the 95 % interval of {what}'s median share of the copy over {r.rounds} interleaved rounds (each round the "
-        "kernel and a memcpy of the same bytes on the same threads, alternating; sign-test order statistics) lies at "
-        f"or above {pct(target, 2)} (entirely below: CONTRADICTED)"
+        "kernel and a memcpy of the same bytes on the same threads, alternating; sign-test order statistics)"
+        f"{across} lies at or above {pct(target, 2)} (entirely below: CONTRADICTED)"
     )
     against = f" against a copy at {gbps(r.copy_bytes_per_second)} GB/s (median)" if r.copy_bytes_per_second else ""
-    facts = f"median share {interval_text(r)} over {r.rounds} rounds{against}; {details}"
+    facts = f"median share {within_run_text(r)} over {r.rounds} rounds{against}; {details}"
+    if r.between_runs:
+        facts += "; " + between_runs_text(r)
+    else:
+        facts += (
+            "; no earlier run on this machine in this results folder: the interval holds this run's rounds only, "
+            "not the copy's speed between runs (reports/yardsticks.py)"
+        )
     if r.median > 1:
         facts += ". " + ABOVE_COPY
     if r.copy_wait is not None:
         facts += f"; the copy's threads waited {pct(r.copy_wait)} of their time for a CPU (median round)"
+    low, high = r.decided
     if outcome is not Outcome.INCONCLUSIVE:
         interval = ""
     elif loaded(r):
@@ -133,6 +192,13 @@ def rounds_wording(outcome: Outcome, what: str, r: Rounds, target: float, detail
             f"the copy's threads waited {pct(r.copy_wait)} of their time for a CPU (more than "
             f"{pct(LOADED_COPY_WAIT)}): the machine was loaded, and a share under load holds for that load only. "
             "Rerun on a quiet machine"
+        )
+    elif r.between_runs and (r.low >= target or r.high < target):
+        side = "above" if r.low >= target else "below"
+        interval = (
+            f"this run's rounds alone lie {side} the {pct(target, 2)} target ({within_run_text(r)}), but against the "
+            f"copy of the earlier runs on this machine ({gbps(min(r.earlier_copy))}-{gbps(max(r.earlier_copy))} GB/s) "
+            f"the share reaches {interval_text(r)}: the machine's memory speed between runs decides it, not the kernel"
         )
     else:
         interval = f"the median share's 95 % interval {interval_text(r)} holds the {pct(target, 2)} target"
@@ -143,5 +209,5 @@ def rounds_wording(outcome: Outcome, what: str, r: Rounds, target: float, detail
         facts,
         r.rounds,
         interval=interval,
-        decider=(interval_text(r), target - r.low),
+        decider=(interval_text(r), target - low),
     )

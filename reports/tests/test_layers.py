@@ -17,6 +17,7 @@ BELOW = {
     "decision": set(),
     "integrity": set(),
     "results": {"integrity"},
+    "yardsticks": {"results"},
     "fusion_switches": {"results"},
     "claims": {"claims", "results", "numbers", "decision", "fusion_switches"},
     "document": {"claims"},

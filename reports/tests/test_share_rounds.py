@@ -15,6 +15,7 @@ import pytest
 from reports.claims import engine, s, shares, words
 from reports.claims.verdict import Outcome
 from reports.matrix import grouped_verdict
+from reports.results import EARLIER_COPY_RATES
 
 FIXTURE = json.loads((pathlib.Path(__file__).parent / "fixtures" / "share_rounds.json").read_text())
 
@@ -153,3 +154,55 @@ def test_recorded_loaded_runs_carry_their_wait_and_decide_nothing():
             v = verdict(name, dump)
             assert v.outcome is Outcome.INCONCLUSIVE, (run, name)
             assert "waited" in words(v).interval, (run, name)
+
+
+# ---- the copy between runs (reports/yardsticks.py)
+def rounds_with_history(dump: dict, earlier: list[dict]) -> shares.Rounds:
+    """A run's rounds, with the copy rates the `earlier` runs measured for the same benchmark."""
+    b = benchmark(dump)
+    b["copy_bytes_per_second"] = 2 * dump["copied_bytes"] / statistics.median(dump["copy_seconds"])
+    b[EARLIER_COPY_RATES] = tuple(2 * e["copied_bytes"] / statistics.median(e["copy_seconds"]) for e in earlier)
+    return shares.rounds_of(b)
+
+
+QUIET_RUNS = ("e", "f")  # one build back to back on the quiet machine; the copy moved 27.9 -> 36.7 GB/s
+
+
+def test_a_copy_that_moves_between_runs_cannot_give_opposite_verdicts():
+    """Runs e and f, replayed: each alone, the fused Chain's interval lies above 62.5 % in e and below 58.6 %
+    in f, so any target between them is met in one run and missed in the other. Set against the other
+    run's copy (the history the later run is given), no target gives opposite verdicts, in either order."""
+    run_e, run_f = (FIXTURE["runs"][r] for r in QUIET_RUNS)
+    opposite_alone = 0
+    for name in sorted(set(run_e) & set(run_f)):
+        for first, second in ((run_e[name], run_f[name]), (run_f[name], run_e[name])):
+            alone_first = rounds_with_history(first, [])
+            alone_second = rounds_with_history(second, [])
+            later = rounds_with_history(second, [first])
+            for target in [t / 100 for t in range(10, 130)]:
+                a = shares.rounds_outcome(alone_first, target)
+                b = shares.rounds_outcome(alone_second, target)
+                opposite_alone += {a, b} == {Outcome.SUPPORTED, Outcome.CONTRADICTED}
+                c = shares.rounds_outcome(later, target)
+                assert a is c or Outcome.INCONCLUSIVE in (a, c), (name, target, a, c)
+    assert opposite_alone > 0  # without the earlier run's copy, the two runs do contradict each other
+
+
+def test_the_later_run_says_the_memory_between_runs_decided():
+    run_e, run_f = (FIXTURE["runs"][r] for r in QUIET_RUNS)
+    name = next(n for n in run_e if n.startswith("Chain/"))
+    target = 0.60  # between the two runs' intervals: SUPPORTED in e alone, CONTRADICTED in f alone
+    later = rounds_with_history(run_f[name], [run_e[name]])
+    assert later.low < later.high < target
+    assert shares.rounds_outcome(later, target) is Outcome.INCONCLUSIVE
+    shown = shares.rounds_wording(Outcome.INCONCLUSIVE, "fused Chain", later, target, "")
+    assert "memory speed between runs decides it" in shown.interval
+    assert "27.9-27.9 GB/s" in shown.interval and "1 earlier run on this machine" in shown.evidence
+    assert shares.interval_text(later) in shown.key_figure
+    low, high = later.decided
+    assert low == later.low and high > target  # widened upward only: the earlier copy was slower
+    alone = rounds_with_history(run_f[name], [])
+    assert (
+        "no earlier run on this machine"
+        in shares.rounds_wording(Outcome.CONTRADICTED, "fused Chain", alone, target, "").evidence
+    )

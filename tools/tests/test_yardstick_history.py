@@ -1,0 +1,144 @@
+"""The copy yardstick's history across runs (reports/yardsticks.py): tools/run's run.json gives a run the
+copy rates earlier runs into the same results folder measured on the same machine, and the report sets the
+run's share of the copy against them (reports/claims/shares.py). Replayed with the recorded rounds of two
+back-to-back quiet runs (reports/tests/fixtures/share_rounds.json, runs e and f), the copy moving 27.9 -> 36.7 GB/s."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import statistics
+
+import pytest
+
+from reports import yardsticks
+from reports.claims import engine, shares
+from reports.claims.verdict import Outcome
+from reports.results import EARLIER_COPY_RATES, InputError, load_results
+from tools import run_manifest
+
+FIXTURE = json.loads(
+    (pathlib.Path(__file__).resolve().parents[2] / "reports" / "tests" / "fixtures" / "share_rounds.json").read_text()
+)
+CHAIN = "Chain/path:fused/dtype:f16/n:4194304"
+MACHINE = {"host": "vm", "cpu_model": "Intel(R) Xeon(R) Processor", "cpus": 2}
+
+
+def chain_row(run: str, wait: float | None = None) -> dict:
+    """The fused Chain's row as the engine suite writes it, from the recorded rounds of fixture run `run`."""
+    dump = FIXTURE["runs"][run][CHAIN]
+    share = dump["share"]
+    row = {
+        "name": f"{CHAIN}/real_time",
+        "run_name": f"{CHAIN}/real_time",
+        "run_type": "iteration",
+        "real_time": 1.0,
+        "time_unit": "ms",
+        "bytes_per_second": dump["traffic_bytes"] / statistics.median(dump["kernel_seconds"]),
+        "copy_share": share["median"],
+        "copy_share_lo": share["low"],
+        "copy_share_hi": share["high"],
+        "copy_share_rounds": share["rounds"],
+        "copy_bytes_per_second": 2 * dump["copied_bytes"] / statistics.median(dump["copy_seconds"]),
+        "copy_share_wait": statistics.median(dump["copy_waits"]) if wait is None else wait,
+    }
+    return row
+
+
+def write_run(out: pathlib.Path, name: str, rows: list[dict], machine: dict = MACHINE) -> pathlib.Path:
+    """A run directory as tools/run leaves it: the engine suite's results, then run.json with the history."""
+    run_dir = out / name
+    run_dir.mkdir(parents=True)
+    context = {"fusebench_suite": "engine_throughput", "fusebench_device": "cpu", "fusebench_run_id": name}
+    (run_dir / "engine_throughput@cpu.json").write_text(json.dumps({"context": context, "benchmarks": rows}))
+    results = load_results(run_dir, allow_incomplete=True, strict=False)
+    history = yardsticks.record_run(results, out, name, machine, None, shares.LOADED_COPY_WAIT)
+    run_manifest.write_run_manifest(
+        run_dir,
+        "quick",
+        None,
+        1,
+        ["cpu"],
+        {"engine": "", "framework": ""},
+        extra={"yardstick_history": history} if history else None,
+        consume=False,
+        run_id=name,
+    )
+    return run_dir
+
+
+def chain_of(run_dir: pathlib.Path) -> dict:
+    (result,) = load_results(run_dir).by_key.values()
+    return next(b for b in result.data["benchmarks"] if b["name"].startswith("Chain/"))
+
+
+def test_the_second_run_is_set_against_the_first_runs_copy(tmp_path):
+    first = write_run(tmp_path, "run1", [chain_row("e")])
+    second = write_run(tmp_path, "run2", [chain_row("f")])
+    assert chain_of(first)[EARLIER_COPY_RATES] == ()
+    (rate,) = chain_of(second)[EARLIER_COPY_RATES]
+    assert rate == pytest.approx(chain_row("e")["copy_bytes_per_second"])
+    manifest = json.loads((second / "run.json").read_text())
+    assert manifest["yardstick_history"]["earlier_runs"] == ["run1"]
+    # The Chain's 70 % target: run1 INCONCLUSIVE ([62.5, 76.0 %]), run2 CONTRADICTED on its own rounds
+    # ([54.1, 58.6 %]) but INCONCLUSIVE against run1's slower copy (up to 77 %). A 60 % target: SUPPORTED in
+    # run1, CONTRADICTED in run2 alone, INCONCLUSIVE in run2 as the report decides it.
+    rounds = shares.rounds_of(chain_of(second))
+    alone = shares.Rounds(rounds.median, rounds.low, rounds.high, rounds.rounds, rounds.copy_bytes_per_second)
+    assert shares.rounds_outcome(alone, engine.targets()["Chain"]) is Outcome.CONTRADICTED
+    assert shares.rounds_outcome(rounds, engine.targets()["Chain"]) is Outcome.INCONCLUSIVE
+    assert shares.rounds_outcome(shares.rounds_of(chain_of(first)), 0.60) is Outcome.SUPPORTED
+    assert shares.rounds_outcome(alone, 0.60) is Outcome.CONTRADICTED
+    assert shares.rounds_outcome(rounds, 0.60) is Outcome.INCONCLUSIVE
+    # the report of run1 reads the same after run2: its history was fixed when it was written
+    assert chain_of(first)[EARLIER_COPY_RATES] == ()
+    assert len((tmp_path / yardsticks.HISTORY_FILE).read_text().splitlines()) == 2
+
+
+def test_another_machine_and_a_loaded_run_are_not_history(tmp_path):
+    write_run(tmp_path, "elsewhere", [chain_row("e")], machine={**MACHINE, "host": "laptop"})
+    loaded = write_run(tmp_path, "loaded", [chain_row("e", wait=2 * shares.LOADED_COPY_WAIT)])
+    assert "yardstick_history" not in json.loads((loaded / "run.json").read_text())  # nothing to record
+    here = write_run(tmp_path, "here", [chain_row("f")])
+    assert chain_of(here)[EARLIER_COPY_RATES] == ()
+    records = [json.loads(line) for line in (tmp_path / yardsticks.HISTORY_FILE).read_text().splitlines()]
+    assert [r["run_id"] for r in records] == ["elsewhere", "here"]
+
+
+def test_only_the_last_runs_of_the_machine_count(tmp_path):
+    for k in range(yardsticks.EARLIER_RUNS + 3):
+        write_run(tmp_path, f"run{k:02d}", [chain_row("e" if k < 3 else "f")])
+    last = write_run(tmp_path, "last", [chain_row("f")])
+    rates = chain_of(last)[EARLIER_COPY_RATES]
+    assert len(rates) == yardsticks.EARLIER_RUNS
+    assert rates == pytest.approx([chain_row("f")["copy_bytes_per_second"]] * yardsticks.EARLIER_RUNS)
+
+
+def test_a_damaged_history_line_is_named_and_left_out(tmp_path):
+    write_run(tmp_path, "run1", [chain_row("e")])
+    with open(tmp_path / yardsticks.HISTORY_FILE, "a") as f:
+        f.write('{"run_id": "cut", "rates": {"x": \n')
+        f.write(json.dumps({"run_id": "negative", "machine": MACHINE, "rates": {"x": -1.0}}) + "\n")
+    second = write_run(tmp_path, "run2", [chain_row("f")])
+    history = json.loads((second / "run.json").read_text())["yardstick_history"]
+    assert history["earlier_runs"] == ["run1"]
+    assert "line 2, 3 not a run's record" in history["problem"]
+    assert len(chain_of(second)[EARLIER_COPY_RATES]) == 1
+
+
+@pytest.mark.parametrize(
+    "history",
+    [
+        "fast",
+        {"rates": {"x": [{"copy_bytes_per_second": 0}]}},
+        {"rates": {"x": [{"copy_bytes_per_second": "3e10"}]}},
+        {"rates": {"x": {"copy_bytes_per_second": 3e10}}},
+    ],
+)
+def test_a_run_json_whose_history_is_not_one_is_refused(tmp_path, history):
+    run_dir = write_run(tmp_path, "run1", [chain_row("e")])
+    manifest = json.loads((run_dir / "run.json").read_text())
+    manifest["yardstick_history"] = history
+    (run_dir / "run.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match=r"run\.json: 'yardstick_history' must be"):
+        load_results(run_dir)
