@@ -16,12 +16,13 @@ from reports.claims import engine, shares
 from reports.claims.verdict import Outcome
 from reports.results import EARLIER_COPY_RATES, InputError, load_results
 from tools import run_manifest
+from tools.shards import machine_description
 
 FIXTURE = json.loads(
     (pathlib.Path(__file__).resolve().parents[2] / "reports" / "tests" / "fixtures" / "share_rounds.json").read_text()
 )
 CHAIN = "Chain/path:fused/dtype:f16/n:4194304"
-MACHINE = {"host": "vm", "cpu_model": "Intel(R) Xeon(R) Processor", "cpus": 2}
+MACHINE = machine_description()  # this machine, as tools/run describes it
 
 
 def chain_row(run: str, wait: float | None = None) -> dict:
@@ -51,8 +52,11 @@ def write_run(out: pathlib.Path, name: str, rows: list[dict], machine: dict = MA
     run_dir.mkdir(parents=True)
     context = {"fusebench_suite": "engine_throughput", "fusebench_device": "cpu", "fusebench_run_id": name}
     (run_dir / "engine_throughput@cpu.json").write_text(json.dumps({"context": context, "benchmarks": rows}))
-    results = load_results(run_dir, allow_incomplete=True, strict=False)
-    history = yardsticks.record_run(results, out, name, machine, None, shares.LOADED_COPY_WAIT)
+    if machine == MACHINE:  # as tools/run does it
+        history = run_manifest.yardstick_history(run_dir, name)
+    else:
+        results = load_results(run_dir, allow_incomplete=True, strict=False)
+        history = yardsticks.record_run(results, out, name, machine, None, shares.LOADED_COPY_WAIT)
     run_manifest.write_run_manifest(
         run_dir,
         "quick",
@@ -96,7 +100,7 @@ def test_the_second_run_is_set_against_the_first_runs_copy(tmp_path):
 
 
 def test_another_machine_and_a_loaded_run_are_not_history(tmp_path):
-    write_run(tmp_path, "elsewhere", [chain_row("e")], machine={**MACHINE, "host": "laptop"})
+    write_run(tmp_path, "elsewhere", [chain_row("e")], machine={**MACHINE, "host": MACHINE["host"] + "-other"})
     loaded = write_run(tmp_path, "loaded", [chain_row("e", wait=2 * shares.LOADED_COPY_WAIT)])
     assert "yardstick_history" not in json.loads((loaded / "run.json").read_text())  # nothing to record
     here = write_run(tmp_path, "here", [chain_row("f")])
