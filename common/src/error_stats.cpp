@@ -339,7 +339,8 @@ class ErrorStatsRun {
           lane_sum[0] += values[std::size_t(i)];
           lane_max[0] = std::max(lane_max[0], values[std::size_t(i)]);
         }
-        add_block_lanes(block, m, lane_sum, lane_max, begin, count, block.nonfinite, result);
+        add_block_lanes(block, block.nonfinite == 0, m, lane_sum, lane_max, begin, count,
+                        block.nonfinite, result);
         if (intervals_) {
           worker.windows[std::size_t(m)].count_block(values.data(), count, block.nonfinite);
         } else {
@@ -362,10 +363,10 @@ class ErrorStatsRun {
 #endif
 
   // A block's sum and maximum of metric m, from its eight lanes; `block` holds the metrics of the
-  // block at `begin` when the maximum rises (the first index of the largest value is sought).
-  // `nonfinite` is the block's count of non-finite pairs (the fused pass counts them itself and
-  // leaves `block` unfilled unless the maximum rises).
-  void add_block_lanes(const BlockMetrics<Y, R>& block, int m,
+  // block at `begin` when the maximum rises (the first index of the largest value is sought), and
+  // its finite flags unless `all_finite`. `nonfinite` is the block's count of non-finite pairs
+  // (the fused pass counts them itself and fills the flags only for a block that has some).
+  void add_block_lanes(const BlockMetrics<Y, R>& block, bool all_finite, int m,
                        const std::array<double, kLanes>& lane_sum,
                        const std::array<double, kLanes>& lane_max, std::int64_t begin,
                        std::int64_t count, std::int64_t nonfinite, ChunkResult& result) const {
@@ -380,7 +381,7 @@ class ErrorStatsRun {
     if (max_rises(block_max, nonfinite, count, result, m)) {
       const auto& values = block.metric[std::size_t(m)];
       for (std::int64_t k = 0; k < count; ++k) {
-        if (block.finite[std::size_t(k)] && values[std::size_t(k)] == block_max) {
+        if ((all_finite || block.finite[std::size_t(k)]) && values[std::size_t(k)] == block_max) {
           max = block_max;
           max_index = begin + k;
           break;
@@ -400,8 +401,9 @@ class ErrorStatsRun {
   // ---- the fused block: the three metrics of eight pairs at a time are computed in registers,
   // summed and maximised there, and stored to L1 for the windows' counting loops (BlockMetrics'
   // scalar computation and sweeps were most of the pass). The metrics are BlockMetrics', and the
-  // lanes those of count_chunk's sums: the same bits. A block with non-finite pairs, or whose maximum rises, is
-  // recomputed by BlockMetrics for the rare work that needs each element.
+  // lanes those of count_chunk's sums: the same bits, stored where BlockMetrics stores them. A
+  // block with non-finite pairs is recomputed by BlockMetrics for the rare work that needs each
+  // element (and the finite flags); one whose maximum rises is searched in the stored metrics.
 
   void count_fused_block(Worker& worker, std::int64_t begin, ChunkResult& result) {
     using Counter = WindowSelector::VectorCounter;
@@ -449,23 +451,16 @@ class ErrorStatsRun {
     rel_counter.finish();
     ulp_counter.finish();
     result.compared += kBlock - nonfinite;
-    bool computed = false;
-    auto ensure_block = [&] {
-      if (!computed) block.compute(y, ref, kBlock, stats_.rel_floor);
-      computed = true;
-    };
     if (nonfinite != 0) {
-      ensure_block();
+      block.compute(y, ref, kBlock, stats_.rel_floor);
       count_nonfinite(block, begin, kBlock, result);
     }
     for (int m = 0; m < kMetrics; ++m) {
       alignas(64) std::array<double, kLanes> lane_sum, lane_max;
       _mm512_store_pd(lane_sum.data(), sum[m]);
       _mm512_store_pd(lane_max.data(), max[m]);
-      const double block_max = std::max({lane_max[0], lane_max[1], lane_max[2], lane_max[3],
-                                         lane_max[4], lane_max[5], lane_max[6], lane_max[7]});
-      if (max_rises(block_max, nonfinite, kBlock, result, m)) ensure_block();
-      add_block_lanes(block, m, lane_sum, lane_max, begin, kBlock, nonfinite, result);
+      add_block_lanes(block, nonfinite == 0, m, lane_sum, lane_max, begin, kBlock, nonfinite,
+                      result);
       windows[std::size_t(m)].finish_block(nonfinite);
     }
   }

@@ -456,6 +456,79 @@ TEST(ErrorStats, EveryFormatPairAgreesInTheVectorPassAndTheBlockPass) {
   check(double{}, DType::f64, DType::f64);
 }
 
+// The vector pass tells a pair with a NaN or an infinity from the difference of its two sides
+// where they are narrower than fp64 (the difference of finite values then stays finite), and finds
+// the first index of a block's rising maximum in the metrics it stored. Every pair of special
+// values (NaN, +-inf, +-0, the smallest subnormal, +-the largest finite, +-1) on the two sides, for
+// every kind of format pair, in a block of its own among finite blocks: the same figures as the
+// block pass (the radix selection's, which computes each element's flags) and the plain
+// computation. Then a maximum tied at two places of an all-finite block that follows a block with
+// NaN at those places: the first of the two is its index, for each metric.
+TEST(ErrorStats, VectorPassClassifiesEveryPairOfSpecialsAndFindsTheFirstMaximum) {
+  const std::int64_t n = (std::int64_t(1) << 19) + 5 * 2048;
+  const Tensor x = random_uniform(DType::f64, {n}, -1, 1, 61);
+  const Tensor u = random_uniform(DType::f64, {n}, -1, 1, 62);
+  Tensor near = Tensor::uninitialized(DType::f64, {n});
+  const auto px = x.span<double>(), pu = u.span<double>();
+  auto pn = near.span<double>();
+  for (std::size_t k = 0; k < pn.size(); ++k) pn[k] = px[k] * (1 + std::ldexp(1.0, -9) * pu[k]);
+  auto check = [&]<class Y, class R>(Y, R, DType y_dtype, DType ref_dtype) {
+    SCOPED_TRACE(std::string(dtype_name(y_dtype)) + " against " +
+                 std::string(dtype_name(ref_dtype)));
+    // the largest finite value and the smallest subnormal that both formats hold
+    const double largest = std::min(to_double(from_bits<Y>(FormatTraits<Y>::max_finite_bits)),
+                                    to_double(from_bits<R>(FormatTraits<R>::max_finite_bits)));
+    const double tiny = std::max(to_double(from_bits<Y>(1)), to_double(from_bits<R>(1)));
+    const std::vector<double> specials = {NAN,  INFINITY, -INFINITY, 0.0, -0.0,
+                                          tiny, largest,  -largest,  1.0, -1.0};
+    Tensor y = near.to(y_dtype), ref = x.to(ref_dtype);
+    auto py = y.span<Y>();
+    auto pr = ref.span<R>();
+    std::size_t at = 3 * 2048;  // block 3, finite blocks around it
+    for (double a : specials) {
+      for (double b : specials) {
+        py[at] = round_to<Y>(a);
+        pr[at] = round_to<R>(b);
+        ++at;
+      }
+    }
+    const auto one_pass = check_against_plain<Y>(y, ref, {.threads = 2});
+    EXPECT_EQ(one_pass.passes, 1);
+    expect_same_stats(error_stats(y, ref, {.threads = 2, .rank_sample_size = 0}), one_pass);
+    // one row of the square each: NaN on a side, and +inf and -inf
+    const auto row = std::int64_t(specials.size());
+    EXPECT_EQ(one_pass.nan_y, row);
+    EXPECT_EQ(one_pass.nan_ref, row);
+    EXPECT_EQ(one_pass.inf_y, 2 * row);
+    EXPECT_EQ(one_pass.inf_ref, 2 * row);
+
+    // The largest error of every metric, 1.5 against 1, at two places of block 11; block 10 has
+    // NaN at both places, and block 12 the same error again.
+    Tensor tied_y = near.to(y_dtype), tied_ref = x.to(ref_dtype);
+    auto ty = tied_y.span<Y>();
+    auto tr = tied_ref.span<R>();
+    const std::size_t first = 11 * 2048 + 100, second = 11 * 2048 + 700, later = 12 * 2048 + 5;
+    for (const std::size_t k : {first, second, later}) {
+      ty[k] = round_to<Y>(1.5);
+      tr[k] = round_to<R>(1.0);
+    }
+    ty[first - 2048] = round_to<Y>(NAN);
+    ty[second - 2048] = round_to<Y>(NAN);
+    const auto tied = check_against_plain<Y>(tied_y, tied_ref, {.threads = 2});
+    EXPECT_EQ(tied.passes, 1);
+    for (const ErrorSummary* s : {&tied.abs, &tied.rel, &tied.ulp_error})
+      EXPECT_EQ(s->max_index, std::int64_t(first));
+    expect_same_stats(error_stats(tied_y, tied_ref, {.threads = 2, .rank_sample_size = 0}), tied);
+  };
+  check(Half{}, Half{}, DType::f16, DType::f16);
+  check(BFloat16{}, BFloat16{}, DType::bf16, DType::bf16);
+  check(float{}, float{}, DType::f32, DType::f32);
+  check(Half{}, double{}, DType::f16, DType::f64);
+  check(BFloat16{}, float{}, DType::bf16, DType::f32);
+  check(float{}, double{}, DType::f32, DType::f64);
+  check(double{}, double{}, DType::f64, DType::f64);
+}
+
 // Almost every pair NaN: every block has NaN pairs, whose metric (0) the window counts must take
 // back; with one finite pair in 400 the sample still places windows (P99's open above), with one
 // in 2000 it has too few values and the radix selection runs.

@@ -152,10 +152,19 @@ class VectorMetrics {
     Pairs p;
     p.y = widen(y);
     p.ref = widen(ref);
+    const __m512d difference = _mm512_sub_pd(p.y, p.ref);
     // fpclass 0x99: NaN (quiet, signalling) or +-inf
-    p.nonfinite = __mmask8(_mm512_fpclass_pd_mask(p.y, 0x99) | _mm512_fpclass_pd_mask(p.ref, 0x99));
+    if constexpr (kDifferenceStaysFinite) {
+      // The difference is NaN or infinite exactly when a side is: one test instead of two.
+      p.nonfinite = _mm512_fpclass_pd_mask(difference, 0x99);
+      p.abs = _mm512_mask_mov_pd(_mm512_and_pd(difference, magnitude_mask_), p.nonfinite,
+                                 _mm512_setzero_pd());
+    } else {
+      p.nonfinite =
+          __mmask8(_mm512_fpclass_pd_mask(p.y, 0x99) | _mm512_fpclass_pd_mask(p.ref, 0x99));
+      p.abs = _mm512_maskz_and_pd(__mmask8(~p.nonfinite), difference, magnitude_mask_);
+    }
     const __m512d magnitude = _mm512_and_pd(p.ref, magnitude_mask_);
-    p.abs = _mm512_maskz_and_pd(__mmask8(~p.nonfinite), _mm512_sub_pd(p.y, p.ref), magnitude_mask_);
     // max: magnitude > floor ? magnitude : floor
     p.rel = _mm512_div_pd(p.abs, _mm512_max_pd(magnitude, rel_floor_));
     // getexp gives floor(log2 |ref|) (-inf for 0, NaN for NaN); the clamp is the raw exponent
@@ -167,6 +176,11 @@ class VectorMetrics {
   }
 
  private:
+  // The difference of two finite values overflows fp64 only when both are fp64 (near its largest):
+  // with a narrower side, |y - ref| <= |ref| + 2^128 rounds to at most fp64's largest.
+  static constexpr bool kDifferenceStaysFinite =
+      !(std::is_same_v<Y, double> && std::is_same_v<R, double>);
+
   template <class T>
   static __m512d widen(const T* p) {
     if constexpr (std::is_same_v<T, double>) {
@@ -179,7 +193,13 @@ class VectorMetrics {
       return _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
     } else {
       static_assert(std::is_same_v<T, Half>);
+#if defined(__AVX512FP16__)
+      // one conversion instead of two (fp16 to fp64 is exact either way)
+      return _mm512_cvtph_pd(
+          _mm_castsi128_ph(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#else
       return _mm512_cvtps_pd(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#endif
     }
   }
 
