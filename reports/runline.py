@@ -34,7 +34,28 @@ def run_line(results: Results) -> str:
         f"{one('compiler')}{benchmark_library(contexts)}, commit {tree(contexts)}, "
         f"profile {one('fusebench_profile')}{filt}, "
         f"devices {devices(results)}; {total}.{compile_counts(manifest)}{not_available(manifest)}"
-        f"{shard_origin(manifest)}"
+        f"{shard_origin(manifest)}{copy_history(results)}"
+    )
+
+
+def copy_history(results: Results) -> str:
+    """Which copies the shares of the copy are set against: this run's rounds, and the earlier runs on this
+    machine where run.json has their rates (reports/yardsticks.py). Nothing where no row has rounds."""
+    interleaved = any(b.get("copy_share_rounds") for r in results.by_key.values() for b in r.data.get("benchmarks", []))
+    if not interleaved:
+        return ""
+    history = (results.manifest or {}).get("yardstick_history") or {}
+    earlier = history.get("earlier_runs") or []
+    problem = f" ({history['problem']})" if history.get("problem") else ""
+    if earlier:
+        return (
+            f" Shares of the copy: each interval is set against the copy as fast and as slow as the "
+            f"{len(earlier)} earlier run{'s' if len(earlier) != 1 else ''} into this results folder on this machine "
+            f"measured it (run.json yardstick_history){problem}."
+        )
+    return (
+        " Shares of the copy: no earlier run into this results folder on this machine, so each interval holds this "
+        f"run's rounds only, not the copy's speed between runs{problem}."
     )
 
 

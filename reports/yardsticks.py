@@ -2,7 +2,7 @@
 
 A share of the copy is decided on interleaved rounds (reports/claims/shares.py), whose interval covers the
 rounds of one run, a few seconds. Where the memory is shared with other tenants (a virtual machine), the
-copy's speed moves between states that last minutes while a kernel bound by its arithmetic does not: the
+copy's speed moves between states that last minutes while a kernel whose speed does not follow the memory's stays put: the
 rounds of one run agree, and one run's interval cannot hold the next run's share (docs/claims.md has the
 figures).
 

@@ -133,15 +133,24 @@ def within_run_text(r: Rounds) -> str:
     return f"{pct(r.median)} [{num(100 * r.low)}, {pct(r.high)}]"
 
 
+def earlier_runs_text(r: Rounds) -> str:
+    """'the 3 earlier runs on this machine'."""
+    n = len(r.earlier_copy)
+    return f"the {n} earlier run{'s' if n != 1 else ''} on this machine"
+
+
+def earlier_copy_text(r: Rounds) -> str:
+    """'27.9 GB/s' or '27.9-36.7 GB/s': the earlier runs' copy rates."""
+    low, high = gbps(min(r.earlier_copy)), gbps(max(r.earlier_copy))
+    return f"{low} GB/s" if low == high else f"{low}-{high} GB/s"
+
+
 def between_runs_text(r: Rounds) -> str:
     """What widened the interval: the earlier runs' copy rates against this run's."""
-    earlier = r.earlier_copy
-    runs = f"{len(earlier)} earlier run{'s' if len(earlier) != 1 else ''} on this machine"
     return (
-        f"this run's rounds alone give {within_run_text(r)}; the copy ran at {gbps(r.copy_bytes_per_second)} GB/s "
-        f"here and at {gbps(min(earlier))}-{gbps(max(earlier))} GB/s in the {runs} (the memory of a shared machine "
-        f"moves between runs, a kernel bound by its arithmetic does not), so the interval is taken against the copy "
-        f"as fast and as slow as any of them: {interval_text(r)}"
+        f"the copy ran at {earlier_copy_text(r)} in {earlier_runs_text(r)} (a shared machine's memory speed "
+        f"moves between runs, and a kernel's need not follow it): set against the copy as fast and as slow as "
+        f"any of them, the share spans {interval_text(r)}"
     )
 
 
@@ -161,10 +170,7 @@ def rounds_wording(outcome: Outcome, what: str, r: Rounds, target: float, detail
     """what: the kernel ("fused Chain", "UlpDiff f16"); details: the facts beside the share. The matrix
     shows the interval (decider: the figure, and how far the lower end lies below the target)."""
     across = (
-        f", set against the copy as fast and as slow as the {len(r.earlier_copy)} earlier runs on this machine "
-        "measured it,"
-        if r.between_runs
-        else ""
+        f", set against the copy as fast and as slow as {earlier_runs_text(r)} measured it," if r.between_runs else ""
     )
     condition = (
         f"the 95 % interval of {what}'s median share of the copy over {r.rounds} interleaved rounds (each round the "
@@ -197,8 +203,8 @@ def rounds_wording(outcome: Outcome, what: str, r: Rounds, target: float, detail
         side = "above" if r.low >= target else "below"
         interval = (
             f"this run's rounds alone lie {side} the {pct(target, 2)} target ({within_run_text(r)}), but against the "
-            f"copy of the earlier runs on this machine ({gbps(min(r.earlier_copy))}-{gbps(max(r.earlier_copy))} GB/s) "
-            f"the share reaches {interval_text(r)}: the machine's memory speed between runs decides it, not the kernel"
+            f"copy of {earlier_runs_text(r)} ({earlier_copy_text(r)}) the share spans {interval_text(r)}: the "
+            "machine's memory speed between runs decides it, not the kernel"
         )
     else:
         interval = f"the median share's 95 % interval {interval_text(r)} holds the {pct(target, 2)} target"

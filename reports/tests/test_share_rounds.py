@@ -197,7 +197,7 @@ def test_the_later_run_says_the_memory_between_runs_decided():
     assert shares.rounds_outcome(later, target) is Outcome.INCONCLUSIVE
     shown = shares.rounds_wording(Outcome.INCONCLUSIVE, "fused Chain", later, target, "")
     assert "memory speed between runs decides it" in shown.interval
-    assert "27.9-27.9 GB/s" in shown.interval and "1 earlier run on this machine" in shown.evidence
+    assert "(27.9 GB/s) the share spans" in shown.interval and "in the 1 earlier run on this machine" in shown.evidence
     assert shares.interval_text(later) in shown.key_figure
     low, high = later.decided
     assert low == later.low and high > target  # widened upward only: the earlier copy was slower

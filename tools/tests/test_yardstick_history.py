@@ -15,6 +15,7 @@ from reports import yardsticks
 from reports.claims import engine, shares
 from reports.claims.verdict import Outcome
 from reports.results import EARLIER_COPY_RATES, InputError, load_results
+from reports.runline import run_line
 from tools import run_manifest
 from tools.shards import machine_description
 
@@ -97,6 +98,9 @@ def test_the_second_run_is_set_against_the_first_runs_copy(tmp_path):
     # the report of run1 reads the same after run2: its history was fixed when it was written
     assert chain_of(first)[EARLIER_COPY_RATES] == ()
     assert len((tmp_path / yardsticks.HISTORY_FILE).read_text().splitlines()) == 2
+    # the run line under the matrix says which copies the shares were set against
+    assert "no earlier run into this results folder" in run_line(load_results(first))
+    assert "as slow as the 1 earlier run into this results folder" in run_line(load_results(second))
 
 
 def test_another_machine_and_a_loaded_run_are_not_history(tmp_path):
