@@ -44,6 +44,11 @@ def copy_history(results: Results) -> str:
     interleaved = any(b.get("copy_share_rounds") for r in results.by_key.values() for b in r.data.get("benchmarks", []))
     if not interleaved:
         return ""
+    if (results.manifest or {}).get("merged_from"):
+        return (
+            " Shares of the copy: a merged run, so each interval holds its shard's rounds only, not the copy's speed "
+            "between runs."
+        )
     history = (results.manifest or {}).get("yardstick_history") or {}
     earlier = history.get("earlier_runs") or []
     problem = f" ({history['problem']})" if history.get("problem") else ""

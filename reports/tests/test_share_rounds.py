@@ -206,3 +206,21 @@ def test_the_later_run_says_the_memory_between_runs_decided():
         "no earlier run on this machine"
         in shares.rounds_wording(Outcome.CONTRADICTED, "fused Chain", alone, target, "").evidence
     )
+
+
+@pytest.mark.parametrize("planted", [1.0, 1e6, 1e15, 1e300])
+def test_a_planted_history_can_only_undecide_a_share(planted):
+    """A history edited by hand (an absurdly slow or fast copy) widens the interval, never narrows it: it can
+    turn a decided share INCONCLUSIVE, never into the other decided verdict."""
+    for run in QUIET_RUNS:
+        for name, dump in FIXTURE["runs"][run].items():
+            alone = rounds_with_history(dump, [])
+            b = benchmark(dump)
+            b["copy_bytes_per_second"] = alone.copy_bytes_per_second
+            b[EARLIER_COPY_RATES] = (planted,)
+            planted_rounds = shares.rounds_of(b)
+            low, high = planted_rounds.decided
+            assert low <= alone.low and high >= alone.high
+            for target in [t / 100 for t in range(10, 130)]:
+                a, p = shares.rounds_outcome(alone, target), shares.rounds_outcome(planted_rounds, target)
+                assert p is a or p is Outcome.INCONCLUSIVE, (name, planted, target, a, p)

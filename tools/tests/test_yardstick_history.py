@@ -101,6 +101,11 @@ def test_the_second_run_is_set_against_the_first_runs_copy(tmp_path):
     # the run line under the matrix says which copies the shares were set against
     assert "no earlier run into this results folder" in run_line(load_results(first))
     assert "as slow as the 1 earlier run into this results folder" in run_line(load_results(second))
+    # a merged run (tools/merge) carries no history: its shards ran on their own
+    manifest = json.loads((second / "run.json").read_text())
+    manifest["merged_from"] = [{"index": 1, "dir": str(second), "seconds": 1, "machine": MACHINE}]
+    (second / "run.json").write_text(json.dumps(manifest))
+    assert "a merged run, so each interval holds its shard's rounds only" in run_line(load_results(second))
 
 
 def test_another_machine_and_a_loaded_run_are_not_history(tmp_path):
