@@ -158,17 +158,16 @@ def read_manifest(path: pathlib.Path) -> dict:
     return manifest
 
 
+def is_copy_rate(value) -> bool:
+    """A copy's rate as the history keeps it: a positive, finite number of bytes per second."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
+
+
 def _valid_yardstick_history(history) -> bool:
     rates = history.get("rates") if isinstance(history, dict) else None
     return isinstance(rates, dict) and all(
         isinstance(entries, list)
-        and all(
-            isinstance(e, dict)
-            and isinstance(e.get("copy_bytes_per_second"), (int, float))
-            and not isinstance(e.get("copy_bytes_per_second"), bool)
-            and 0 < e["copy_bytes_per_second"] < float("inf")
-            for e in entries
-        )
+        and all(isinstance(e, dict) and is_copy_rate(e.get("copy_bytes_per_second")) for e in entries)
         for entries in rates.values()
     )
 

@@ -21,7 +21,7 @@ import json
 import os
 import pathlib
 
-from reports.results import Results, copy_key, plain
+from reports.results import Results, copy_key, is_copy_rate, plain
 
 HISTORY_FILE = "yardsticks.jsonl"
 # The earlier runs of a machine a run is measured against: enough to see the states a shared machine's
@@ -59,7 +59,7 @@ def read_history(path: pathlib.Path, machine: dict) -> tuple[list[dict], str]:
             valid = (
                 isinstance(record, dict)
                 and isinstance(record.get("rates"), dict)
-                and all(isinstance(v, (int, float)) and v > 0 for v in record["rates"].values())
+                and all(is_copy_rate(v) for v in record["rates"].values())
             )
         except json.JSONDecodeError:
             valid = False

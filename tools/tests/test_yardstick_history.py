@@ -132,10 +132,11 @@ def test_a_damaged_history_line_is_named_and_left_out(tmp_path):
     with open(tmp_path / yardsticks.HISTORY_FILE, "a") as f:
         f.write('{"run_id": "cut", "rates": {"x": \n')
         f.write(json.dumps({"run_id": "negative", "machine": MACHINE, "rates": {"x": -1.0}}) + "\n")
+        f.write(json.dumps({"run_id": "infinite", "machine": MACHINE, "rates": {"x": float("inf")}}) + "\n")
     second = write_run(tmp_path, "run2", [chain_row("f")])
     history = json.loads((second / "run.json").read_text())["yardstick_history"]
     assert history["earlier_runs"] == ["run1"]
-    assert "line 2, 3 not a run's record" in history["problem"]
+    assert "line 2, 3, 4 not a run's record" in history["problem"]
     assert len(chain_of(second)[EARLIER_COPY_RATES]) == 1
 
 
