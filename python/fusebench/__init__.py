@@ -67,7 +67,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def judge(fn, sample, *, sets=32, compile="inductor", options=None, seed=0, dtype=None, perturbation=0.5,
+def judge(fn, sample, *, sets=32, compile=None, options=None, seed=0, dtype=None, perturbation=0.5,
           speed_rounds=15, name=None, compiled=None, tolerance=None, loss=None) -> Judgment:  # fmt: skip
     """Is fn compiled less accurate than fn eager? A verdict over many input sets.
 
@@ -83,8 +83,8 @@ def judge(fn, sample, *, sets=32, compile="inductor", options=None, seed=0, dtyp
       model `compiler(fn)` returning the compiled callable. The two callables are told apart by their
       signatures: exactly two required positional parameters make a backend; one positional
       parameter, at most one required (torch.compile itself), a compiler; anything else is a
-      JudgeError. options: Inductor's config options ({"cpp.simdlen": 1}); compiled: an already
-      compiled callable (then compile only names it).
+      JudgeError. None: Inductor. options: Inductor's config options ({"cpp.simdlen": 1}); compiled: an
+      already compiled callable (then compile only names it; left out, the callable's own name does).
     dtype: bf16 / f16 / f32 to judge a copy of the model and the sample cast to it. A float64 model
       is refused (JudgeError): torch has no more precise dtype for its reference.
     tolerance: the relative change of a statistic's mean over sets that still counts as "not

@@ -59,6 +59,29 @@ class Inputs:
         self.map(lambda t: out.append(t) or t)
         return out
 
+    def names(self) -> list[str]:
+        """The names of tensors(), in its order: input[i] for a positional argument, input.key for a keyword one,
+        [j] / .key appended inside lists, tuples and dicts."""
+        import torch
+
+        names: list[str] = []
+
+        def walk(v, name):
+            if isinstance(v, torch.Tensor):
+                names.append(name)
+            elif isinstance(v, (list, tuple)):
+                for i, x in enumerate(v):
+                    walk(x, f"{name}[{i}]")
+            elif isinstance(v, dict):
+                for k, x in v.items():
+                    walk(x, f"{name}.{k}")
+
+        for i, a in enumerate(self.args):
+            walk(a, f"input[{i}]")
+        for k, v in self.kwargs.items():
+            walk(v, f"input.{k}")
+        return names
+
 
 def flatten_outputs(value: Any, torch, path: str = "") -> list[tuple[str, Any]]:
     """(name, tensor) for every tensor of a result: a tensor is 'out', a dict's entries by key

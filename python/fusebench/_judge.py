@@ -582,6 +582,7 @@ class Judgment:
     environment: dict[str, str] = field(default_factory=dict)
     tolerance: float = D.STATISTICS["cond_p99"]["relative_tolerance"]
     loss: str | None = None  # the loss function's name: the training step was judged (loss and gradients)
+    writes: list[Write] = field(default_factory=list)  # what compiled wrote that eager leaves as it was
 
     def __bool__(self) -> bool:
         return self.outcome is Outcome.SUPPORTED
@@ -606,6 +607,8 @@ class Judgment:
         return [p for p in parts if p.final is self.outcome]
 
     def headline(self) -> str:
+        if self.writes:
+            return f"{self.outcome.label}: {self.writes[0].text()}"
         if self.bit_equal:
             return f"{self.outcome.label}: compiled = eager, bit-equal on every output in all {self.sets} sets"
         what = {
@@ -649,6 +652,8 @@ class Judgment:
         ]
         eq = "compiled = eager, bit-equal" if self.bit_equal else "compiled differs from eager"
         out.append(f"eager vs compiled: {eq}")
+        for w in self.writes:
+            out.append(f"  CONTRADICTED, {w.text()} (decided before any statistic)")
         for o in self.outputs:
             if o.exact:
                 out.append(f"  {o.name}: {o.finding}")
@@ -777,6 +782,7 @@ class Judgment:
             "unknown_ops": self.unknown_ops,
             "decomposed_ops": self.decomposed_ops,
             "outputs": outputs,
+            "writes": [w.to_dict() for w in self.writes],
             "speed": _json_tree(self.speed.to_dict()) if self.speed else None,
             "seconds": self.seconds,
             "environment": self.environment,
@@ -1019,13 +1025,135 @@ def _bits_equal(a, b, torch) -> int:
     return int((a.contiguous().view(view) != b.contiguous().view(view)).sum())
 
 
+# ---- what a run writes besides its outputs
+@dataclass
+class Write:
+    """compiled changed a tensor that eager leaves as it was: an input of the set, or a parameter or buffer of the
+    model. Its results then rest on other data than eager's, and the caller's data is overwritten: a finding of
+    its own, CONTRADICTED before any statistic (a compiler that writes into its inputs could otherwise make the
+    fp64 reference, run on them afterwards, agree with its own error)."""
+
+    what: str  # "input[0]", "parameter 0.weight", "buffer bn.running_mean"
+    calls: list[str] = field(default_factory=list)  # "set 3", "the first call"
+    elements: int = 0
+    first: str = ""  # the first changed element of the first such call: where, and its values
+
+    def text(self) -> str:
+        where = ", ".join(self.calls[:3]) + (f" and {len(self.calls) - 3} more" if len(self.calls) > 3 else "")
+        return (
+            f"compiled writes into {self.what}, which eager leaves as it was: {_num(self.elements)} elements "
+            f"changed in {len(self.calls)} call{'s' if len(self.calls) != 1 else ''} ({where}); first {self.first}"
+        )
+
+    def to_dict(self) -> dict:
+        return {"what": self.what, "calls": self.calls, "elements": self.elements, "first": self.first}
+
+
+class WriteWatch:
+    """Runs eager and compiled each on its own copy of a set's inputs, so that neither sees what the other wrote
+    and the fp64 reference runs on the set itself; and finds what compiled writes that eager does not (Write):
+    in its copy of the inputs, and in the model's parameters and buffers, compared after each compiled call with
+    their values when the judgment began and put back where they changed (later calls, and the caller, get the
+    model as it was given). What eager writes (a running mean in train mode, an input updated in place) is the
+    model's own behaviour: not judged, and named in the notes. The model's state is held twice meanwhile."""
+
+    def __init__(self, fn, torch):
+        self.torch = torch
+        self.state: dict[str, Any] = {}
+        if isinstance(fn, torch.nn.Module):
+            self.state = {f"parameter {n}": t for n, t in fn.named_parameters()}
+            self.state |= {f"buffer {n}": t for n, t in fn.named_buffers() if t is not None}
+        with torch.no_grad():
+            self.initial = {name: t.detach().clone() for name, t in self.state.items()}
+        self.eager_writes: set[str] = set()  # the state and inputs that eager changed in some call
+        self.writes: dict[str, Write] = {}
+
+    @staticmethod
+    def copy(inputs: Inputs) -> Inputs:
+        return inputs.map(lambda t: t.detach().clone())
+
+    def eager(self, run: Callable[[Inputs], Any], inputs: Inputs) -> Any:
+        copied = self.copy(inputs)
+        out = run(copied)
+        # by value, as for compiled: a write through .data bumps no version counter
+        self.eager_writes |= {
+            name
+            for name, t in self.state.items()
+            if name not in self.eager_writes and _bits_equal(self.initial[name], t.detach(), self.torch)
+        }
+        for name, before, after in zip(inputs.names(), inputs.tensors(), copied.tensors()):
+            if _bits_equal(before, after, self.torch):
+                self.eager_writes.add(name)
+        return out
+
+    def compiled(self, run: Callable[[Inputs], Any], inputs: Inputs, call: str) -> Any:
+        copied = self.copy(inputs)
+        out = run(copied)
+        # compiled code may write through a raw pointer, which no version counter sees: the values are compared
+        for name, before, after in zip(inputs.names(), inputs.tensors(), copied.tensors()):
+            if name not in self.eager_writes:
+                self._compare(name, before, after, call)
+        self._put_back(call)
+        return out
+
+    def restore(self) -> None:
+        """The model's state as it was when the judgment began, where compiled changed it outside the judged calls
+        (the speed rounds)."""
+        self._put_back(None)
+
+    def _put_back(self, call: str | None) -> None:
+        for name, t in self.state.items():
+            if name in self.eager_writes:
+                continue
+            changed = (
+                self._compare(name, self.initial[name], t.detach(), call)
+                if call
+                else _bits_equal(self.initial[name], t.detach(), self.torch)
+            )
+            if changed:
+                with self.torch.no_grad():
+                    t.copy_(self.initial[name])
+
+    def _compare(self, name: str, before, after, call: str) -> bool:
+        changed = _bits_equal(before, after, self.torch)
+        if not changed:
+            return False
+        w = self.writes.setdefault(name, Write(name))
+        w.calls.append(call)
+        w.elements += changed
+        if not w.first:
+            if before.shape != after.shape or before.dtype != after.dtype:
+                w.first = f"in {call}: {before.dtype}{list(before.shape)} became {after.dtype}{list(after.shape)}"
+            else:
+                k = _first_differing(before, after, self.torch)
+                was, now = before.reshape(-1)[k].item(), after.reshape(-1)[k].item()
+                w.first = f"in {call}, index {k}: {_value(now)} where it held {_value(was)}"
+        return True
+
+    def notes(self) -> list[str]:
+        return [
+            f"eager writes into {name}: each run gets its own copy of the set, and what it leaves there is not judged"
+            if name.startswith("input")
+            else f"eager writes into the model's {name} (as in train mode): not judged"
+            for name in sorted(self.eager_writes)
+        ]
+
+
+def _first_differing(a, b, torch) -> int:
+    """The first index (flattened) at which two tensors of one shape and dtype differ bitwise."""
+    view = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(a.element_size())
+    x, y = a.detach().contiguous().reshape(-1), b.detach().contiguous().reshape(-1)
+    differ = (x.view(view) != y.view(view)) if view is not None and a.dtype != torch.bool else (x != y)
+    return int(differ.nonzero()[0, 0])
+
+
 # ---- judge
 def judge(
     fn: Callable,
     sample: Any,
     *,
     sets: int = 32,
-    compile: Any = "inductor",
+    compile: Any = None,
     options: dict | None = None,
     seed: int = 0,
     dtype: Any = None,
@@ -1079,8 +1207,9 @@ def judge(
 
     # sanity: eager twice, bit-equal
     reasons = training_reasons(fn, torch)
-    a = make_step(None).eager(first, 0)
-    b = make_step(None).eager(first, 0)
+    watch = WriteWatch(fn, torch)
+    a = watch.eager(lambda copied: make_step(None).eager(copied, 0), first)
+    b = watch.eager(lambda copied: make_step(None).eager(copied, 0), first)
     if not a:
         raise JudgeError(f"judge: {title} returned no tensor to judge")
     differing = [n for (n, x), (_, y) in zip(a, b) if _bits_equal(x, y, torch)]
@@ -1098,10 +1227,14 @@ def judge(
         compiler, backend_name = make_compiler(compile, options, torch)
         compiled = compiler(fn)
     else:
-        backend_name = name_of_compiled(compile, options)
+        backend_name = name_of_compiled(compile, options, compiled)
     step = make_step(compiled)
     t0 = time.perf_counter()
-    step.compiled(first, 0, "compiled (first call: the compile)")
+    watch.compiled(
+        lambda copied: step.compiled(copied, 0, "compiled (first call: the compile)"),
+        first,
+        "the first call",
+    )
     sync()
     compile_s = time.perf_counter() - t0
 
@@ -1116,11 +1249,11 @@ def judge(
     for index in range(sets):
         inputs = first if index == 0 else make_set(index)
         t = time.perf_counter()
-        e_out = step.eager(inputs, index)
+        e_out = watch.eager(lambda copied, i=index: step.eager(copied, i), inputs)
         sync()
         seconds["eager"] += time.perf_counter() - t
         t = time.perf_counter()
-        c_out = step.compiled(inputs, index)
+        c_out = watch.compiled(lambda copied, i=index: step.compiled(copied, i), inputs, f"set {index}")
         sync()
         seconds["compiled"] += time.perf_counter() - t
         t = time.perf_counter()
@@ -1277,6 +1410,9 @@ def judge(
         if o.no_bound_reason:
             notes.append(f"{o.name}: {o.no_bound_reason}")
     outcome = D.combine([o.outcome for o in outputs.values()])
+    if watch.writes:  # decided before any statistic, as a non-finite output is
+        outcome = Outcome.CONTRADICTED
+    notes += watch.notes()
     if unknown:
         notes.append(
             "ops without a bound rule (their outputs fall back to ULP error): "
@@ -1294,9 +1430,11 @@ def judge(
     # speed
     if speed_rounds > 0:
         progress.say(f"timing eager against compiled, {speed_rounds} interleaved rounds")
+    timed = WriteWatch.copy(first)  # a model that writes into its inputs writes into this copy, never the sample
     speed = measure_speed(
-        lambda: step.eager(first, 0), lambda: step.compiled(first, 0), compile_s, speed_rounds, torch, device=device
+        lambda: step.eager(timed, 0), lambda: step.compiled(timed, 0), compile_s, speed_rounds, torch, device=device
     )
+    watch.restore()
     seconds["total"] = time.perf_counter() - t_start
     environment = {
         "torch": torch.__version__,
@@ -1323,6 +1461,7 @@ def judge(
         environment=environment,
         tolerance=D.STATISTICS["cond_p99"]["relative_tolerance"] if tolerance is None else float(tolerance),
         loss=step.loss_name,
+        writes=list(watch.writes.values()),
     )
 
 
@@ -1377,10 +1516,15 @@ def _pooled_sample(x: np.ndarray, index: int) -> np.ndarray:
     return np.append(x[offset::step].astype(np.float32), np.float32(np.nanmax(x)))
 
 
-def name_of_compiled(compile, options) -> str:
+def name_of_compiled(compile, options, compiled) -> str:
+    """The name a judgment gives a callable passed as compiled=: compile's where given (a backend name, or the
+    compiler's name), else the callable's own (never Inductor's by default: nothing says Inductor made it)."""
     if isinstance(compile, str):
         return compile + (f" ({options})" if options else "")
-    return getattr(compile, "__name__", "compiled")
+    named = compile if compile is not None else compiled
+    if type(named).__name__ == "OptimizedModule":  # torch.compile(model)
+        return "torch.compile"
+    return getattr(named, "__name__", type(named).__name__)
 
 
 def _parse_dtype(dtype, torch):

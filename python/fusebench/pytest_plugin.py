@@ -233,6 +233,10 @@ class FusebenchFixture:
             outcome=judgment.outcome.value,
             exit_status=judgment.exit_status,
         )
+        for w in judgment.writes:
+            self._record(
+                "assert_fused_not_worse", f"writes into {w.what}", w.text(), "—", False, outcome="contradicted"
+            )  # fmt: skip
         for o in judgment.outputs:
             if o.finding:
                 self._record(
@@ -254,7 +258,7 @@ class FusebenchFixture:
         if explain and judgment.backend.startswith("inductor"):
             e = _fb.explain(fn, sample, judgment=judgment, dtype=dtype, options=options, seed=seed)
             explanation = "\n" + "\n".join(e.lines())
-        lines = []
+        lines = [f"  CONTRADICTED: {w.text()}" for w in judgment.writes]
         for o in judgment.outputs:
             if o.finding and o.outcome.value in failing:
                 lines.append(f"  {o.name}: {o.outcome.label}: {o.finding}")

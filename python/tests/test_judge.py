@@ -547,6 +547,17 @@ def test_fixture_passes_and_fails_with_the_criterion(tmp_path):
 
             def test_worse_compiler(fusebench):
                 fusebench.assert_fused_not_worse(Chain().eval(), x(), sets=8, compile=worse, tolerance=0.02)
+
+            def scribbles(fn):
+                def run(a, b):
+                    y = fn(a, b)
+                    a.zero_()
+                    return y
+
+                return run
+
+            def test_compiler_that_writes_into_its_input(fusebench):
+                fusebench.assert_fused_not_worse(Chain().eval(), x(), sets=4, compile=scribbles)
             """
         )
     )
@@ -557,7 +568,8 @@ def test_fixture_passes_and_fails_with_the_criterion(tmp_path):
         text=True,
         timeout=600,
     )
-    assert "1 failed, 1 passed" in r.stdout, r.stdout + r.stderr
+    assert "2 failed, 1 passed" in r.stdout, r.stdout + r.stderr
+    assert "CONTRADICTED: compiled writes into input[0], which eager leaves as it was: 2,560 elements" in r.stdout
     assert "out: CONTRADICTED on the conditioned error: per-set P99 conditioned error +" in r.stdout
     assert "tolerance +2" in r.stdout and "worst compiled element" in r.stdout
     assert "pytest_plugin.py" not in r.stdout  # no plugin source in the traceback
@@ -693,6 +705,123 @@ def test_all_nan_in_both_is_judged():
     j = fb.judge(nan_everywhere, torch.randn(64), sets=3, compile=identity_compiler, speed_rounds=0)
     assert j.outcome.value == "supported" and j.bit_equal
     assert "compiled is non-finite exactly where eager is" in str(j)
+
+
+# ---- what a call writes besides its outputs (planted wrongs)
+def scribbles_on_its_input(worse, written):
+    """A compiler whose result is `worse` times eager's and which then multiplies its first input by `written`
+    in place (a buffer reused for an intermediate). With written = worse, a reference run on that input
+    afterwards would agree with its error."""
+
+    def compiler(fn):
+        def run(a, b):
+            y = fn(a, b) * worse
+            a.mul_(written)
+            return y
+
+        return run
+
+    return compiler
+
+
+@pytest.mark.parametrize("worse,written", [(1.05, 1.05), (1.0, 3.0)])
+def test_a_compiler_that_writes_into_its_input_is_contradicted_and_the_reference_runs_on_the_set(worse, written):
+    j = fb.judge(Chain().eval(), _x(), sets=4, compile=scribbles_on_its_input(worse, written), speed_rounds=0)
+    assert j.outcome.value == "contradicted" and j.exit_status == 1, str(j)
+    (write,) = j.writes
+    assert write.what == "input[0]" and write.calls == ["the first call", "set 0", "set 1", "set 2", "set 3"]
+    assert write.elements == 5 * 1024
+    assert j.headline().startswith(
+        "CONTRADICTED: compiled writes into input[0], which eager leaves as it was: 5,120 elements changed in 5 calls"
+    )
+    assert "(decided before any statistic)" in str(j)
+    # the statistics ran on the set as it was made: the planted 5 % shows there too, and a compiler that only
+    # writes keeps its outputs' verdict
+    assert j.outputs[0].outcome.value == ("contradicted" if worse > 1 else "supported"), str(j)
+    assert json.loads(json.dumps(j.to_dict(), allow_nan=False))["writes"][0]["what"] == "input[0]"
+
+
+class Affine(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.linspace(-1, 1, 64))
+
+    def forward(self, a):
+        return a * self.weight
+
+
+def nudges_the_weight(model):
+    """A compiled model that writes into a parameter through .data (no version counter sees it)."""
+
+    def run(a):
+        y = model(a)
+        model.weight.data[3] += 0.25
+        return y
+
+    return run
+
+
+def test_a_compiler_that_writes_into_a_parameter_is_contradicted_and_the_model_put_back():
+    model = Affine().eval()
+    before = model.weight.detach().clone()
+    j = fb.judge(model, torch.randn(64), sets=3, compile=nudges_the_weight, speed_rounds=2)
+    assert j.outcome.value == "contradicted", str(j)
+    (write,) = j.writes
+    assert write.what == "parameter weight" and write.calls == ["the first call", "set 0", "set 1", "set 2"]
+    assert write.elements == 4 and "index 3: " in write.first
+    # every eager run, and the caller afterwards, saw the weight as it was given (speed rounds included)
+    assert torch.equal(model.weight.detach(), before)
+    assert j.outputs[0].bit_equal, str(j)
+
+
+class DoublesItsInput(torch.nn.Module):
+    """A model that updates its input in place, as user code may."""
+
+    def forward(self, a, b):
+        a.mul_(2)
+        return torch.exp(a * b) * 0.5
+
+
+def test_a_model_that_writes_into_its_input_gets_a_copy_per_run():
+    # eagerly twice on one set, each run on its own copy: bit-equal (not a nondeterministic model)
+    sample = _x()
+    kept = [t.clone() for t in sample]
+    j = fb.judge(DoublesItsInput().eval(), sample, sets=3, compile=identity_compiler, speed_rounds=2)
+    assert j.outcome.value == "supported" and j.bit_equal and not j.writes, str(j)
+    assert any(n.startswith("eager writes into input[0]: each run gets its own copy") for n in j.notes), j.notes
+    # set 0 is the sample itself: no run, timed ones included, wrote into the caller's tensors
+    assert all(torch.equal(t, k) for t, k in zip(sample, kept))
+
+
+class CountsItsCalls(Affine):
+    """A model that keeps a count of its calls in a buffer, written through .data (no version counter sees it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, a):
+        self.calls.data += 1
+        return super().forward(a)
+
+
+def test_state_that_eager_writes_too_is_the_models_behaviour_not_a_finding():
+    model = CountsItsCalls().eval()
+    j = fb.judge(model, torch.randn(64), sets=3, compile=identity_compiler, speed_rounds=0)
+    assert j.outcome.value == "supported" and not j.writes, str(j)
+    assert "eager writes into the model's buffer calls (as in train mode): not judged" in j.notes
+    assert float(model.calls) == 2 + 1 + 3 + 3  # sanity runs, first call, the sets' eager and compiled runs
+
+
+def test_a_callable_given_as_compiled_is_named_by_itself_never_as_inductor():
+    def hand_written(a, b):
+        return torch.exp(a * b) * 0.5
+
+    j = fb.judge(Chain().eval(), _x(), sets=2, compiled=hand_written, speed_rounds=0)
+    assert j.backend == "hand_written" and str(j).startswith("fusebench judgment: Chain, f32, hand_written vs eager")
+    assert fb.judge(Chain().eval(), _x(), sets=2, compiled=Chain().eval(), speed_rounds=0).backend == "Chain"
+    named = fb.judge(Chain().eval(), _x(), sets=2, compile="aot_eager", compiled=hand_written, speed_rounds=0)
+    assert named.backend == "aot_eager"
 
 
 class Counts(torch.nn.Module):
