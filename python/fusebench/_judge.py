@@ -1033,20 +1033,81 @@ class Write:
     its own, CONTRADICTED before any statistic (a compiler that writes into its inputs could otherwise make the
     fp64 reference, run on them afterwards, agree with its own error)."""
 
-    what: str  # "input[0]", "parameter 0.weight", "buffer bn.running_mean"
+    what: str  # "input[0]", "parameter 0.weight", "buffer bn.running_mean", "torch.backends.cudnn.allow_tf32"
     calls: list[str] = field(default_factory=list)  # "set 3", "the first call"
-    elements: int = 0
+    elements: int = 0  # 0 for a global setting
     first: str = ""  # the first changed element of the first such call: where, and its values
 
     def text(self) -> str:
         where = ", ".join(self.calls[:3]) + (f" and {len(self.calls) - 3} more" if len(self.calls) > 3 else "")
+        calls = f"{len(self.calls)} call{'s' if len(self.calls) != 1 else ''} ({where})"
+        if self.what in SETTINGS:
+            return (
+                f"compiled changes torch's global setting {self.what}, under which eager and the fp64 reference run "
+                f"next, in {calls}; first {self.first} (put back after each call)"
+            )
         return (
             f"compiled writes into {self.what}, which eager leaves as it was: {_num(self.elements)} elements "
-            f"changed in {len(self.calls)} call{'s' if len(self.calls) != 1 else ''} ({where}); first {self.first}"
+            f"changed in {calls}; first {self.first}"
         )
 
     def to_dict(self) -> dict:
         return {"what": self.what, "calls": self.calls, "elements": self.elements, "first": self.first}
+
+
+def _backends_attribute(path: str):
+    """(getter, setter) of an attribute under torch.backends, such as 'mkldnn.matmul.fp32_precision'."""
+    import torch
+
+    *parents, leaf = path.split(".")
+
+    def owner():
+        o = torch.backends
+        for part in parents:
+            o = getattr(o, part)
+        return o
+
+    return (lambda: getattr(owner(), leaf)), (lambda value: setattr(owner(), leaf, value))
+
+
+def _global_settings() -> dict[str, tuple[Callable, Callable]]:
+    """torch's process-wide settings that change what eager computes: the float32 precision of matmuls and
+    convolutions per backend (read through the fp32_precision API, which reads whichever API set them), reduced
+    precision reductions, the default dtype, deterministic algorithms, the CPU's thread count (it splits
+    reductions). Those this torch lacks are left out."""
+    import torch
+
+    settings = {
+        "torch.get_default_dtype()": (torch.get_default_dtype, torch.set_default_dtype),
+        "torch.are_deterministic_algorithms_enabled()": (
+            torch.are_deterministic_algorithms_enabled,
+            torch.use_deterministic_algorithms,
+        ),
+        "torch.get_num_threads()": (torch.get_num_threads, torch.set_num_threads),
+    }
+    for path in (
+        "fp32_precision",
+        "cuda.matmul.fp32_precision",
+        "cudnn.fp32_precision",
+        "cudnn.conv.fp32_precision",
+        "cudnn.rnn.fp32_precision",
+        "mkldnn.fp32_precision",
+        "mkldnn.matmul.fp32_precision",
+        "mkldnn.conv.fp32_precision",
+        "mkldnn.rnn.fp32_precision",
+        "cuda.matmul.allow_fp16_reduced_precision_reduction",
+        "cuda.matmul.allow_bf16_reduced_precision_reduction",
+    ):
+        get, set_ = _backends_attribute(path)
+        try:
+            get()
+        except (AttributeError, RuntimeError):
+            continue
+        settings[f"torch.backends.{path}"] = (get, set_)
+    return settings
+
+
+SETTINGS: dict[str, tuple[Callable, Callable]] = {}  # filled by the first WriteWatch (torch is imported late)
 
 
 class WriteWatch:
@@ -1055,10 +1116,15 @@ class WriteWatch:
     in its copy of the inputs, and in the model's parameters and buffers, compared after each compiled call with
     their values when the judgment began and put back where they changed (later calls, and the caller, get the
     model as it was given). What eager writes (a running mean in train mode, an input updated in place) is the
-    model's own behaviour: not judged, and named in the notes. The model's state is held twice meanwhile."""
+    model's own behaviour: not judged, and named in the notes. The model's state is held twice meanwhile. So for
+    torch's global settings (SETTINGS): one that compiled changes would set how eager and the reference compute
+    next (bf16 matmuls for all, say), so that they agree with it; it is a finding, and put back."""
 
     def __init__(self, fn, torch):
         self.torch = torch
+        if not SETTINGS:
+            SETTINGS.update(_global_settings())
+        self.initial_settings = self._settings()
         self.state: dict[str, Any] = {}
         if isinstance(fn, torch.nn.Module):
             self.state = {f"parameter {n}": t for n, t in fn.named_parameters()}
@@ -1074,7 +1140,9 @@ class WriteWatch:
 
     def eager(self, run: Callable[[Inputs], Any], inputs: Inputs) -> Any:
         copied = self.copy(inputs)
+        settings = self._settings()
         out = run(copied)
+        self.eager_writes |= {name for name, value in self._settings().items() if value != settings[name]}
         # by value, as for compiled: a write through .data bumps no version counter
         self.eager_writes |= {
             name
@@ -1088,7 +1156,11 @@ class WriteWatch:
 
     def compiled(self, run: Callable[[Inputs], Any], inputs: Inputs, call: str) -> Any:
         copied = self.copy(inputs)
-        out = run(copied)
+        settings = self._settings()
+        try:
+            out = run(copied)
+        finally:
+            self._put_back_settings(settings, call)
         # compiled code may write through a raw pointer, which no version counter sees: the values are compared
         for name, before, after in zip(inputs.names(), inputs.tensors(), copied.tensors()):
             if name not in self.eager_writes:
@@ -1096,10 +1168,25 @@ class WriteWatch:
         self._put_back(call)
         return out
 
+    @staticmethod
+    def _settings() -> dict[str, Any]:
+        return {name: get() for name, (get, _) in SETTINGS.items()}
+
+    def _put_back_settings(self, before: dict[str, Any], call: str | None) -> None:
+        for name, value in self._settings().items():
+            if value == before[name] or name in self.eager_writes:
+                continue
+            if call is not None:
+                w = self.writes.setdefault(name, Write(name))
+                w.calls.append(call)
+                w.first = w.first or f"in {call}: {before[name]!r} became {value!r}"
+            SETTINGS[name][1](before[name])
+
     def restore(self) -> None:
         """The model's state as it was when the judgment began, where compiled changed it outside the judged calls
-        (the speed rounds)."""
+        (the speed rounds), and its global settings as they were."""
         self._put_back(None)
+        self._put_back_settings(self.initial_settings, None)
 
     def _put_back(self, call: str | None) -> None:
         for name, t in self.state.items():
@@ -1134,6 +1221,8 @@ class WriteWatch:
         return [
             f"eager writes into {name}: each run gets its own copy of the set, and what it leaves there is not judged"
             if name.startswith("input")
+            else f"eager changes torch's global setting {name}: not judged"
+            if name in SETTINGS
             else f"eager writes into the model's {name} (as in train mode): not judged"
             for name in sorted(self.eager_writes)
         ]

@@ -813,6 +813,32 @@ def test_state_that_eager_writes_too_is_the_models_behaviour_not_a_finding():
     assert float(model.calls) == 2 + 1 + 3 + 3  # sanity runs, first call, the sets' eager and compiled runs
 
 
+def bf16_matmuls_for_everyone(model):
+    """A compiled model that turns on bf16 matmuls process-wide: eager and the reference would then run so too."""
+
+    def run(a):
+        torch.backends.mkldnn.matmul.fp32_precision = "bf16"
+        return model(a)
+
+    return run
+
+
+def test_a_compiler_that_changes_a_global_setting_is_contradicted_and_the_setting_put_back():
+    before = torch.backends.mkldnn.matmul.fp32_precision
+    model = torch.nn.Linear(64, 64).eval()
+    j = fb.judge(model, torch.randn(8, 64), sets=3, compile=bf16_matmuls_for_everyone, speed_rounds=2)
+    assert j.outcome.value == "contradicted", str(j)
+    (write,) = j.writes
+    assert write.what == "torch.backends.mkldnn.matmul.fp32_precision"
+    assert write.calls == ["the first call", "set 0", "set 1", "set 2"]
+    assert j.headline() == (
+        "CONTRADICTED: compiled changes torch's global setting torch.backends.mkldnn.matmul.fp32_precision, under "
+        "which eager and the fp64 reference run next, in 4 calls (the first call, set 0, set 1 and 1 more); first in "
+        f"the first call: {before!r} became 'bf16' (put back after each call)"
+    )
+    assert torch.backends.mkldnn.matmul.fp32_precision == before
+
+
 def test_a_callable_given_as_compiled_is_named_by_itself_never_as_inductor():
     def hand_written(a, b):
         return torch.exp(a * b) * 0.5
