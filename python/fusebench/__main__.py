@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     import traceback
 
     import fusebench
+    from fusebench._explain import check_judgment_fits
     from fusebench._judge import JudgeError, ModelError
 
     try:
@@ -127,9 +128,14 @@ def main(argv: list[str] | None = None) -> int:
             name=args.factory.rpartition(":")[2],
         )
         if args.explain:
-            fusebench.explain(
-                model, sample, judgment=judgment, dtype=args.dtype, options=options, budget=args.budget, loss=loss
-            )
+            try:
+                check_judgment_fits(judgment, args.backend)
+            except JudgeError as why:  # the verdict stands; only its explanation cannot be had
+                print(f"fusebench judge: no explanation: {why}", file=sys.stderr)
+            else:
+                fusebench.explain(
+                    model, sample, judgment=judgment, dtype=args.dtype, options=options, budget=args.budget, loss=loss
+                )
     except (BadInput, JudgeError) as error:
         print(f"fusebench judge: bad input: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -596,6 +596,31 @@ def _judged_measure(o) -> Measure:
 
 
 # ---- explain
+def check_judgment_fits(judgment: Any, compile: Any) -> None:
+    """A judgment explain can localise: of the backend explain compiles with, and decided by error sizes (a write
+    into the inputs, or an output of another dtype or shape, is no numerical difference to localise)."""
+    writes = getattr(judgment, "writes", None) or []
+    if writes:
+        raise JudgeError(
+            f"explain: the judgment is decided by what compiled writes ({writes[0].text()}): no numerical difference "
+            "to localise"
+        )
+    other_form = [o.name for o in judgment.outputs if getattr(o, "other_form_sets", 0)]
+    if other_form:
+        raise JudgeError(
+            f"explain: compiled returns {', '.join(other_form)} in another dtype or shape than eager: no numerical "
+            "difference to localise"
+        )
+    localised = compile if isinstance(compile, str) else getattr(compile, "__name__", type(compile).__name__)
+    judged = judgment.backend.split(" (")[0]
+    if judged != localised:
+        raise JudgeError(
+            f"explain: the judgment is of {judgment.backend}, and explain would localise {localised}'s difference; "
+            f"pass compile= the torch.compile backend the judgment compiled with (explain localises backends, not "
+            "a compiler of the model or a callable compiled elsewhere)"
+        )
+
+
 def explain(
     fn: Callable,
     sample: Any,
@@ -645,6 +670,8 @@ def explain(
             raise JudgeError(f"explain: compile={compile!r} is not a torch.compile backend: {error}") from None
         if not callable(backend):
             raise JudgeError(f"explain: compile is a {type(compile).__name__}, not a torch.compile backend")
+    if judgment is not None:
+        check_judgment_fits(judgment, "inductor" if inductor else compile)
     if criterion == "auto":
         worse = judgment is not None and judgment.outcome.value == "contradicted"
         criterion = "worse" if worse else "differs"

@@ -376,7 +376,10 @@ class OutputJudgment:
     same_message: str = ""  # what same() logged on its first failing set
     worst: list[Worst] = field(default_factory=list)
     no_bound_reason: str = ""
-    finding: str = ""  # what decided the output when no statistic did (exact or non-finite)
+    finding: str = ""  # what decided the output when no statistic did (exact, non-finite, another form)
+    # sets in which compiled returned it in another dtype or shape than eager (nothing pairs), and the first
+    other_form_sets: int = 0
+    first_other_form: str = ""
     numel: int = 0
 
     @property
@@ -657,7 +660,7 @@ class Judgment:
         for o in self.outputs:
             if o.exact:
                 out.append(f"  {o.name}: {o.finding}")
-            elif not o.bit_equal:
+            elif not o.bit_equal and not o.other_form_sets:
                 out.append(
                     f"  {o.name}: differs in {o.sets - o.bit_equal_sets} of {o.sets} sets, median "
                     f"{_num(float(np.median(o.mismatches)))} of {_num(o.numel)} elements per set, max ulp_diff "
@@ -704,7 +707,7 @@ class Judgment:
                 f"  {o.name}, torch._dynamo.utils.same(eager, compiled, fp64) per set: passes {sum(o.same)} of "
                 f"{len(o.same)} sets{failed}"
             )
-            if not o.exact:
+            if not o.exact and not o.other_form_sets:
                 out.append(f"  {o.name}, msprobe (median over sets, compiled / eager): " + _msprobe_text(o))
         out.append("")
         out.append("sanity:")
@@ -865,6 +868,15 @@ def _part_row(o: OutputJudgment, p: Part, measure: str) -> tuple:
 
 def _finding_row(o: OutputJudgment) -> tuple:
     """The table's row of an output decided by a finding rather than a statistic."""
+    if o.other_form_sets:
+        return (
+            o.name,
+            "form",
+            "dtype and shape = eager's",
+            f"differ in {o.other_form_sets} sets",
+            "0",
+            o.outcome.label,
+        )
     if o.exact:
         differing = sum(m > 0 for m in o.mismatches)
         figure = f"{_num(sum(o.mismatches))} elements differ in {differing} sets" if differing else "equal in all sets"
@@ -1379,9 +1391,17 @@ def judge(
                 for col in COLUMNS:
                     o.compiled[col], o.eager[col] = [], []
             if c.dtype != e.dtype or c.shape != e.shape:
-                raise JudgeError(
-                    f"judge: output {oname}: eager {e.dtype}{list(e.shape)}, compiled {c.dtype}{list(c.shape)}"
+                # the compiler's result, not the user's input: a finding, with nothing of this set to pair
+                o.other_form_sets += 1
+                o.first_other_form = o.first_other_form or (
+                    f"set {index}: compiled {_short_dtype(c.dtype)}{list(c.shape)}, eager "
+                    f"{_short_dtype(e.dtype)}{list(e.shape)}"
                 )
+                o.mismatches.append(e.numel())
+                o.nonfinite.append(0)
+                o.eager_only_nonfinite.append(0)
+                o.same.append(False)
+                continue
             passed, logged = torch_same(e, c, r, torch)
             o.same.append(passed)
             if not passed and not o.same_message:
@@ -1463,7 +1483,7 @@ def judge(
         raise JudgeError(f"judge: {title} returned no tensor to judge")
     all_parts: list[Part] = []
     for o in outputs.values():
-        if o.exact:
+        if o.exact or o.other_form_sets:
             continue
         if o.no_bound_reason or not all(np.isfinite(v) for v in o.eager["cond_max"]):
             o.measure = "ulp"
@@ -1566,6 +1586,11 @@ def _finding(o: OutputJudgment) -> tuple[Outcome | None, str]:
     its statistics decide. Integer and bool outputs are compared exactly; a floating output with
     non-finite values where eager's are finite is CONTRADICTED before any statistic."""
     n = o.sets
+    if o.other_form_sets:
+        return Outcome.CONTRADICTED, (
+            f"compiled returns it in another dtype or shape than eager in {o.other_form_sets} of {n} sets; first at "
+            f"{o.first_other_form}"
+        )
     if o.exact:
         differing = sum(m > 0 for m in o.mismatches)
         if differing:

@@ -839,6 +839,38 @@ def test_a_compiler_that_changes_a_global_setting_is_contradicted_and_the_settin
     assert torch.backends.mkldnn.matmul.fp32_precision == before
 
 
+def in_half(fn):
+    return lambda a, b: fn(a, b).half()
+
+
+def one_short(fn):
+    return lambda a, b: fn(a, b)[:-1]
+
+
+@pytest.mark.parametrize("planted,first", [(in_half, "set 0: compiled f16[1024], eager f32[1024]"),
+                                           (one_short, "set 0: compiled f32[1023], eager f32[1024]")])  # fmt: skip
+def test_a_compiled_output_of_another_dtype_or_shape_is_contradicted_not_bad_input(planted, first):
+    j = fb.judge(Chain().eval(), _x(), sets=3, compile=planted, speed_rounds=0)
+    assert j.outcome.value == "contradicted" and j.exit_status == 1, str(j)
+    (o,) = j.outputs
+    assert o.finding == f"compiled returns it in another dtype or shape than eager in 3 of 3 sets; first at {first}"
+    assert o.finding in j.headline() and not o.parts
+    json.dumps(j.to_dict(), allow_nan=False)
+
+
+def test_explain_refuses_a_judgment_it_cannot_localise():
+    written = fb.judge(Chain().eval(), _x(), sets=2, compile=scribbles_on_its_input(1.0, 3.0), speed_rounds=0)
+    with pytest.raises(fb.JudgeError, match=r"decided by what compiled writes \(compiled writes into input\[0\]"):
+        fb.explain(Chain().eval(), _x(), judgment=written)
+    halved = fb.judge(Chain().eval(), _x(), sets=2, compile=in_half, speed_rounds=0)
+    with pytest.raises(fb.JudgeError, match="compiled returns out in another dtype or shape than eager"):
+        fb.explain(Chain().eval(), _x(), judgment=halved)
+    # a judgment of another compiler is not Inductor's to localise
+    other = fb.judge(Chain().eval(), _x(), sets=2, compile=bf16_backend, speed_rounds=0)
+    with pytest.raises(fb.JudgeError, match="the judgment is of bf16_backend, and explain would localise inductor's"):
+        fb.explain(Chain().eval(), _x(), judgment=other)
+
+
 def test_a_callable_given_as_compiled_is_named_by_itself_never_as_inductor():
     def hand_written(a, b):
         return torch.exp(a * b) * 0.5
