@@ -18,6 +18,23 @@ class ModelError(RuntimeError):
     exit status 4. The message names the run and the input set; the model's exception is the cause."""
 
 
+def eager_stance(torch):
+    """A context in which torch.compile's directives are ignored (torch.compiler.set_stance("force_eager")): eager
+    and the fp64 reference run op by op even where fn is, or holds, torch.compile's output."""
+    return torch.compiler.set_stance("force_eager")
+
+
+def compiled_parts(fn, torch) -> list[str]:
+    """Where fn holds torch.compile's output: 'fn' itself, or its submodules by name."""
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    if isinstance(fn, OptimizedModule) or hasattr(fn, "_torchdynamo_orig_callable"):
+        return ["fn"]
+    if isinstance(fn, torch.nn.Module):
+        return [name for name, m in fn.named_modules() if isinstance(m, OptimizedModule)]
+    return []
+
+
 def run_model(what: str, fn, inputs: Inputs, set_index: int, title: str):
     """inputs.call(fn), a failure raised as ModelError naming the run (eager, compiled, fp64) and the set."""
     try:

@@ -29,7 +29,7 @@ import numpy as np
 
 from . import decision as D
 from ._inductor import SwitchedInductor
-from ._inputs import Inputs, JudgeError, ModelError
+from ._inputs import Inputs, JudgeError, ModelError, compiled_parts, eager_stance
 from ._toolkit import ulp_diff, ulp_error
 from .decision import Outcome, Part
 
@@ -213,6 +213,7 @@ class Reference:
                 stack.enter_context(torch.no_grad() if call is None else torch.enable_grad())
                 autocast_off(stack, {t.device for t in up.tensors()} | {p.device for p, _ in self.params}, torch)
                 stack.enter_context(mode)
+                stack.enter_context(eager_stance(torch))
                 out = up.call(self.target) if call is None else call(self.target, up, mode)
         finally:
             torch.set_default_dtype(previous)
@@ -1322,6 +1323,17 @@ def judge(
             f"differ), so no difference can be attributed to compilation: {why}"
         )
     notes += [f"flagged: {r}" for r in reasons]
+    holds = compiled_parts(fn, torch)
+    if holds:
+        where = (
+            "fn is torch.compile's output"
+            if holds == ["fn"]
+            else f"fn holds torch.compile's output ({', '.join(holds)})"
+        )
+        notes.append(
+            f"{where}: eager and the fp64 reference ran it op by op (torch.compiler.set_stance('force_eager')), "
+            "compiled as the judgment compiles it"
+        )
 
     # compile, first call timed
     if compiled is None:

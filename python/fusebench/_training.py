@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._inputs import Inputs, JudgeError, ModelError, flatten_outputs, run_model
+from ._inputs import Inputs, JudgeError, ModelError, eager_stance, flatten_outputs, run_model
 
 
 def sample_form(sample: Any, torch) -> str:
@@ -42,7 +42,7 @@ class ForwardStep:
         self.fn, self.compiled_fn, self.title, self.torch = fn, compiled, title, torch
 
     def eager(self, inputs: Inputs, index: int, what: str = "eager") -> list[tuple[str, Any]]:
-        with self.torch.no_grad():
+        with self.torch.no_grad(), eager_stance(self.torch):
             return flatten_outputs(run_model(what, self.fn, inputs, index, self.title), self.torch)
 
     def compiled(self, inputs: Inputs, index: int, what: str = "compiled") -> list[tuple[str, Any]]:
@@ -153,7 +153,8 @@ class TrainingStep:
         return t.detach().clone().requires_grad_(True)
 
     def eager(self, inputs: Inputs, index: int, what: str = "eager") -> list[tuple[str, Any]]:
-        outputs, self.eager_unreached = self._step(self.fn, self.params, inputs, index, what, self._leaf)
+        with eager_stance(self.torch):
+            outputs, self.eager_unreached = self._step(self.fn, self.params, inputs, index, what, self._leaf)
         return outputs
 
     def compiled(self, inputs: Inputs, index: int, what: str = "compiled") -> list[tuple[str, Any]]:

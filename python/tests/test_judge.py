@@ -871,6 +871,27 @@ def test_explain_refuses_a_judgment_it_cannot_localise():
         fb.explain(Chain().eval(), _x(), judgment=other)
 
 
+class HoldsACompiledChain(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.compile(Chain())
+
+    def forward(self, a, b):
+        return self.inner(a, b)
+
+
+def test_eager_runs_op_by_op_where_fn_is_or_holds_torch_compiles_output():
+    """Given torch.compile(model) as fn, eager ran compiled code and read 'compiled = eager, bit-equal'."""
+    plain = fb.judge(Chain().eval(), _x(), sets=4, dtype="bf16", speed_rounds=0)
+    assert not plain.bit_equal
+    for fn, where in ((torch.compile(Chain().eval()), "fn is torch.compile's output"),
+                      (HoldsACompiledChain().eval(), "fn holds torch.compile's output (inner)")):  # fmt: skip
+        j = fb.judge(fn, _x(), sets=4, dtype="bf16", speed_rounds=0)
+        assert not j.bit_equal and j.outcome is plain.outcome, str(j)
+        assert [p.shown for p in j.parts] == [p.shown for p in plain.parts]
+        assert any(n.startswith(where + ": eager and the fp64 reference ran it op by op") for n in j.notes), j.notes
+
+
 def test_a_callable_given_as_compiled_is_named_by_itself_never_as_inductor():
     def hand_written(a, b):
         return torch.exp(a * b) * 0.5
