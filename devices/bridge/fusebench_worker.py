@@ -63,6 +63,8 @@ import threading
 import time
 import traceback
 
+import numpy as np
+
 HASH_THREADS = os.cpu_count() or 1
 
 
@@ -246,12 +248,15 @@ class Worker:
                 inputs = []
                 for entry in request["inputs"]:
                     # An input file the C++ side did not rewrite (same inode and time) is the tensor
-                    # already loaded: no copy, and its pages are already touched.
+                    # already loaded: no copy, and its pages are already touched. Its bytes as loaded
+                    # are kept beside it, to find a callable that writes into its inputs.
                     info = os.stat(entry["path"])
                     signature = (info.st_ino, info.st_mtime_ns, info.st_size)
                     cached = loaded.get(entry["path"])
                     if cached is None or cached[0] != signature:
-                        cached = loaded[entry["path"]] = (signature, backend.load(entry["path"]))
+                        tensor = backend.load(entry["path"])
+                        as_loaded = np.array(backend.to_host(tensor), copy=True)
+                        cached = loaded[entry["path"]] = (signature, tensor, as_loaded)
                     inputs.append(cached[1])
                 compile_ms, was_compiled, evidence = 0.0, False, {}
                 if request["fused"]:
@@ -305,6 +310,20 @@ class Worker:
                         start = time.perf_counter()
                         digests.append(chunked_md5_hex(backend.to_host(outputs[0]), request["hash"]))
                         hash_s += time.perf_counter() - start
+                written = _written_inputs(backend, request["inputs"], loaded)
+                if written:
+                    # the next request loads the file again; this one's results rest on other data
+                    for entry in request["inputs"]:
+                        loaded.pop(entry["path"], None)
+                    what = (
+                        "fused (" + str(settings.get("backend", self.args.backend)) + ")"
+                        if request["fused"]
+                        else "eager"
+                    )
+                    raise ValueError(
+                        f"the {what} callable wrote into its inputs: {'; '.join(written)}; its results would rest on "
+                        "other data than the reference's and eager's, so they are not returned"
+                    )
                 for out, path in zip(outputs, request["outputs"]):
                     backend.save(out, path)
                 answer = {
@@ -348,6 +367,23 @@ class Worker:
             with open(stats_path, "a") as f:
                 f.write(json.dumps(entry) + "\n")
         reply({"ok": True})
+
+
+def _written_inputs(backend, entries, loaded) -> list[str]:
+    """The inputs whose bytes differ from those loaded from their files: 'x (N of M bytes)' each."""
+    written = []
+    for entry in entries:
+        _, tensor, as_loaded = loaded[entry["path"]]
+        now = np.ascontiguousarray(backend.to_host(tensor))
+        if now.shape != as_loaded.shape or now.dtype != as_loaded.dtype:
+            written.append(
+                f"{entry['name']} (now {now.dtype}{list(now.shape)}, loaded {as_loaded.dtype}{list(as_loaded.shape)})"
+            )
+            continue
+        changed = int(np.count_nonzero(now.view(np.uint8) != as_loaded.view(np.uint8)))
+        if changed:
+            written.append(f"{entry['name']} ({changed} of {as_loaded.nbytes} bytes)")
+    return written
 
 
 def _owner_alive(pid):

@@ -1,6 +1,7 @@
 """A framework backend for the worker's own tests (test_worker_time.py): numpy arrays, graph_fn called
 as it is, every call and synchronisation appended to settings["log"] so that a test can count them.
-settings["call_s"]: each call sleeps that long (a call of known length). settings["own_clock_ns"]:
+settings["call_s"]: each call sleeps that long (a call of known length). settings["scribble_on_inputs"]: the
+compiled callable writes into its first input. settings["own_clock_ns"]:
 the backend times batches itself (timed_batch), reporting that many nanoseconds per call, as a
 backend with a device clock (CUDA events) reports the device's time, not the host's."""
 
@@ -40,7 +41,9 @@ def eager(fn, settings):
 
 
 def compile(fn, settings, inputs):
-    return {"fn": fn}
+    # settings["scribble_on_inputs"]: the compiled callable adds 1 to its first input's first element after
+    # each call (a fuser that reuses an input's buffer), which the worker must find
+    return {"fn": fn, "scribbles": settings.get("scribble_on_inputs", False)}
 
 
 def call(state, inputs, settings):
@@ -49,7 +52,10 @@ def call(state, inputs, settings):
     _log("call")
     if settings.get("call_s"):
         time.sleep(settings["call_s"])
-    return state["fn"](*inputs)
+    outputs = state["fn"](*inputs)
+    if state.get("scribbles"):
+        inputs[0].reshape(-1)[0] += 1
+    return outputs
 
 
 def sync(outputs):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -101,3 +102,21 @@ def test_bad_counts_are_refused_naming_the_field(worker, tmp_path, fields, named
     assert not reply["ok"]
     assert named in reply["error"], reply["error"]
     assert not (tmp_path / "calls.log").exists(), "a refused request ran the graph"
+
+
+@pytest.mark.parametrize("cmd", ["time", "run"])
+def test_a_fused_callable_that_writes_into_its_inputs_is_refused_and_the_input_loaded_again(worker, tmp_path, cmd):
+    request = time_request(tmp_path, True, warmup=1, calls=2, settings={"scribble_on_inputs": True, "call_s": 0})
+    if cmd == "run":
+        request = {k: v for k, v in request.items() if k not in ("warmup", "calls")} | {"cmd": "run"}
+    reply = worker(request)
+    assert not reply["ok"], reply
+    assert re.match(
+        r"ValueError: the fused \(counting_backend\) callable wrote into its inputs: x \([12] of 32 bytes\); its results",
+        reply["error"],
+    ), reply["error"]
+    assert not (tmp_path / "out0.npy").exists()  # nothing half-written comes back
+    # eager on the same file afterwards runs on the input as the file holds it, not as the callable left it
+    eager = worker(time_request(tmp_path, False, warmup=0, calls=1, settings={"call_s": 0}))
+    assert eager["ok"], eager
+    np.testing.assert_array_equal(np.load(tmp_path / "out0.npy"), np.arange(8, dtype=np.float32) * 2)
