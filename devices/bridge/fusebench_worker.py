@@ -222,7 +222,7 @@ class Worker:
                     break
             return
         backend = self.backend
-        loaded = {}  # input path -> (file signature, framework tensor): this client's files
+        loaded = {}  # input path -> (file signature, framework tensor, its bytes as loaded): this client's files
         compiles, compile_s = 0, 0.0
         cache_before = backend.cache_stats() if hasattr(backend, "cache_stats") else {}
         stats_path = os.environ.get("FUSEBENCH_WORKER_STATS")
