@@ -57,6 +57,10 @@ def load(path):
     return numpy.load(path)
 
 
+def to_host(value):
+    return numpy.ascontiguousarray(value)
+
+
 def _hang():
     pathlib.Path(os.environ["HANG_MARKER"]).touch()
     mutex = ctypes.create_string_buffer(64)
