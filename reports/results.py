@@ -167,7 +167,12 @@ def _valid_yardstick_history(history) -> bool:
     rates = history.get("rates") if isinstance(history, dict) else None
     return isinstance(rates, dict) and all(
         isinstance(entries, list)
-        and all(isinstance(e, dict) and is_copy_rate(e.get("copy_bytes_per_second")) for e in entries)
+        and all(
+            isinstance(e, dict)
+            and is_copy_rate(e.get("copy_bytes_per_second"))
+            and isinstance(e.get("reference", False), bool)
+            for e in entries
+        )
         for entries in rates.values()
     )
 
@@ -254,6 +259,8 @@ def load_results(
 # Where a row carries the copy rates that earlier runs on the same machine measured for it (run.json's
 # "yardstick_history", written by reports/yardsticks.py): the between-run component of its share of the copy.
 EARLIER_COPY_RATES = "copy_share_earlier_rates"
+# How many of those rates are the machine class's reference runs' (results/reference/yardsticks.jsonl).
+EARLIER_REFERENCE_RUNS = "copy_share_earlier_references"
 
 
 def copy_key(suite: str, device: str, benchmark: dict) -> str:
@@ -272,6 +279,7 @@ def attach_earlier_copy_rates(results: Results) -> None:
             if b.get("copy_share_rounds"):
                 entries = by_key.get(copy_key(r.suite, r.device, b), [])
                 b[EARLIER_COPY_RATES] = tuple(float(e["copy_bytes_per_second"]) for e in entries)
+                b[EARLIER_REFERENCE_RUNS] = sum(1 for e in entries if e.get("reference") is True)
 
 
 INTEGRITY_PREFIX = "results integrity: "  # the error message of a case or suite that integrity made a failure

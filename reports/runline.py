@@ -51,16 +51,26 @@ def copy_history(results: Results) -> str:
         )
     history = (results.manifest or {}).get("yardstick_history") or {}
     earlier = history.get("earlier_runs") or []
+    reference = history.get("reference_runs") or []
     problem = f" ({history['problem']})" if history.get("problem") else ""
+    anchors = []
     if earlier:
+        anchors.append(
+            f"the {len(earlier)} earlier run{'s' if len(earlier) != 1 else ''} into this results folder on this machine"
+        )
+    if reference:
+        anchors.append(
+            f"the {len(reference)} reference run{'s' if len(reference) != 1 else ''} of this machine class "
+            "(results/reference/yardsticks.jsonl)"
+        )
+    if anchors:
         return (
-            f" Shares of the copy: each interval is set against the copy as fast and as slow as the "
-            f"{len(earlier)} earlier run{'s' if len(earlier) != 1 else ''} into this results folder on this machine "
-            f"measured it (run.json yardstick_history){problem}."
+            f" Shares of the copy: each interval is set against the copy as fast and as slow as "
+            f"{' and '.join(anchors)} measured it (run.json yardstick_history){problem}."
         )
     return (
-        " Shares of the copy: no earlier run into this results folder on this machine, so each interval holds this "
-        f"run's rounds only, not the copy's speed between runs{problem}."
+        " Shares of the copy: no earlier run into this results folder on this machine and no reference run of this "
+        f"machine class, so each interval holds this run's rounds only, not the copy's speed between runs{problem}."
     )
 
 

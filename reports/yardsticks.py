@@ -12,7 +12,16 @@ last EARLIER_RUNS runs on the same machine measured for the same benchmarks (run
 fixed when the run is written, so that its report reads the same later). The report then takes the share
 against the copy as fast and as slow as any of those runs measured it (shares.Rounds.decided). Rates from
 rounds on a loaded machine (shares.LOADED_COPY_WAIT) are not recorded: their own verdicts are INCONCLUSIVE,
-and their yardstick is the load's, not the machine's."""
+and their yardstick is the load's, not the machine's.
+
+A run with no earlier run into its folder (a fresh clone, a CI job, a new OUT) would hold its own rounds
+only, and two such runs on one machine could then read SUPPORTED and CONTRADICTED on one kernel as the
+memory changed state between them. So the project keeps reference runs per machine class (CPU model and
+count: results/reference/yardsticks.jsonl, added with `tools/yardstick-reference RUN_DIR`), and every
+run on a machine of a listed class is also set against them. Widening by a common anchor is what makes two
+runs agree: each run's interval holds its own share and the share against the anchor's copy, so one run
+cannot lie wholly above a target while another lies wholly below it, whatever state each ran in. It can
+only turn a verdict INCONCLUSIVE, never turn one over."""
 
 from __future__ import annotations
 
@@ -21,9 +30,12 @@ import json
 import os
 import pathlib
 
-from reports.results import Results, copy_key, is_copy_rate, plain
+from reports.results import InputError, Results, copy_key, is_copy_rate, load_results, plain
 
 HISTORY_FILE = "yardsticks.jsonl"
+REFERENCE_FILE = pathlib.Path(__file__).resolve().parents[1] / "results" / "reference" / HISTORY_FILE
+# Another reference file, or "none" for no reference (the tests, which must not depend on this machine's class).
+REFERENCE_ENV = "FUSEBENCH_YARDSTICK_REFERENCE"
 # The earlier runs of a machine a run is measured against: enough to see the states a shared machine's
 # memory goes through over an afternoon of runs, few enough that a machine's lasting change (a new
 # host, a kernel update) leaves the record within a day of runs.
@@ -46,8 +58,21 @@ def run_rates(results: Results, loaded_wait: float) -> dict[str, float]:
     return rates
 
 
-def read_history(path: pathlib.Path, machine: dict) -> tuple[list[dict], str]:
-    """The records of earlier runs on `machine` (oldest first), and what could not be read ("" if all)."""
+def machine_class(machine: dict) -> dict:
+    """What reference runs are matched on: the CPU model and count, not the host."""
+    return {"cpu_model": machine.get("cpu_model"), "cpus": machine.get("cpus")}
+
+
+def reference_path() -> pathlib.Path | None:
+    chosen = os.environ.get(REFERENCE_ENV)
+    if chosen is None:
+        return REFERENCE_FILE
+    return None if chosen in ("", "none") else pathlib.Path(chosen)
+
+
+def read_history(path: pathlib.Path, machine: dict, same=lambda a, b: a == b) -> tuple[list[dict], str]:
+    """The records of earlier runs on `machine` (oldest first; `same` decides which record's machine is it),
+    and what could not be read ("" if all)."""
     if not path.exists():
         return [], ""
     records, problems = [], []
@@ -66,15 +91,24 @@ def read_history(path: pathlib.Path, machine: dict) -> tuple[list[dict], str]:
         if not valid:
             problems.append(str(number))
             continue
-        if record.get("machine") == machine:
+        if isinstance(record.get("machine"), dict) and same(record["machine"], machine):
             records.append(record)
     why = f"{path}: line {', '.join(problems)} not a run's record (left out)" if problems else ""
     return records, why
 
 
-def history_for(records: list[dict], rates: dict[str, float], path: pathlib.Path, problem: str) -> dict:
-    """run.json's "yardstick_history": per key of this run, the rates the last EARLIER_RUNS runs measured."""
+def history_for(
+    records: list[dict],
+    rates: dict[str, float],
+    path: pathlib.Path,
+    problem: str,
+    reference: list[dict] = (),
+    reference_file: pathlib.Path | None = None,
+) -> dict:
+    """run.json's "yardstick_history": per key of this run, the rates the last EARLIER_RUNS runs into the
+    folder measured, then those of the machine class's reference runs (marked "reference": true)."""
     earlier = records[-EARLIER_RUNS:]
+    anchors = [(r, False) for r in earlier] + [(r, True) for r in reference]
     history = {
         "schema": SCHEMA,
         "file": str(path),
@@ -82,12 +116,16 @@ def history_for(records: list[dict], rates: dict[str, float], path: pathlib.Path
         "rates": {
             key: [
                 {"run_id": r.get("run_id"), "copy_bytes_per_second": r["rates"][key]}
-                for r in earlier
+                | ({"reference": True} if is_reference else {})
+                for r, is_reference in anchors
                 if key in r["rates"]
             ]
             for key in sorted(rates)
         },
     }
+    if reference_file is not None:
+        history["reference_file"] = str(reference_file)
+        history["reference_runs"] = [r.get("run_id") for r in reference]
     if problem:
         history["problem"] = problem
     return history
@@ -116,6 +154,39 @@ def record_run(
         return None
     path = out / HISTORY_FILE
     records, problem = read_history(path, machine)
-    history = history_for(records, rates, path, problem)
+    reference_file = reference_path()
+    reference, reference_problem = (
+        read_history(reference_file, machine, lambda a, b: machine_class(a) == machine_class(b))
+        if reference_file
+        else ([], "")
+    )
+    problems = "; ".join(p for p in (problem, reference_problem) if p)
+    history = history_for(records, rates, path, problems, reference, reference_file if reference else None)
     append_record(path, {"run_id": run_id, "git_revision": revision, "machine": machine, "rates": rates})
     return history
+
+
+def add_reference(run_dir: pathlib.Path, reference_file: pathlib.Path, loaded_wait: float) -> dict:
+    """Appends a run's copy rates to the reference file as one of its machine class's runs. Refuses a run
+    without interleaved rounds of a quiet machine, and one already there."""
+    results = load_results(run_dir)
+    machine = (results.manifest or {}).get("machine")
+    if not isinstance(machine, dict) or not machine.get("cpu_model") or not machine.get("cpus"):
+        raise InputError(f"{run_dir / 'run.json'}: no 'machine' with 'cpu_model' and 'cpus' (tools/run writes them)")
+    rates = run_rates(results, loaded_wait)
+    if not rates:
+        raise InputError(f"{run_dir}: no interleaved copy rates of a quiet machine (no share rounds, or all loaded)")
+    run_id = (results.manifest or {}).get("run_id") or run_dir.name
+    records, _ = read_history(reference_file, machine, lambda a, b: True)
+    if any(r.get("run_id") == run_id for r in records):
+        raise InputError(f"{reference_file}: run {run_id} is there already")
+    revisions = sorted({r.context.get("git_revision") for r in results.by_key.values()} - {None, ""})
+    record = {
+        "run_id": run_id,
+        "git_revision": revisions[0] if revisions else None,
+        "machine": machine_class(machine),
+        "rates": rates,
+    }
+    reference_file.parent.mkdir(parents=True, exist_ok=True)
+    append_record(reference_file, record)
+    return record

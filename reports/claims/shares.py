@@ -6,8 +6,8 @@ each round the kernel once and a memcpy of the same traffic on the same threads,
 alternating), the median per-round share and its distribution-free 95 % interval decide:
 SUPPORTED when the lower end is at or above the target, CONTRADICTED when the upper end is below
 it, else INCONCLUSIVE; and INCONCLUSIVE whatever the interval when the rounds ran on a loaded machine
-(the copy's threads waited for a CPU: LOADED_COPY_WAIT). Where earlier runs on the same machine measured
-the same copy (reports/yardsticks.py), the interval is widened to the shares against the fastest and the
+(the copy's threads waited for a CPU: LOADED_COPY_WAIT). Where earlier runs on the same machine, or the
+reference runs of its machine class, measured the same copy (reports/yardsticks.py), the interval is widened to the shares against the fastest and the
 slowest of those copies (Rounds.decided): the copy's speed between runs is part of the uncertainty. Older runs have one figure of each, the copy timed apart: the share against
 the target, and a kernel measured faster than a copy of its bytes, or than its own arithmetic
 ceiling, leaves the share undecided (the yardsticks ran under a different load)."""
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from reports.claims.verdict import Outcome, Wording
 from reports.numbers import gbps, num, pct
-from reports.results import EARLIER_COPY_RATES
+from reports.results import EARLIER_COPY_RATES, EARLIER_REFERENCE_RUNS
 
 
 def outcome(share: float, target: float, suspect: str = "") -> Outcome:
@@ -60,8 +60,11 @@ class Rounds:
     copy_bytes_per_second: float | None = None
     # the median round's share of the copy threads' time spent waiting for a CPU (None: not measured)
     copy_wait: float | None = None
-    # the copy's median rate in each earlier run on this machine (reports/yardsticks.py)
+    # the copy's median rate in each earlier run on this machine, then in each reference run of its
+    # machine class (reports/yardsticks.py)
     earlier_copy: tuple[float, ...] = ()
+    # how many of earlier_copy are reference runs
+    earlier_reference: int = 0
 
     @property
     def between_runs(self) -> bool:
@@ -96,6 +99,7 @@ def rounds_of(b: dict) -> Rounds | None:
         b.get("copy_bytes_per_second"),
         b.get("copy_share_wait"),
         tuple(b.get(EARLIER_COPY_RATES, ())),
+        int(b.get(EARLIER_REFERENCE_RUNS, 0)),
     )
 
 
@@ -134,9 +138,15 @@ def within_run_text(r: Rounds) -> str:
 
 
 def earlier_runs_text(r: Rounds) -> str:
-    """'the 3 earlier runs on this machine'."""
-    n = len(r.earlier_copy)
-    return f"the {n} earlier run{'s' if n != 1 else ''} on this machine"
+    """'the 3 earlier runs on this machine', 'the 2 reference runs of this machine class', or both joined."""
+    own = len(r.earlier_copy) - r.earlier_reference
+    parts = [f"the {own} earlier run{'s' if own != 1 else ''} on this machine"] if own else []
+    if r.earlier_reference:
+        n = r.earlier_reference
+        parts.append(
+            f"the {n} reference run{'s' if n != 1 else ''} of this machine class (results/reference/yardsticks.jsonl)"
+        )
+    return " and ".join(parts)
 
 
 def earlier_copy_text(r: Rounds) -> str:
@@ -183,8 +193,9 @@ def rounds_wording(outcome: Outcome, what: str, r: Rounds, target: float, detail
         facts += "; " + between_runs_text(r)
     else:
         facts += (
-            "; no earlier run on this machine in this results folder: the interval holds this run's rounds only, "
-            "not the copy's speed between runs (reports/yardsticks.py)"
+            "; no earlier run on this machine in this results folder and no reference run of this machine class: "
+            "the interval holds this run's rounds only, not the copy's speed between runs, and another run may "
+            "read the opposite verdict in another state of the memory (reports/yardsticks.py)"
         )
     if r.median > 1:
         facts += ". " + ABOVE_COPY

@@ -15,7 +15,7 @@ import pytest
 from reports.claims import engine, s, shares, words
 from reports.claims.verdict import Outcome
 from reports.matrix import grouped_verdict
-from reports.results import EARLIER_COPY_RATES
+from reports.results import EARLIER_COPY_RATES, EARLIER_REFERENCE_RUNS
 
 FIXTURE = json.loads((pathlib.Path(__file__).parent / "fixtures" / "share_rounds.json").read_text())
 
@@ -157,9 +157,11 @@ def test_recorded_loaded_runs_carry_their_wait_and_decide_nothing():
 
 
 # ---- the copy between runs (reports/yardsticks.py)
-def rounds_with_history(dump: dict, earlier: list[dict]) -> shares.Rounds:
-    """A run's rounds, with the copy rates the `earlier` runs measured for the same benchmark."""
+def rounds_with_history(dump: dict, earlier: list[dict], references: int = 0) -> shares.Rounds:
+    """A run's rounds, with the copy rates the `earlier` runs measured for the same benchmark (the last
+    `references` of them reference runs of the machine class)."""
     b = benchmark(dump)
+    b[EARLIER_REFERENCE_RUNS] = references
     b["copy_bytes_per_second"] = 2 * dump["copied_bytes"] / statistics.median(dump["copy_seconds"])
     b[EARLIER_COPY_RATES] = tuple(2 * e["copied_bytes"] / statistics.median(e["copy_seconds"]) for e in earlier)
     return shares.rounds_of(b)
@@ -186,6 +188,38 @@ def test_a_copy_that_moves_between_runs_cannot_give_opposite_verdicts():
                 c = shares.rounds_outcome(later, target)
                 assert a is c or Outcome.INCONCLUSIVE in (a, c), (name, target, a, c)
     assert opposite_alone > 0  # without the earlier run's copy, the two runs do contradict each other
+
+
+def test_first_runs_set_against_one_reference_cannot_give_opposite_verdicts():
+    """Two first runs (a fresh clone each: no earlier run in their folders) on machines of one class, each set
+    against the class's reference run only (results/reference/yardsticks.jsonl): whichever quiet runs they
+    are and whichever run is the reference, no target gives opposite verdicts. Each interval holds its own
+    share and the share against the common reference copy, so one cannot lie wholly above a target while the
+    other lies wholly below."""
+    runs = {r: FIXTURE["runs"][r] for r in QUIET_RUNS}
+    checked = 0
+    for name in sorted(set.intersection(*(set(run) for run in runs.values()))):
+        for reference in runs.values():
+            for x in runs.values():
+                for y in runs.values():
+                    first = rounds_with_history(x[name], [reference[name]], references=1)
+                    second = rounds_with_history(y[name], [reference[name]], references=1)
+                    for target in [t / 100 for t in range(10, 130)]:
+                        pair = {shares.rounds_outcome(first, target), shares.rounds_outcome(second, target)}
+                        assert pair != {Outcome.SUPPORTED, Outcome.CONTRADICTED}, (name, target)
+                        checked += 1
+    assert checked > 0
+
+
+def test_a_reference_run_is_named_as_one():
+    run_e, run_f = (FIXTURE["runs"][r] for r in QUIET_RUNS[:2])
+    name = next(n for n in run_e if n.startswith("Chain/"))
+    first = rounds_with_history(run_f[name], [run_e[name]], references=1)
+    shown = shares.rounds_wording(Outcome.INCONCLUSIVE, "fused Chain", first, 0.60, "")
+    assert "the 1 reference run of this machine class (results/reference/yardsticks.jsonl)" in shown.evidence
+    assert "earlier run on this machine" not in shown.evidence
+    both = rounds_with_history(run_f[name], [run_e[name], run_e[name]], references=1)
+    assert "the 1 earlier run on this machine and the 1 reference run" in shares.earlier_runs_text(both)
 
 
 def test_the_later_run_says_the_memory_between_runs_decided():

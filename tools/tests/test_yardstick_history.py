@@ -16,7 +16,7 @@ from reports.claims import engine, shares
 from reports.claims.verdict import Outcome
 from reports.results import EARLIER_COPY_RATES, InputError, load_results
 from reports.runline import run_line
-from tools import run_manifest
+from tools import run_manifest, yardstick_reference
 from tools.shards import machine_description
 
 FIXTURE = json.loads(
@@ -24,6 +24,12 @@ FIXTURE = json.loads(
 )
 CHAIN = "Chain/path:fused/dtype:f16/n:4194304"
 MACHINE = machine_description()  # this machine, as tools/run describes it
+
+
+@pytest.fixture(autouse=True)
+def no_reference_runs(monkeypatch):
+    """The project's reference file holds this machine class's runs; these tests choose their own."""
+    monkeypatch.setenv(yardsticks.REFERENCE_ENV, "none")
 
 
 def chain_row(run: str, wait: float | None = None) -> dict:
@@ -156,3 +162,78 @@ def test_a_run_json_whose_history_is_not_one_is_refused(tmp_path, history):
     (run_dir / "run.json").write_text(json.dumps(manifest))
     with pytest.raises(InputError, match=r"run\.json: 'yardstick_history' must be"):
         load_results(run_dir)
+
+
+def write_reference(path: pathlib.Path, runs: dict[str, dict]) -> pathlib.Path:
+    """A reference file: run id -> machine, each with the fused Chain's copy rate of fixture run e."""
+    key = f"engine_throughput@cpu::{CHAIN}/real_time"
+    lines = [
+        json.dumps({"run_id": run_id, "machine": machine, "rates": {key: chain_row("e")["copy_bytes_per_second"]}})
+        for run_id, machine in runs.items()
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_first_run_is_set_against_its_machine_class_reference(tmp_path, monkeypatch):
+    """Two fresh folders (a clone each): the first run in each is set against the reference runs of its
+    machine class (CPU model and count, any host), not against another class's."""
+    reference = write_reference(
+        tmp_path / "reference.jsonl",
+        {
+            "ref-same-class": {"host": "another-host", "cpu_model": MACHINE["cpu_model"], "cpus": MACHINE["cpus"]},
+            "ref-other-class": {**MACHINE, "cpus": MACHINE["cpus"] + 64},
+        },
+    )
+    monkeypatch.setenv(yardsticks.REFERENCE_ENV, str(reference))
+    in_e = write_run(tmp_path / "clone1", "run1", [chain_row("e")])
+    in_f = write_run(tmp_path / "clone2", "run1", [chain_row("f")])
+    for run_dir in (in_e, in_f):
+        (rate,) = chain_of(run_dir)[EARLIER_COPY_RATES]
+        assert rate == pytest.approx(chain_row("e")["copy_bytes_per_second"])
+        history = json.loads((run_dir / "run.json").read_text())["yardstick_history"]
+        assert history["earlier_runs"] == [] and history["reference_runs"] == ["ref-same-class"]
+        assert "the 1 reference run of this machine class" in run_line(load_results(run_dir))
+    # f alone: CONTRADICTED against the Chain's 70 % target; against the reference run's slower copy, INCONCLUSIVE
+    rounds = shares.rounds_of(chain_of(in_f))
+    assert rounds.earlier_reference == 1
+    alone = shares.Rounds(rounds.median, rounds.low, rounds.high, rounds.rounds, rounds.copy_bytes_per_second)
+    assert shares.rounds_outcome(alone, engine.targets()["Chain"]) is Outcome.CONTRADICTED
+    assert shares.rounds_outcome(rounds, engine.targets()["Chain"]) is Outcome.INCONCLUSIVE
+    # the reference file is read, never written by a run
+    assert len(reference.read_text().splitlines()) == 2
+    # a second run into clone2 has both: the folder's earlier run and the reference
+    again = write_run(tmp_path / "clone2", "run2", [chain_row("f")])
+    assert "the 1 earlier run into this results folder on this machine and the 1 reference run" in run_line(
+        load_results(again)
+    )
+
+
+def test_a_damaged_reference_line_is_named_and_left_out(tmp_path, monkeypatch):
+    reference = write_reference(tmp_path / "reference.jsonl", {"ref": MACHINE})
+    with open(reference, "a") as f:
+        f.write('{"run_id": "cut", "rates": \n')
+    monkeypatch.setenv(yardsticks.REFERENCE_ENV, str(reference))
+    run_dir = write_run(tmp_path / "out", "run1", [chain_row("f")])
+    history = json.loads((run_dir / "run.json").read_text())["yardstick_history"]
+    assert history["reference_runs"] == ["ref"]
+    assert f"{reference}: line 2 not a run's record" in history["problem"]
+
+
+def test_adding_a_reference_run(tmp_path, capsys):
+    """tools/yardstick-reference RUN_DIR: a quiet run's rates under its machine class; a run without
+    quiet rounds and a run already there are refused (exit 2), the file left as it was."""
+    reference = tmp_path / "reference" / "yardsticks.jsonl"
+    quiet = write_run(tmp_path / "out", "quiet", [chain_row("e")])
+    assert yardstick_reference.main([str(quiet), "--reference", str(reference)]) == 0
+    (record,) = [json.loads(line) for line in reference.read_text().splitlines()]
+    assert record["run_id"] == "quiet" and record["machine"] == yardsticks.machine_class(MACHINE)
+    assert record["rates"] == {
+        f"engine_throughput@cpu::{CHAIN}/real_time": pytest.approx(chain_row("e")["copy_bytes_per_second"])
+    }
+    assert yardstick_reference.main([str(quiet), "--reference", str(reference)]) == 2
+    assert "run quiet is there already" in capsys.readouterr().err
+    loaded = write_run(tmp_path / "out", "loaded", [chain_row("e", wait=2 * shares.LOADED_COPY_WAIT)])
+    assert yardstick_reference.main([str(loaded), "--reference", str(reference)]) == 2
+    assert "no interleaved copy rates of a quiet machine" in capsys.readouterr().err
+    assert len(reference.read_text().splitlines()) == 1
