@@ -248,8 +248,8 @@ class Worker:
                 inputs = []
                 for entry in request["inputs"]:
                     # An input file the C++ side did not rewrite (same inode and time) is the tensor
-                    # already loaded: no copy, and its pages are already touched. Its bytes as loaded
-                    # are kept beside it, to find a callable that writes into its inputs.
+                    # already loaded, its pages already touched. A copy of its bytes, taken once as it
+                    # is loaded, is kept beside it to find a callable that writes into its inputs.
                     info = os.stat(entry["path"])
                     signature = (info.st_ino, info.st_mtime_ns, info.st_size)
                     cached = loaded.get(entry["path"])

@@ -56,6 +56,7 @@ from ._judge import (
     _percentile,
     device_sets,
     measure_speed,
+    name_of_compiled,
     path_figures,
 )
 from ._toolkit import ulp_error
@@ -611,7 +612,7 @@ def check_judgment_fits(judgment: Any, compile: Any) -> None:
             f"explain: compiled returns {', '.join(other_form)} in another dtype or shape than eager: no numerical "
             "difference to localise"
         )
-    localised = compile if isinstance(compile, str) else getattr(compile, "__name__", type(compile).__name__)
+    localised = name_of_compiled(compile, None, None)
     judged = judgment.backend.split(" (")[0]
     if judged != localised:
         raise JudgeError(

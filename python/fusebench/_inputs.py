@@ -58,18 +58,25 @@ class Inputs:
         return fn(*self.args, **self.kwargs)
 
     def map(self, convert) -> Inputs:
+        return self.map_named(lambda t, name: convert(t))
+
+    def map_named(self, convert) -> Inputs:
+        """Every tensor t replaced by convert(t, name), name as names() gives it."""
         import torch
 
-        def m(v):
+        def m(v, name):
             if isinstance(v, torch.Tensor):
-                return convert(v)
+                return convert(v, name)
             if isinstance(v, (list, tuple)):
-                return type(v)(m(x) for x in v)
+                return type(v)(m(x, f"{name}[{i}]") for i, x in enumerate(v))
             if isinstance(v, dict):
-                return {k: m(x) for k, x in v.items()}
+                return {k: m(x, f"{name}.{k}") for k, x in v.items()}
             return v
 
-        return Inputs(tuple(m(a) for a in self.args), {k: m(v) for k, v in self.kwargs.items()})
+        return Inputs(
+            tuple(m(a, f"input[{i}]") for i, a in enumerate(self.args)),
+            {k: m(v, f"input.{k}") for k, v in self.kwargs.items()},
+        )
 
     def tensors(self) -> list:
         out = []
@@ -79,24 +86,8 @@ class Inputs:
     def names(self) -> list[str]:
         """The names of tensors(), in its order: input[i] for a positional argument, input.key for a keyword one,
         [j] / .key appended inside lists, tuples and dicts."""
-        import torch
-
         names: list[str] = []
-
-        def walk(v, name):
-            if isinstance(v, torch.Tensor):
-                names.append(name)
-            elif isinstance(v, (list, tuple)):
-                for i, x in enumerate(v):
-                    walk(x, f"{name}[{i}]")
-            elif isinstance(v, dict):
-                for k, x in v.items():
-                    walk(x, f"{name}.{k}")
-
-        for i, a in enumerate(self.args):
-            walk(a, f"input[{i}]")
-        for k, v in self.kwargs.items():
-            walk(v, f"input.{k}")
+        self.map_named(lambda t, name: names.append(name) or t)
         return names
 
 

@@ -1032,10 +1032,17 @@ def _bits_equal(a, b, torch) -> int:
     """Number of differing elements (bitwise, NaN payload included)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return a.numel() or 1
+    return int(_differing_bits(a, b, torch).sum())
+
+
+def _differing_bits(a, b, torch):
+    """Per element (flattened), whether two tensors of one shape and dtype differ bitwise, NaN payload included
+    (compared as integers of the element's size; complex and bool by value)."""
     view = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(a.element_size())
-    if view is None:  # complex: compared by value
-        return int((a != b).sum())
-    return int((a.contiguous().view(view) != b.contiguous().view(view)).sum())
+    x, y = a.detach().contiguous().reshape(-1), b.detach().contiguous().reshape(-1)
+    if view is None or a.dtype == torch.bool:
+        return x != y
+    return x.view(view) != y.view(view)
 
 
 # ---- what a run writes besides its outputs
@@ -1243,10 +1250,7 @@ class WriteWatch:
 
 def _first_differing(a, b, torch) -> int:
     """The first index (flattened) at which two tensors of one shape and dtype differ bitwise."""
-    view = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(a.element_size())
-    x, y = a.detach().contiguous().reshape(-1), b.detach().contiguous().reshape(-1)
-    differ = (x.view(view) != y.view(view)) if view is not None and a.dtype != torch.bool else (x != y)
-    return int(differ.nonzero()[0, 0])
+    return int(_differing_bits(a, b, torch).nonzero()[0, 0])
 
 
 # ---- judge

@@ -60,22 +60,14 @@ def _input_leaves(inputs: Inputs, torch, make_leaf) -> tuple[Inputs, list[tuple[
     [j] / .key appended inside lists, tuples and dicts."""
     leaves: list[tuple[str, Any]] = []
 
-    def walk(v, name):
-        if isinstance(v, torch.Tensor):
-            if not v.is_floating_point():
-                return v
-            leaf = make_leaf(v)
-            leaves.append((name, leaf))
-            return leaf
-        if isinstance(v, (list, tuple)):
-            return type(v)(walk(x, f"{name}[{i}]") for i, x in enumerate(v))
-        if isinstance(v, dict):
-            return {k: walk(x, f"{name}.{k}") for k, x in v.items()}
-        return v
+    def to_leaf(t, name):
+        if not t.is_floating_point():
+            return t
+        leaf = make_leaf(t)
+        leaves.append((name, leaf))
+        return leaf
 
-    args = tuple(walk(a, f"input[{i}]") for i, a in enumerate(inputs.args))
-    kwargs = {k: walk(v, f"input.{k}") for k, v in inputs.kwargs.items()}
-    return Inputs(args, kwargs), leaves
+    return inputs.map_named(to_leaf), leaves
 
 
 class TrainingStep:
