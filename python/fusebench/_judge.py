@@ -722,7 +722,8 @@ class Judgment:
             sec = self.seconds
             out.append(
                 f"time: {sec.get('total', 0):.0f} s in all (eager {sec.get('eager', 0):.1f} s, compiled "
-                f"{sec.get('compiled', 0):.1f} s, fp64 with bounds {sec.get('fp64_with_bounds', 0):.1f} s, statistics "
+                f"{sec.get('compiled', 0):.1f} s, each with its copy of the sets and the checks of what it wrote; "
+                f"fp64 with bounds {sec.get('fp64_with_bounds', 0):.1f} s, statistics "
                 f"{sec.get('statistics', 0):.1f} s over the sets)"
             )
         if self.explanation is not None:
