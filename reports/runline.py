@@ -39,8 +39,9 @@ def run_line(results: Results) -> str:
 
 
 def copy_history(results: Results) -> str:
-    """Which copies the shares of the copy are set against: this run's rounds, and the earlier runs on this
-    machine where run.json has their rates (reports/yardsticks.py). Nothing where no row has rounds."""
+    """Which copies the shares of the copy are set against: this run's rounds, the earlier runs on this machine
+    (into this results folder, or any folder of the machine's record) and the reference runs of its machine
+    class, where run.json has their rates (reports/yardsticks.py). Nothing where no row has rounds."""
     interleaved = any(b.get("copy_share_rounds") for r in results.by_key.values() for b in r.data.get("benchmarks", []))
     if not interleaved:
         return ""
@@ -55,9 +56,7 @@ def copy_history(results: Results) -> str:
     problem = f" ({history['problem']})" if history.get("problem") else ""
     anchors = []
     if earlier:
-        anchors.append(
-            f"the {len(earlier)} earlier run{'s' if len(earlier) != 1 else ''} into this results folder on this machine"
-        )
+        anchors.append(f"the {len(earlier)} earlier run{'s' if len(earlier) != 1 else ''} on this machine")
     if reference:
         anchors.append(
             f"the {len(reference)} reference run{'s' if len(reference) != 1 else ''} of this machine class "
@@ -69,8 +68,8 @@ def copy_history(results: Results) -> str:
             f"{' and '.join(anchors)} measured it (run.json yardstick_history){problem}."
         )
     return (
-        " Shares of the copy: no earlier run into this results folder on this machine and no reference run of this "
-        f"machine class, so each interval holds this run's rounds only, not the copy's speed between runs{problem}."
+        " Shares of the copy: no earlier run on this machine and no reference run of this machine class, so each "
+        f"interval holds this run's rounds only, not the copy's speed between runs{problem}."
     )
 
 

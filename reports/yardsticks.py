@@ -7,16 +7,17 @@ rounds of one run agree, and one run's interval cannot hold the next run's share
 figures).
 
 So tools/run keeps, beside its runs, the copy's median rate of every interleaved benchmark of every run
-(OUT/yardsticks.jsonl, one line per run, appended under a lock), and gives each new run the rates that the
-last EARLIER_RUNS runs on the same machine measured for the same benchmarks (run.json "yardstick_history",
+(OUT/yardsticks.jsonl, one line per run, appended under a lock), and the same line in the machine's own record
+($XDG_STATE_HOME/fusebench/yardsticks.jsonl, for runs into other folders and other clones), and gives each new
+run the rates that the last EARLIER_RUNS runs on the same machine measured for the same benchmarks (run.json "yardstick_history",
 fixed when the run is written, so that its report reads the same later). The report then takes the share
 against the copy as fast and as slow as any of those runs measured it (shares.Rounds.decided). Rates from
 rounds on a loaded machine (shares.LOADED_COPY_WAIT) are not recorded: their own verdicts are INCONCLUSIVE,
 and their yardstick is the load's, not the machine's.
 
-A run with no earlier run into its folder (a fresh clone, a CI job, a new OUT) would hold its own rounds
-only, and two such runs on one machine could then read SUPPORTED and CONTRADICTED on one kernel as the
-memory changed state between them. So the project keeps reference runs per machine class (CPU model and
+A first run on a machine (a CI job on a fresh one, or the machine's record gone) would hold its own rounds
+only, and two such runs on two machines of one kind could then read SUPPORTED and CONTRADICTED on one
+kernel as the memory changed state between them. So the project keeps reference runs per machine class (CPU model and
 count: results/reference/yardsticks.jsonl, added with `tools/yardstick-reference RUN_DIR`), and every
 run on a machine of a listed class is also set against them. Widening by a common anchor is what makes two
 runs agree: each run's interval holds its own share and the share against the anchor's copy, so one run
@@ -25,6 +26,7 @@ only turn a verdict INCONCLUSIVE, never turn one over."""
 
 from __future__ import annotations
 
+import datetime
 import fcntl
 import json
 import os
@@ -36,6 +38,9 @@ HISTORY_FILE = "yardsticks.jsonl"
 REFERENCE_FILE = pathlib.Path(__file__).resolve().parents[1] / "results" / "reference" / HISTORY_FILE
 # Another reference file, or "none" for no reference (the tests, which must not depend on this machine's class).
 REFERENCE_ENV = "FUSEBENCH_YARDSTICK_REFERENCE"
+# The machine's record of runs into any folder: another file, or "none" (the tests' runs, which must not
+# become a user's history). Default: $XDG_STATE_HOME/fusebench/yardsticks.jsonl.
+MACHINE_HISTORY_ENV = "FUSEBENCH_MACHINE_HISTORY"
 # The earlier runs of a machine a run is measured against: enough to see the states a shared machine's
 # memory goes through over an afternoon of runs, few enough that a machine's lasting change (a new
 # host, a kernel update) leaves the record within a day of runs.
@@ -144,25 +149,62 @@ def append_record(path: pathlib.Path, record: dict) -> None:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def machine_history_path() -> pathlib.Path | None:
+    """The machine's own record of runs, whatever folder they went to (None: FUSEBENCH_MACHINE_HISTORY=none)."""
+    chosen = os.environ.get(MACHINE_HISTORY_ENV)
+    if chosen is not None:
+        return None if chosen in ("", "none") else pathlib.Path(chosen)
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return pathlib.Path(state) / "fusebench" / HISTORY_FILE
+
+
 def record_run(
     results: Results, out: pathlib.Path, run_id: str, machine: dict, revision: str | None, loaded_wait: float
 ) -> dict | None:
-    """Reads the machine's earlier runs from OUT/yardsticks.jsonl, appends this run's rates, and returns
-    run.json's "yardstick_history" (None when the run has no interleaved copy)."""
+    """Reads the machine's earlier runs from OUT/yardsticks.jsonl and from the machine's own record (runs into
+    other folders), appends this run's rates to both, and returns run.json's "yardstick_history" (None when
+    the run has no interleaved copy)."""
     rates = run_rates(results, loaded_wait)
     if not rates:
         return None
     path = out / HISTORY_FILE
     records, problem = read_history(path, machine)
+    machine_file = machine_history_path()
+    if machine_file is not None and machine_file.resolve() == path.resolve():
+        machine_file = None
+    problems = [problem]
+    if machine_file is not None:
+        elsewhere, machine_problem = read_history(machine_file, machine)
+        problems.append(machine_problem)
+        # a run is in both files when it went to this folder: once, in the order the runs were recorded
+        # (records from before "recorded" was kept come first, in their file's order)
+        seen = {(r.get("run_id"), r.get("results_folder", str(out))) for r in records}
+        records = records + [r for r in elsewhere if (r.get("run_id"), r.get("results_folder")) not in seen]
+        records.sort(key=lambda r: str(r.get("recorded", "")))
     reference_file = reference_path()
     reference, reference_problem = (
         read_history(reference_file, machine, lambda a, b: machine_class(a) == machine_class(b))
         if reference_file
         else ([], "")
     )
-    problems = "; ".join(p for p in (problem, reference_problem) if p)
-    history = history_for(records, rates, path, problems, reference, reference_file if reference else None)
-    append_record(path, {"run_id": run_id, "git_revision": revision, "machine": machine, "rates": rates})
+    problems.append(reference_problem)
+    history = history_for(
+        records, rates, path, "; ".join(p for p in problems if p), reference, reference_file if reference else None
+    )
+    if machine_file is not None:
+        history["machine_file"] = str(machine_file)
+    record = {
+        "run_id": run_id,
+        "git_revision": revision,
+        "machine": machine,
+        "rates": rates,
+        "results_folder": str(out),
+        "recorded": datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds"),
+    }
+    append_record(path, record)
+    if machine_file is not None:
+        machine_file.parent.mkdir(parents=True, exist_ok=True)
+        append_record(machine_file, record)
     return history
 
 

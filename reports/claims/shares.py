@@ -193,7 +193,7 @@ def rounds_wording(outcome: Outcome, what: str, r: Rounds, target: float, detail
         facts += "; " + between_runs_text(r)
     else:
         facts += (
-            "; no earlier run on this machine in this results folder and no reference run of this machine class: "
+            "; no earlier run on this machine and no reference run of this machine class: "
             "the interval holds this run's rounds only, not the copy's speed between runs, and another run may "
             "read the opposite verdict in another state of the memory (reports/yardsticks.py)"
         )

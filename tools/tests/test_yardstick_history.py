@@ -105,8 +105,8 @@ def test_the_second_run_is_set_against_the_first_runs_copy(tmp_path):
     assert chain_of(first)[EARLIER_COPY_RATES] == ()
     assert len((tmp_path / yardsticks.HISTORY_FILE).read_text().splitlines()) == 2
     # the run line under the matrix says which copies the shares were set against
-    assert "no earlier run into this results folder" in run_line(load_results(first))
-    assert "as slow as the 1 earlier run into this results folder" in run_line(load_results(second))
+    assert "no earlier run on this machine" in run_line(load_results(first))
+    assert "as slow as the 1 earlier run on this machine" in run_line(load_results(second))
     # a merged run (tools/merge) carries no history: its shards ran on their own
     manifest = json.loads((second / "run.json").read_text())
     manifest["merged_from"] = [{"index": 1, "dir": str(second), "seconds": 1, "machine": MACHINE}]
@@ -204,9 +204,7 @@ def test_a_first_run_is_set_against_its_machine_class_reference(tmp_path, monkey
     assert len(reference.read_text().splitlines()) == 2
     # a second run into clone2 has both: the folder's earlier run and the reference
     again = write_run(tmp_path / "clone2", "run2", [chain_row("f")])
-    assert "the 1 earlier run into this results folder on this machine and the 1 reference run" in run_line(
-        load_results(again)
-    )
+    assert "the 1 earlier run on this machine and the 1 reference run" in run_line(load_results(again))
 
 
 def test_a_damaged_reference_line_is_named_and_left_out(tmp_path, monkeypatch):
@@ -237,3 +235,27 @@ def test_adding_a_reference_run(tmp_path, capsys):
     assert yardstick_reference.main([str(loaded), "--reference", str(reference)]) == 2
     assert "no interleaved copy rates of a quiet machine" in capsys.readouterr().err
     assert len(reference.read_text().splitlines()) == 1
+
+
+def test_a_run_into_another_folder_is_set_against_the_machines_earlier_runs(tmp_path, monkeypatch):
+    """The machine's own record (FUSEBENCH_MACHINE_HISTORY, default $XDG_STATE_HOME/fusebench/yardsticks.jsonl)
+    holds runs into every folder: a first run into a new folder (another clone) is set against them, and a run
+    recorded in both its folder's file and the machine's counts once."""
+    machine_file = tmp_path / "state" / "yardsticks.jsonl"
+    monkeypatch.setenv(yardsticks.MACHINE_HISTORY_ENV, str(machine_file))
+    write_run(tmp_path / "clone1", "run1", [chain_row("e")])
+    elsewhere = write_run(tmp_path / "clone2", "run1", [chain_row("f")])
+    (rate,) = chain_of(elsewhere)[EARLIER_COPY_RATES]
+    assert rate == pytest.approx(chain_row("e")["copy_bytes_per_second"])
+    history = json.loads((elsewhere / "run.json").read_text())["yardstick_history"]
+    assert history["machine_file"] == str(machine_file)
+    rounds = shares.rounds_of(chain_of(elsewhere))
+    assert shares.rounds_outcome(rounds, engine.targets()["Chain"]) is Outcome.INCONCLUSIVE  # CONTRADICTED alone
+    again = write_run(tmp_path / "clone2", "run2", [chain_row("f")])
+    assert json.loads((again / "run.json").read_text())["yardstick_history"]["earlier_runs"] == ["run1", "run1"]
+    assert len(chain_of(again)[EARLIER_COPY_RATES]) == 2  # clone1's and clone2's run1, each once
+    assert len(machine_file.read_text().splitlines()) == 3
+    # without the machine's record, clone2's first run held its own rounds only
+    monkeypatch.setenv(yardsticks.MACHINE_HISTORY_ENV, "none")
+    alone = write_run(tmp_path / "clone3", "run1", [chain_row("f")])
+    assert chain_of(alone)[EARLIER_COPY_RATES] == ()
