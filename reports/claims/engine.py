@@ -148,17 +148,22 @@ def decide_target(family: str, facts: Facts) -> Verdict | None:
             key_figure="no GPU copy measured",
             member=family,
         )
-    if b is None or not copy or "bytes_per_second" not in b:
+    # interleaved rounds hold their own copy: a run whose filter left out the copy timed apart still decides
+    rounds = shares.rounds_of(b) if b is not None else None
+    if b is None or "bytes_per_second" not in b or not (copy or rounds):
         return None
-    rounds = shares.rounds_of(b)
+
+    def share_of(path: dict) -> float | None:
+        return _share(path, copy) if copy or shares.rounds_of(path) else None
+
     share = rounds.median if rounds else b["bytes_per_second"] / copy
-    fma = _share(fam[family]["fused_fma"], copy) if "fused_fma" in fam.get(family, {}) else None
+    fma = share_of(fam[family]["fused_fma"]) if "fused_fma" in fam.get(family, {}) else None
     frameworks = tuple(
-        (device, _share(fb, copy), seconds(fb) / seconds(b))
+        (device, share_of(fb), seconds(fb) / seconds(b))
         for device, fb in sorted(facts.frameworks.get(family, {}).items())
-        if "bytes_per_second" in fb
+        if "bytes_per_second" in fb and share_of(fb) is not None
     )
-    ceiling = facts.ceilings[family]["bytes_per_second"] / copy if family in facts.ceilings else None
+    ceiling = facts.ceilings[family]["bytes_per_second"] / copy if family in facts.ceilings and copy else None
     above_ceiling = (
         family in facts.ceilings and b["bytes_per_second"] > 1.05 * facts.ceilings[family]["bytes_per_second"]
     )

@@ -100,16 +100,21 @@ def facts(result: SuiteResult) -> Facts:
 
 # ---- decision
 def verdicts(facts: Facts) -> list[Verdict]:
-    """One per targeted f16 operation; none without a copy to set them against."""
-    if not facts.copies:
-        return []
-    return [decide(m) for m in facts.measured if m.target is not None and m.dtype == "f16"]
+    """One per targeted f16 operation that has a copy to be set against: its interleaved rounds' own, or the
+    copy timed apart (a run whose filter left MemoryCopy out still decides on the rounds)."""
+    return [
+        decide(m)
+        for m in facts.measured
+        if m.target is not None and m.dtype == "f16" and (m.rounds or m.ratio is not None)
+    ]
 
 
 def row_verdicts(facts: Facts) -> list[tuple[Measured, Verdict | None]]:
     """Every measured operation (each dtype, each thread count) with its verdict against its target, for
     the section's table; None where it has no target. The claim's own verdicts are `verdicts`."""
-    return [(m, decide(m) if m.target is not None else None) for m in facts.measured]
+    return [
+        (m, decide(m) if m.target is not None and (m.rounds or m.ratio is not None) else None) for m in facts.measured
+    ]
 
 
 def decide(m: Measured) -> Verdict:
@@ -134,7 +139,11 @@ def words(v: Verdict) -> Wording:
     if m.rounds:
         details = (
             f"{m.family} f16 on {m.threads} thread{'s' if m.threads > 1 else ''}: {gbps(m.bw)} GB/s timed apart, "
-            f"{share_text(m)} of the copy timed apart ({gbps(m.copy)} GB/s)"
+            + (
+                f"{share_text(m)} of the copy timed apart ({gbps(m.copy)} GB/s)"
+                if m.ratio is not None
+                else "no copy timed apart in this run (its filter left MemoryCopy out)"
+            )
         )
         return shares.rounds_wording(v.outcome, f"{m.family} f16", m.rounds, m.target, details)
     details = (

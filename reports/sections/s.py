@@ -21,13 +21,39 @@ WHAT = {
 def render(s, result):
     facts = claim.facts(result)
     copy_bw, rows = facts.copies, facts.measured
-    if not copy_bw:
+    if not copy_bw and not any(r.rounds for r in rows):
         s.paragraph("No MemoryCopy reference in this run: shares of the copy bandwidth cannot be computed.")
         return
     if not rows:
         s.paragraph("No toolkit benchmark in this run besides the copy.")
         return
     show(s, claim.verdicts(facts))
+    if copy_bw:
+        _copy_timed_apart(s, rows, copy_bw)
+    else:
+        s.paragraph(
+            "No MemoryCopy timed apart in this run (its filter left it out): each share below is set against the copy "
+            "measured in its own interleaved rounds." + _passes_text(rows) + _rounds_text(rows, False)
+        )
+    table = [
+        [
+            r.family,
+            r.dtype,
+            num(int(r.n)) if r.n.isdigit() else r.n,
+            num(r.threads),
+            gbps(r.bw),
+            shares.interval_text(r.rounds) if r.rounds else claim.share_text(r) if r.ratio is not None else "—",
+            pct(r.target, 2) if r.target is not None else "—",
+            VERDICT_WORD[v.outcome] if v is not None else "—",
+            WHAT.get(r.family, ""),
+        ]
+        for r, v in claim.row_verdicts(facts)
+    ]
+    s.table(["operation", "dtype", "elements", "threads", "GB/s", "of copy", "target", "verdict", "traffic"], table)
+
+
+def _copy_timed_apart(s, rows, copy_bw) -> None:
+    """The copies timed apart, their plot, and how the rates are counted."""
     _plot(s, rows, copy_bw)
     bit_equal = [r for r in rows if r.family == "BitEqual" and r.ratio and r.ratio > 1]
     copy_text = ", ".join(f"{gbps(bw)} GB/s on {t} thread{'s' if t > 1 else ''}" for t, bw in sorted(copy_bw.items()))
@@ -48,33 +74,18 @@ def render(s, result):
         + _passes_text(rows)
         + _rounds_text(rows)
     )
-    table = [
-        [
-            r.family,
-            r.dtype,
-            num(int(r.n)) if r.n.isdigit() else r.n,
-            num(r.threads),
-            gbps(r.bw),
-            shares.interval_text(r.rounds) if r.rounds else claim.share_text(r),
-            pct(r.target, 2) if r.target is not None else "—",
-            VERDICT_WORD[v.outcome] if v is not None else "—",
-            WHAT.get(r.family, ""),
-        ]
-        for r, v in claim.row_verdicts(facts)
-    ]
-    s.table(["operation", "dtype", "elements", "threads", "GB/s", "of copy", "target", "verdict", "traffic"], table)
 
 
-def _rounds_text(rows) -> str:
+def _rounds_text(rows, copy_timed_apart: bool = True) -> str:
     """How the shares with an interval were measured (where the run has interleaved rounds)."""
     rounds = max((r.rounds.rounds for r in rows if r.rounds), default=0)
     if not rounds:
         return ""
+    apart = " (the copy figures above are the copies timed apart)" if copy_timed_apart else ""
     return (
         f" Shares with an interval are medians of {rounds} interleaved rounds with their 95 % interval: each round "
         "the operation and a memcpy of the same bytes on the same threads, alternating call by call for at least "
-        "40 ms, so that both see the same load (the copy "
-        "figures above are the copies timed apart); the verdicts rest on them."
+        f"40 ms, so that both see the same load{apart}; the verdicts rest on them."
     )
 
 

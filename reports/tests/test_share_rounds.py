@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import pathlib
 import statistics
+from types import SimpleNamespace
 
 import pytest
 
@@ -258,3 +259,21 @@ def test_a_planted_history_can_only_undecide_a_share(planted):
             for target in [t / 100 for t in range(10, 130)]:
                 a, p = shares.rounds_outcome(alone, target), shares.rounds_outcome(planted_rounds, target)
                 assert p is a or p is Outcome.INCONCLUSIVE, (name, planted, target, a, p)
+
+
+def test_rounds_decide_without_the_copy_timed_apart():
+    """A run whose filter left MemoryCopy out (tools/run --filter '^Chain/path:fused/') still has each share's
+    copy in its rounds: the claim is decided on them, not left as 'the suite ran, but gave no case'."""
+    run = FIXTURE["runs"]["e"]
+    for name, dump in run.items():
+        family = name.split("/")[0]
+        b = benchmark(dump)
+        if family in engine.targets():
+            v = engine.decide_target(family, engine.Facts(False, {family: {"fused": b}}, {}, None, {}, None))
+        else:
+            row = {**b, "name": f"{name}/real_time", "run_name": f"{name}/real_time", "threads": dump["threads"]}
+            (v,) = s.verdicts(s.facts(SimpleNamespace(data={"context": {}, "benchmarks": [row]})))
+        assert v is not None and v.outcome is verdict(name, dump).outcome, name
+        assert v.cases == dump["share"]["rounds"]
+        shown = words(v)
+        assert "[" in shown.key_figure, name
