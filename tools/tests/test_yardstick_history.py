@@ -26,12 +26,6 @@ CHAIN = "Chain/path:fused/dtype:f16/n:4194304"
 MACHINE = machine_description()  # this machine, as tools/run describes it
 
 
-@pytest.fixture(autouse=True)
-def no_reference_runs(monkeypatch):
-    """The project's reference file holds this machine class's runs; these tests choose their own."""
-    monkeypatch.setenv(yardsticks.REFERENCE_ENV, "none")
-
-
 def chain_row(run: str, wait: float | None = None) -> dict:
     """The fused Chain's row as the engine suite writes it, from the recorded rounds of fixture run `run`."""
     dump = FIXTURE["runs"][run][CHAIN]
