@@ -110,8 +110,8 @@ def history_for(
     reference: list[dict] = (),
     reference_file: pathlib.Path | None = None,
 ) -> dict:
-    """run.json's "yardstick_history": per key of this run, the rates the last EARLIER_RUNS runs into the
-    folder measured, then those of the machine class's reference runs (marked "reference": true)."""
+    """run.json's "yardstick_history": per key of this run, the rates the machine's last EARLIER_RUNS runs
+    measured (`records`, oldest first), then those of its class's reference runs (marked "reference": true)."""
     earlier = records[-EARLIER_RUNS:]
     anchors = [(r, False) for r in earlier] + [(r, True) for r in reference]
     history = {
