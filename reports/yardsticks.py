@@ -63,16 +63,27 @@ def run_rates(results: Results, loaded_wait: float) -> dict[str, float]:
     return rates
 
 
+def run_revision(results: Results) -> str | None:
+    """The commit the run's suites were built from (the first, sorted, where they name more than one)."""
+    revisions = sorted({r.context.get("git_revision") for r in results.by_key.values()} - {None, ""})
+    return revisions[0] if revisions else None
+
+
 def machine_class(machine: dict) -> dict:
     """What reference runs are matched on: the CPU model and count, not the host."""
     return {"cpu_model": machine.get("cpu_model"), "cpus": machine.get("cpus")}
 
 
-def reference_path() -> pathlib.Path | None:
-    chosen = os.environ.get(REFERENCE_ENV)
+def _chosen_path(env: str, default: pathlib.Path) -> pathlib.Path | None:
+    """The file the environment variable `env` names, None for "none" or "", `default` where it is unset."""
+    chosen = os.environ.get(env)
     if chosen is None:
-        return REFERENCE_FILE
+        return default
     return None if chosen in ("", "none") else pathlib.Path(chosen)
+
+
+def reference_path() -> pathlib.Path | None:
+    return _chosen_path(REFERENCE_ENV, REFERENCE_FILE)
 
 
 def read_history(path: pathlib.Path, machine: dict, same=lambda a, b: a == b) -> tuple[list[dict], str]:
@@ -151,11 +162,8 @@ def append_record(path: pathlib.Path, record: dict) -> None:
 
 def machine_history_path() -> pathlib.Path | None:
     """The machine's own record of runs, whatever folder they went to (None: FUSEBENCH_MACHINE_HISTORY=none)."""
-    chosen = os.environ.get(MACHINE_HISTORY_ENV)
-    if chosen is not None:
-        return None if chosen in ("", "none") else pathlib.Path(chosen)
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return pathlib.Path(state) / "fusebench" / HISTORY_FILE
+    return _chosen_path(MACHINE_HISTORY_ENV, pathlib.Path(state) / "fusebench" / HISTORY_FILE)
 
 
 def record_run(
@@ -222,10 +230,9 @@ def add_reference(run_dir: pathlib.Path, reference_file: pathlib.Path, loaded_wa
     records, _ = read_history(reference_file, machine, lambda a, b: True)
     if any(r.get("run_id") == run_id for r in records):
         raise InputError(f"{reference_file}: run {run_id} is there already")
-    revisions = sorted({r.context.get("git_revision") for r in results.by_key.values()} - {None, ""})
     record = {
         "run_id": run_id,
-        "git_revision": revisions[0] if revisions else None,
+        "git_revision": run_revision(results),
         "machine": machine_class(machine),
         "rates": rates,
     }

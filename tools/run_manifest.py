@@ -162,13 +162,12 @@ def yardstick_history(run_dir: pathlib.Path, run_id: str | None) -> dict | None:
     """The copy rates of the earlier runs into the same OUT on this machine (run.json's "yardstick_history"),
     with this run's rates appended to OUT's record (reports/yardsticks.py)."""
     results = load_results(run_dir, allow_incomplete=True, strict=False)
-    revisions = sorted({r.context.get("git_revision") for r in results.by_key.values()} - {None, ""})
     return yardsticks.record_run(
         results,
         run_dir.parent,
         run_id or run_dir.name,
         machine_description(),
-        revisions[0] if revisions else None,
+        yardsticks.run_revision(results),
         LOADED_COPY_WAIT,
     )
 

@@ -153,15 +153,12 @@ def decide_target(family: str, facts: Facts) -> Verdict | None:
     if b is None or "bytes_per_second" not in b or not (copy or rounds):
         return None
 
-    def share_of(path: dict) -> float | None:
-        return _share(path, copy) if copy or shares.rounds_of(path) else None
-
-    share = rounds.median if rounds else b["bytes_per_second"] / copy
-    fma = share_of(fam[family]["fused_fma"]) if "fused_fma" in fam.get(family, {}) else None
+    share = _share(b, copy)
+    fma = _share(fam[family]["fused_fma"], copy) if "fused_fma" in fam.get(family, {}) else None
     frameworks = tuple(
-        (device, share_of(fb), seconds(fb) / seconds(b))
+        (device, _share(fb, copy), seconds(fb) / seconds(b))
         for device, fb in sorted(facts.frameworks.get(family, {}).items())
-        if "bytes_per_second" in fb and share_of(fb) is not None
+        if "bytes_per_second" in fb and _share(fb, copy) is not None
     )
     ceiling = facts.ceilings[family]["bytes_per_second"] / copy if family in facts.ceilings and copy else None
     above_ceiling = (
@@ -178,11 +175,13 @@ def decide_target(family: str, facts: Facts) -> Verdict | None:
     return Verdict("Engine-target", shares.outcome(share, target, suspect), figures, 1, member=family)
 
 
-def _share(b: dict, copy: float) -> float:
+def _share(b: dict, copy: float | None) -> float | None:
     """A path's share of the copy: the median of its interleaved rounds where the run has them, else its
-    rate over the run's copy timed apart."""
+    rate over the run's copy timed apart; None with neither."""
     rounds = shares.rounds_of(b)
-    return rounds.median if rounds else b["bytes_per_second"] / copy
+    if rounds:
+        return rounds.median
+    return b["bytes_per_second"] / copy if copy else None
 
 
 def decide_speedup(family: str, eager: dict, fused: dict, copy_bw: float | None) -> Verdict:

@@ -102,19 +102,18 @@ def facts(result: SuiteResult) -> Facts:
 def verdicts(facts: Facts) -> list[Verdict]:
     """One per targeted f16 operation that has a copy to be set against: its interleaved rounds' own, or the
     copy timed apart (a run whose filter left MemoryCopy out still decides on the rounds)."""
-    return [
-        decide(m)
-        for m in facts.measured
-        if m.target is not None and m.dtype == "f16" and (m.rounds or m.ratio is not None)
-    ]
+    return [decide(m) for m in facts.measured if decidable(m) and m.dtype == "f16"]
 
 
 def row_verdicts(facts: Facts) -> list[tuple[Measured, Verdict | None]]:
     """Every measured operation (each dtype, each thread count) with its verdict against its target, for
     the section's table; None where it has no target. The claim's own verdicts are `verdicts`."""
-    return [
-        (m, decide(m) if m.target is not None and (m.rounds or m.ratio is not None) else None) for m in facts.measured
-    ]
+    return [(m, decide(m) if decidable(m) else None) for m in facts.measured]
+
+
+def decidable(m: Measured) -> bool:
+    """A target, and a copy to set the operation against: its rounds' own or the copy timed apart."""
+    return m.target is not None and (m.rounds is not None or m.ratio is not None)
 
 
 def decide(m: Measured) -> Verdict:
