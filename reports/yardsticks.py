@@ -17,8 +17,8 @@ and their yardstick is the load's, not the machine's.
 
 A first run on a machine (a CI job on a fresh one, or the machine's record gone) would hold its own rounds
 only, and two such runs on two machines of one kind could then read SUPPORTED and CONTRADICTED on one
-kernel as the memory changed state between them. So the project keeps reference runs per machine class (CPU model and
-count: results/reference/yardsticks.jsonl, added with `tools/yardstick-reference RUN_DIR`), and every
+kernel as the memory changed state between them. So the project keeps reference runs per machine class (CPU model,
+instruction sets and count: results/reference/yardsticks.jsonl, added with `tools/yardstick-reference RUN_DIR`), and every
 run on a machine of a listed class is also set against them. Widening by a common anchor is what makes two
 runs agree: each run's interval holds its own share and the share against the anchor's copy, so one run
 cannot lie wholly above a target while another lies wholly below it, whatever state each ran in. It can
@@ -70,8 +70,9 @@ def run_revision(results: Results) -> str | None:
 
 
 def machine_class(machine: dict) -> dict:
-    """What reference runs are matched on: the CPU model and count, not the host."""
-    return {"cpu_model": machine.get("cpu_model"), "cpus": machine.get("cpus")}
+    """What reference runs are matched on: the CPU model, its instruction sets and count, not the host.
+    A record that does not name its instruction sets matches no run that does."""
+    return {"cpu_model": machine.get("cpu_model"), "cpu_isa": machine.get("cpu_isa"), "cpus": machine.get("cpus")}
 
 
 def _chosen_path(env: str, default: pathlib.Path) -> pathlib.Path | None:
@@ -221,8 +222,10 @@ def add_reference(run_dir: pathlib.Path, reference_file: pathlib.Path, loaded_wa
     without interleaved rounds of a quiet machine, and one already there."""
     results = load_results(run_dir)
     machine = (results.manifest or {}).get("machine")
-    if not isinstance(machine, dict) or not machine.get("cpu_model") or not machine.get("cpus"):
-        raise InputError(f"{run_dir / 'run.json'}: no 'machine' with 'cpu_model' and 'cpus' (tools/run writes them)")
+    if not isinstance(machine, dict) or not all(machine.get(k) for k in ("cpu_model", "cpu_isa", "cpus")):
+        raise InputError(
+            f"{run_dir / 'run.json'}: no 'machine' with 'cpu_model', 'cpu_isa' and 'cpus' (tools/run writes them)"
+        )
     rates = run_rates(results, loaded_wait)
     if not rates:
         raise InputError(f"{run_dir}: no interleaved copy rates of a quiet machine (no share rounds, or all loaded)")

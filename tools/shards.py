@@ -376,16 +376,24 @@ def merged_manifest(shards: list[tuple[pathlib.Path, dict]]) -> dict:
     return manifest
 
 
+# The instruction sets the kernels are compiled for (-march=native), as the suites' cpu_isa context
+# names them (suites/support/suite_main.cpp): "AMD EPYC" or "Intel(R) Xeon(R) Processor" alone names
+# processors with and without AVX-512, whose kernels differ.
+ISA_FLAGS = ("avx512f", "avx512fp16", "avx512_bf16", "avx2", "fma", "f16c")
+
+
 def machine_description() -> dict:
-    model = "unknown"
+    model, isa = "unknown", "unknown"
     try:
         for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.startswith("model name") and model == "unknown":
                 model = line.split(":", 1)[1].strip()
-                break
+            elif line.startswith("flags") and isa == "unknown":
+                flags = line.split(":", 1)[1].split()
+                isa = " ".join(f for f in flags if f in ISA_FLAGS)
     except OSError:
         pass
-    return {"host": socket.gethostname(), "cpu_model": model, "cpus": os.cpu_count()}
+    return {"host": socket.gethostname(), "cpu_model": model, "cpu_isa": isa, "cpus": os.cpu_count()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """Adds a run's interleaved copy rates to the reference runs of its machine class
 (results/reference/yardsticks.jsonl, reports/yardsticks.py): every later run on a machine of that class (CPU
-model and count) sets its shares of the copy against them, as well as against the earlier runs into its own
+model, instruction sets and count) sets its shares of the copy against them, as well as against the earlier runs into its own
 results folder. Add quiet runs of the default profile from more than one time of day: each one widens the
 intervals of later runs to the copy's speed it saw.
 

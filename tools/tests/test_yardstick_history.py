@@ -171,12 +171,17 @@ def write_reference(path: pathlib.Path, runs: dict[str, dict]) -> pathlib.Path:
 
 def test_a_first_run_is_set_against_its_machine_class_reference(tmp_path, monkeypatch):
     """Two fresh folders (a clone each): the first run in each is set against the reference runs of its
-    machine class (CPU model and count, any host), not against another class's."""
+    machine class (CPU model, instruction sets and count, any host), not against another class's: a
+    processor of the same name without (or with) AVX-512 runs other kernels, and a record that does not
+    name its instruction sets says nothing of them."""
+    same_class = {k: MACHINE[k] for k in ("cpu_model", "cpu_isa", "cpus")}
     reference = write_reference(
         tmp_path / "reference.jsonl",
         {
-            "ref-same-class": {"host": "another-host", "cpu_model": MACHINE["cpu_model"], "cpus": MACHINE["cpus"]},
-            "ref-other-class": {**MACHINE, "cpus": MACHINE["cpus"] + 64},
+            "ref-same-class": {"host": "another-host", **same_class},
+            "ref-other-count": {**MACHINE, "cpus": MACHINE["cpus"] + 64},
+            "ref-other-isa": {**same_class, "cpu_isa": MACHINE["cpu_isa"] + " avx512_vnni"},
+            "ref-isa-unsaid": {"cpu_model": MACHINE["cpu_model"], "cpus": MACHINE["cpus"]},
         },
     )
     monkeypatch.setenv(yardsticks.REFERENCE_ENV, str(reference))
@@ -195,7 +200,7 @@ def test_a_first_run_is_set_against_its_machine_class_reference(tmp_path, monkey
     assert shares.rounds_outcome(alone, engine.targets()["Chain"]) is Outcome.CONTRADICTED
     assert shares.rounds_outcome(rounds, engine.targets()["Chain"]) is Outcome.INCONCLUSIVE
     # the reference file is read, never written by a run
-    assert len(reference.read_text().splitlines()) == 2
+    assert len(reference.read_text().splitlines()) == 4
     # a second run into clone2 has both: the folder's earlier run and the reference
     again = write_run(tmp_path / "clone2", "run2", [chain_row("f")])
     assert "the 1 earlier run on this machine and the 1 reference run" in run_line(load_results(again))
