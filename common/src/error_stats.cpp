@@ -298,14 +298,16 @@ class ErrorStatsRun {
     result.histogram.assign(std::size_t(options_.histogram_bins + 1), 0);
     for (std::int64_t begin = chunk_begin(c); begin < chunk_end(c); begin += kBlock) {
       const std::int64_t count = std::min(kBlock, n_ - begin);
-#if defined(__AVX512F__)
+#if defined(FUSEBENCH_ERROR_STATS_VECTORS)
       // (a selector that overflowed stops counting, which only the block-by-block path knows)
-      if (count == kBlock && intervals_ &&
-          std::none_of(worker.windows.begin(), worker.windows.end(),
-                       [](const WindowSelector& w) { return w.overflowed(); })) {
-        count_fused_block(worker, begin, result);
-        count_distances(worker, begin, count, result, kRoundsReferenceInRegisters);
-        continue;
+      if constexpr (VectorMetrics<Y, R>::kAvailable) {
+        if (count == kBlock && intervals_ &&
+            std::none_of(worker.windows.begin(), worker.windows.end(),
+                         [](const WindowSelector& w) { return w.overflowed(); })) {
+          count_fused_block(worker, begin, result);
+          count_distances(worker, begin, count, result, kRoundsReferenceInRegisters);
+          continue;
+        }
       }
 #endif
       block.compute(y_ + begin, ref_ + begin, count, stats_.rel_floor);
@@ -317,16 +319,19 @@ class ErrorStatsRun {
         // chain of one running fp64 sum no longer limits the loop (it vectorises).
         alignas(64) std::array<double, kLanes> lane_sum = {}, lane_max = {};
         std::int64_t i = 0;
-#if defined(__AVX512F__)
-        // The same lanes as the loop below (GCC leaves that one scalar): one vector each.
-        __m512d vector_sum = _mm512_setzero_pd(), vector_max = _mm512_setzero_pd();
+#if defined(FUSEBENCH_ERROR_STATS_VECTORS)
+        // The same lanes as the loop below (GCC leaves that one scalar), in vectors.
+        MetricVector sums[kVectors], maxima[kVectors];
+        for (int v = 0; v < kVectors; ++v) sums[v] = maxima[v] = vector_zero();
         for (; i + kLanes <= count; i += kLanes) {
-          const __m512d v = _mm512_loadu_pd(values.data() + i);
-          vector_sum = _mm512_add_pd(vector_sum, v);
-          vector_max = _mm512_max_pd(v, vector_max);  // v > max ? v : max, as below
+          for (int v = 0; v < kVectors; ++v) {
+            const MetricVector x = vector_load(values.data() + i + v * kVectorLanes);
+            sums[v] = vector_add(sums[v], x);
+            maxima[v] = vector_max(x, maxima[v]);  // x > max ? x : max, as below
+          }
         }
-        _mm512_store_pd(lane_sum.data(), vector_sum);
-        _mm512_store_pd(lane_max.data(), vector_max);
+        store_lanes(sums, lane_sum);
+        store_lanes(maxima, lane_max);
 #endif
         for (; i + kLanes <= count; i += kLanes) {
           for (int l = 0; l < kLanes; ++l) {
@@ -353,6 +358,14 @@ class ErrorStatsRun {
   }
 
   static constexpr int kLanes = 8;
+#if defined(FUSEBENCH_ERROR_STATS_VECTORS)
+  // The eight lanes in vectors: lane l in vector l / kVectorLanes.
+  static constexpr int kVectors = kLanes / kVectorLanes;
+  static void store_lanes(const MetricVector (&vectors)[kVectors],
+                          std::array<double, kLanes>& lanes) {
+    for (int v = 0; v < kVectors; ++v) vector_store(lanes.data() + v * kVectorLanes, vectors[v]);
+  }
+#endif
   // An fp16 result against an fp64 reference: the fused pass rounds the reference for the
   // distances while it holds it in registers (round_to_half_bits), instead of a pass of its own.
 #if defined(__AVX512F__) && defined(__AVX512VL__) && defined(__F16C__)
@@ -397,8 +410,8 @@ class ErrorStatsRun {
            (result.max_index[std::size_t(m)] < 0 && nonfinite < count);
   }
 
-#if defined(__AVX512F__)
-  // ---- the fused block: the three metrics of eight pairs at a time are computed in registers,
+#if defined(FUSEBENCH_ERROR_STATS_VECTORS)
+  // ---- the fused block: the three metrics of a vector of pairs at a time are computed in registers,
   // summed and maximised there, and stored to L1 for the windows' counting loops (BlockMetrics'
   // scalar computation and sweeps were most of the pass). The metrics are BlockMetrics', and the
   // lanes those of count_chunk's sums: the same bits, stored where BlockMetrics stores them. A
@@ -411,8 +424,10 @@ class ErrorStatsRun {
     for (auto& w : windows) w.reserve(kBlock);
     Counter abs_counter(windows[0]), rel_counter(windows[1]), ulp_counter(windows[2]);
     const VectorMetrics<Y, R> metrics(stats_.rel_floor);
-    __m512d sum[kMetrics], max[kMetrics];
-    for (int m = 0; m < kMetrics; ++m) sum[m] = max[m] = _mm512_setzero_pd();
+    MetricVector sum[kMetrics][kVectors], max[kMetrics][kVectors];
+    for (int m = 0; m < kMetrics; ++m) {
+      for (int v = 0; v < kVectors; ++v) sum[m][v] = max[m][v] = vector_zero();
+    }
     std::int64_t nonfinite = 0;
     const Y* y = y_ + begin;
     const R* ref = ref_ + begin;
@@ -430,17 +445,22 @@ class ErrorStatsRun {
     static_assert(kBlock % kPart == 0 && kPart % kLanes == 0);
     for (std::int64_t part = 0; part < kBlock; part += kPart) {
       for (std::int64_t i = part; i < part + kPart; i += kLanes) {
-        const auto p = metrics(y + i, ref + i);
-        if constexpr (kRoundsReferenceInRegisters) {
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(worker.rounded_ref.data() + i),
-                           round_to_half_bits(p.ref));
-        }
-        nonfinite += std::popcount(unsigned(p.nonfinite));
-        const __m512d metric[kMetrics] = {p.abs, p.rel, p.ulp};
-        for (int m = 0; m < kMetrics; ++m) {
-          sum[m] = _mm512_add_pd(sum[m], metric[m]);
-          max[m] = _mm512_max_pd(metric[m], max[m]);
-          _mm512_storeu_pd(stored[m] + i, metric[m]);
+        for (int v = 0; v < kVectors; ++v) {
+          const std::int64_t at = i + v * kVectorLanes;
+          const auto p = metrics(y + at, ref + at);
+#if defined(__AVX512F__) && defined(__AVX512VL__) && defined(__F16C__)
+          if constexpr (kRoundsReferenceInRegisters) {
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(worker.rounded_ref.data() + at),
+                             round_to_half_bits(p.ref));
+          }
+#endif
+          nonfinite += std::popcount(unsigned(p.nonfinite));
+          const MetricVector metric[kMetrics] = {p.abs, p.rel, p.ulp};
+          for (int m = 0; m < kMetrics; ++m) {
+            sum[m][v] = vector_add(sum[m][v], metric[m]);
+            max[m][v] = vector_max(metric[m], max[m][v]);
+            vector_store(stored[m] + at, metric[m]);
+          }
         }
       }
       abs_counter.count_stored(stored[0] + part, kPart);
@@ -457,8 +477,8 @@ class ErrorStatsRun {
     }
     for (int m = 0; m < kMetrics; ++m) {
       alignas(64) std::array<double, kLanes> lane_sum, lane_max;
-      _mm512_store_pd(lane_sum.data(), sum[m]);
-      _mm512_store_pd(lane_max.data(), max[m]);
+      store_lanes(sum[m], lane_sum);
+      store_lanes(max[m], lane_max);
       add_block_lanes(block, nonfinite == 0, m, lane_sum, lane_max, begin, kBlock, nonfinite,
                       result);
       windows[std::size_t(m)].finish_block(nonfinite);

@@ -429,8 +429,9 @@ TEST(ErrorStats, SameResultsForAnyThreadCountAndSelection) {
   }
 }
 
-// Above 2^18 pairs the pass computes the metrics of eight pairs at a time in registers (where the
-// build has AVX-512), and the radix selection's replays compute them per block: for every pair of
+// Above 2^18 pairs the pass computes the metrics of a vector of pairs at a time in registers (where
+// the build has AVX-512, or AVX2 and F16C for results narrower than fp64), and the radix
+// selection's replays compute them per block: for every pair of
 // formats, with specials, both agree with each other and with the plain computation, bit for bit.
 TEST(ErrorStats, EveryFormatPairAgreesInTheVectorPassAndTheBlockPass) {
   const std::int64_t n = (std::int64_t(1) << 19) + 13;

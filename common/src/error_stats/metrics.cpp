@@ -34,20 +34,23 @@ void BlockMetrics<Y, R>::compute(const Y* y, const R* ref, std::int64_t count, d
   size = count;
   nonfinite = 0;
   std::int64_t i = 0;
-#if defined(__AVX512F__)
-  const VectorMetrics<Y, R> metrics(rel_floor);
-  for (; i + 8 <= count; i += 8) {
-    const auto p = metrics(y + i, ref + i);
-    _mm512_storeu_pd(&y_value[std::size_t(i)], p.y);
-    _mm512_storeu_pd(&ref_value[std::size_t(i)], p.ref);
-    _mm512_storeu_pd(&metric[0][std::size_t(i)], p.abs);
-    _mm512_storeu_pd(&metric[1][std::size_t(i)], p.rel);
-    _mm512_storeu_pd(&metric[2][std::size_t(i)], p.ulp);
-    for (int l = 0; l < 8; ++l) finite[std::size_t(i + l)] = ((p.nonfinite >> l) & 1) == 0;
-    nonfinite += std::popcount(unsigned(p.nonfinite));
+#if defined(FUSEBENCH_ERROR_STATS_VECTORS)
+  if constexpr (VectorMetrics<Y, R>::kAvailable) {
+    const VectorMetrics<Y, R> metrics(rel_floor);
+    for (; i + kVectorLanes <= count; i += kVectorLanes) {
+      const auto p = metrics(y + i, ref + i);
+      vector_store(&y_value[std::size_t(i)], p.y);
+      vector_store(&ref_value[std::size_t(i)], p.ref);
+      vector_store(&metric[0][std::size_t(i)], p.abs);
+      vector_store(&metric[1][std::size_t(i)], p.rel);
+      vector_store(&metric[2][std::size_t(i)], p.ulp);
+      for (int l = 0; l < kVectorLanes; ++l)
+        finite[std::size_t(i + l)] = ((p.nonfinite >> l) & 1) == 0;
+      nonfinite += std::popcount(unsigned(p.nonfinite));
+    }
   }
 #endif
-  // The rest (all of it without AVX-512) in loops of one kind each, which the compiler vectorises:
+  // The rest (all of it without vector metrics) in loops of one kind each, which the compiler vectorises:
   // the widening of either side, the three metrics, the finiteness flags.
   const std::int64_t from = i;
   widen(y, y_value.data(), from, count);

@@ -8,12 +8,15 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "fusebench/float_formats.hpp"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
+#endif
+#if defined(__AVX512F__)
 // GCC 12 warns inside its own AVX-512 headers (the _mm512_undefined_pd placeholder of
 // _mm512_max_pd) wherever they are inlined.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -141,6 +144,7 @@ class VectorMetrics {
   using F = FormatTraits<Y>;
 
  public:
+  static constexpr bool kAvailable = true;
   struct Pairs {
     __m512d y, ref, abs, rel, ulp;
     __mmask8 nonfinite;
@@ -209,6 +213,89 @@ class VectorMetrics {
           max_exponent_ = _mm512_set1_pd(F::max_exponent);
   __m512d mantissa_bits_ = _mm512_set1_pd(F::mantissa_bits);
 };
+
+// The vector the fused pass keeps its sums and maxima in, and what it does with one.
+using MetricVector = __m512d;
+constexpr int kVectorLanes = 8;
+inline __m512d vector_zero() { return _mm512_setzero_pd(); }
+inline __m512d vector_add(__m512d a, __m512d b) { return _mm512_add_pd(a, b); }
+inline __m512d vector_max(__m512d v, __m512d max) { return _mm512_max_pd(v, max); }
+inline __m512d vector_load(const double* p) { return _mm512_loadu_pd(p); }
+inline void vector_store(double* p, __m512d v) { _mm512_storeu_pd(p, v); }
+
+#elif defined(__AVX2__) && defined(__F16C__)
+// The same metrics four pairs at a time, for processors without AVX-512, operation for operation
+// PairMetric's and BlockMetrics::compute's: the same bits. Not for an fp64 result, whose ULP scale
+// 2^(p - 1 - e) can exceed fp64's range (PairMetric uses ldexp there, AVX-512 scalef).
+template <class Y, class R>
+class VectorMetrics {
+  using F = FormatTraits<Y>;
+
+ public:
+  static constexpr bool kAvailable = !std::is_same_v<Y, double>;
+  struct Pairs {
+    __m256d y, ref, abs, rel, ulp;
+    unsigned nonfinite;  // a bit per lane
+  };
+
+  explicit VectorMetrics(double rel_floor) : rel_floor_(_mm256_set1_pd(rel_floor)) {}
+
+  Pairs operator()(const Y* y, const R* ref) const {
+    Pairs p;
+    p.y = widen(y);
+    p.ref = widen(ref);
+    const __m256d difference = _mm256_and_pd(_mm256_sub_pd(p.y, p.ref), magnitude_mask_);
+    // With a side narrower than fp64 the difference of finite values stays finite (see the
+    // AVX-512 class): |y - ref| < inf exactly when both sides are finite (NaN compares false).
+    const __m256d finite = _mm256_cmp_pd(difference, infinity_, _CMP_LT_OQ);
+    p.nonfinite = unsigned(_mm256_movemask_pd(finite)) ^ 0xfu;
+    p.abs = _mm256_and_pd(difference, finite);
+    const __m256d magnitude = _mm256_and_pd(p.ref, magnitude_mask_);
+    // max(a, b) = a > b ? a : b, PairMetric's and BlockMetrics' choices where neither is NaN
+    // (a NaN reference comes with abs = 0, and gives 0 either way)
+    p.rel = _mm256_div_pd(p.abs, _mm256_max_pd(magnitude, rel_floor_));
+    const __m256d clamped =
+        _mm256_min_pd(_mm256_max_pd(magnitude, smallest_normal_), top_of_format_);
+    const __m256i field = _mm256_srli_epi64(_mm256_castpd_si256(clamped), 52);
+    const __m256i scale = _mm256_slli_epi64(_mm256_sub_epi64(scale_base_, field), 52);
+    p.ulp = _mm256_mul_pd(p.abs, _mm256_castsi256_pd(scale));
+    return p;
+  }
+
+ private:
+  template <class T>
+  static __m256d widen(const T* p) {
+    if constexpr (std::is_same_v<T, double>) {
+      return _mm256_loadu_pd(p);
+    } else if constexpr (std::is_same_v<T, float>) {
+      return _mm256_cvtps_pd(_mm_loadu_ps(p));
+    } else if constexpr (std::is_same_v<T, BFloat16>) {
+      const __m128i wide = _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+      return _mm256_cvtps_pd(_mm_castsi128_ps(_mm_slli_epi32(wide, 16)));
+    } else {
+      static_assert(std::is_same_v<T, Half>);
+      return _mm256_cvtps_pd(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+    }
+  }
+
+  __m256d rel_floor_;
+  __m256d magnitude_mask_ = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fff'ffff'ffff'ffffLL));
+  __m256d infinity_ = _mm256_set1_pd(std::numeric_limits<double>::infinity());
+  __m256d smallest_normal_ = _mm256_set1_pd(std::ldexp(1.0, F::min_normal_exponent));
+  __m256d top_of_format_ = _mm256_set1_pd(std::ldexp(2.0 - std::ldexp(1.0, -52), F::max_exponent));
+  __m256i scale_base_ = _mm256_set1_epi64x(2046 + F::mantissa_bits);
+};
+
+using MetricVector = __m256d;
+constexpr int kVectorLanes = 4;
+inline __m256d vector_zero() { return _mm256_setzero_pd(); }
+inline __m256d vector_add(__m256d a, __m256d b) { return _mm256_add_pd(a, b); }
+inline __m256d vector_max(__m256d v, __m256d max) { return _mm256_max_pd(v, max); }
+inline __m256d vector_load(const double* p) { return _mm256_loadu_pd(p); }
+inline void vector_store(double* p, __m256d v) { _mm256_storeu_pd(p, v); }
+#endif
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__F16C__))
+#define FUSEBENCH_ERROR_STATS_VECTORS 1
 #endif
 
 // The three metrics of one block, stored; non-finite pairs get 0 and finite[i] = 0.

@@ -210,9 +210,9 @@ void WindowSelector::count_block(const double* values, std::int64_t count, std::
   if (overflowed_) return;  // kept too much to answer anything: stop counting
   reserve(count);
   std::int64_t i = 0;
-#if defined(__AVX512F__)
+#if defined(FUSEBENCH_ERROR_STATS_VECTORS)
   VectorCounter counter(*this);
-  i = count - count % 8;
+  i = count - count % kVectorLanes;
   counter.count_stored(values, i);
   counter.finish();
 #endif
@@ -512,43 +512,8 @@ void WindowSelector::count_values(const double* __restrict values, std::int64_t 
   const bool closed0 = first.half_open, closed1 = second.half_open;  // lo itself inside
   double* __restrict out = candidates_.data() + kept_;
   std::int64_t kept = 0;
-  std::int64_t i = 0;
-#if defined(__AVX2__)
-  // Four values at a time: the mask of those inside picks a permutation that moves them to the
-  // front, and the whole vector is stored (the next store overwrites what lies past them).
-  static constexpr auto kFront = [] {
-    std::array<std::array<std::int32_t, 8>, 16> table{};
-    for (int mask = 0; mask < 16; ++mask) {
-      int slot = 0;
-      for (int lane = 0; lane < 4; ++lane) {
-        if ((mask >> lane) & 1) {
-          table[std::size_t(mask)][std::size_t(2 * slot)] = 2 * lane;
-          table[std::size_t(mask)][std::size_t(2 * slot + 1)] = 2 * lane + 1;
-          ++slot;
-        }
-      }
-    }
-    return table;
-  }();
-  const __m256d vlo0 = _mm256_set1_pd(lo0), vhi0 = _mm256_set1_pd(hi0), vlo1 = _mm256_set1_pd(lo1),
-                vhi1 = _mm256_set1_pd(hi1);
-  for (; i + 4 <= count; i += 4) {
-    const __m256d x = _mm256_loadu_pd(values + i);
-    const __m256d above0 =
-        closed0 ? _mm256_cmp_pd(x, vlo0, _CMP_GE_OQ) : _mm256_cmp_pd(x, vlo0, _CMP_GT_OQ);
-    const __m256d above1 =
-        closed1 ? _mm256_cmp_pd(x, vlo1, _CMP_GE_OQ) : _mm256_cmp_pd(x, vlo1, _CMP_GT_OQ);
-    const __m256d in = _mm256_or_pd(_mm256_and_pd(above0, _mm256_cmp_pd(x, vhi0, _CMP_LT_OQ)),
-                                    _mm256_and_pd(above1, _mm256_cmp_pd(x, vhi1, _CMP_LT_OQ)));
-    const int mask = _mm256_movemask_pd(in);
-    const __m256i front =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kFront[std::size_t(mask)].data()));
-    _mm256_storeu_pd(out + kept, _mm256_castsi256_pd(
-                                     _mm256_permutevar8x32_epi32(_mm256_castpd_si256(x), front)));
-    kept += std::popcount(unsigned(mask));
-  }
-#endif
-  for (; i < count; ++i) {
+  // (the tail of a block, fewer values than a vector's: VectorCounter counts the rest)
+  for (std::int64_t i = 0; i < count; ++i) {
     const double x = values[i];
     const bool in0 = (closed0 ? x >= lo0 : x > lo0) & (x < hi0);
     const bool in1 = (closed1 ? x >= lo1 : x > lo1) & (x < hi1);

@@ -376,6 +376,137 @@ class WindowSelector {
     double* out_;
     std::int64_t kept_ = 0;
   };
+#elif defined(__AVX2__) && defined(__F16C__)
+  // The same counting four values at a time, for processors without AVX-512: a comparison's mask
+  // (all ones, -1) is subtracted from a count register of its own per window and kind (one more
+  // where it holds), and kept
+  // values move to the front of the vector by a permutation that their mask picks, then the whole
+  // vector is stored (the next store overwrites what lies past them). As there, each pair of the
+  // windows' kinds has a loop of its own.
+  class VectorCounter {
+   public:
+    explicit VectorCounter(WindowSelector& selector) : selector_(selector) {
+      for (int k = 0; k < kWindows; ++k) {
+        const Interval& interval = selector.intervals_[std::size_t(k)];
+        lo_[k] = _mm256_set1_pd(interval.lo);
+        hi_[k] = _mm256_set1_pd(interval.hi);
+        kinds_[k] = interval.half_open           ? kHalfOpen
+                    : interval.lo == interval.hi ? kCollapsed
+                    : interval.keeps             ? kKeeps
+                                                 : kCounts;
+        for (auto& c : counts_[k]) c = _mm256_setzero_si256();
+      }
+      out_ = selector.candidates_.data() + selector.kept_;
+    }
+
+    // Counts `count` stored values (a multiple of 4).
+    void count_stored(const double* values, std::int64_t count) {
+      static const auto table = []<int... Index>(std::integer_sequence<int, Index...>) {
+        return std::array<Loop, sizeof...(Index)>{&loop<Index / kKinds, Index % kKinds>...};
+      }
+      (std::make_integer_sequence<int, kKinds * kKinds>());
+      table[std::size_t(kinds_[0] * kKinds + kinds_[1])](*this, values, count);
+    }
+
+    void finish() {
+      auto total = [](__m256i v) {
+        alignas(32) std::array<std::int64_t, 4> lanes;
+        _mm256_store_si256(reinterpret_cast<__m256i*>(lanes.data()), v);
+        return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+      };
+      for (int k = 0; k < kWindows; ++k) {
+        selector_.below_[k] += total(counts_[k][kBelow]);
+        selector_.at_lo_[k] += total(counts_[k][kAtLo]);
+        selector_.at_hi_[k] += total(counts_[k][kAtHi]);
+        selector_.inside_count_[k] += total(counts_[k][kInside]);
+        for (auto& c : counts_[k]) c = _mm256_setzero_si256();
+      }
+      selector_.kept_ += kept_;
+      out_ += kept_;
+      kept_ = 0;
+    }
+
+   private:
+    enum Kind { kHalfOpen, kCollapsed, kKeeps, kCounts, kKinds };
+    enum Count { kBelow, kAtLo, kAtHi, kInside, kCountKinds };
+
+    template <int Kind0, int Kind1>
+    static void loop(VectorCounter& counter, const double* values, std::int64_t count) {
+      constexpr int kinds[kWindows] = {Kind0, Kind1};
+      constexpr bool any_keeps =
+          Kind0 == kHalfOpen || Kind0 == kKeeps || Kind1 == kHalfOpen || Kind1 == kKeeps;
+      __m256i counts[kWindows][kCountKinds];
+      for (int k = 0; k < kWindows; ++k) {
+        for (int c = 0; c < kCountKinds; ++c) counts[k][c] = counter.counts_[k][c];
+      }
+      double* out = counter.out_;
+      std::int64_t kept = counter.kept_;
+      auto add = [](__m256i& to, __m256d mask) {
+        to = _mm256_sub_epi64(to, _mm256_castpd_si256(mask));
+      };
+      for (std::int64_t i = 0; i < count; i += 4) {
+        const __m256d x = _mm256_loadu_pd(values + i);
+        __m256d inside = _mm256_setzero_pd();
+        for (int k = 0; k < kWindows; ++k) {
+          const __m256d lo = counter.lo_[k], hi = counter.hi_[k];
+          const __m256d lt_lo = _mm256_cmp_pd(x, lo, _CMP_LT_OQ);
+          add(counts[k][kBelow], lt_lo);
+          if (kinds[k] == kHalfOpen) {
+            const __m256d lt_hi = _mm256_cmp_pd(x, hi, _CMP_LT_OQ);
+            inside = _mm256_or_pd(inside, _mm256_andnot_pd(lt_lo, lt_hi));
+            continue;
+          }
+          const __m256d eq_lo = _mm256_cmp_pd(x, lo, _CMP_EQ_OQ);
+          add(counts[k][kAtLo], eq_lo);
+          if (kinds[k] == kCollapsed) continue;
+          const __m256d lt_hi = _mm256_cmp_pd(x, hi, _CMP_LT_OQ);
+          add(counts[k][kAtHi], _mm256_cmp_pd(x, hi, _CMP_EQ_OQ));
+          const __m256d in = _mm256_andnot_pd(_mm256_or_pd(lt_lo, eq_lo), lt_hi);
+          if (kinds[k] == kKeeps) {
+            inside = _mm256_or_pd(inside, in);
+          } else {
+            add(counts[k][kInside], in);
+          }
+        }
+        if constexpr (any_keeps) {
+          const int mask = _mm256_movemask_pd(inside);
+          const __m256i front = _mm256_load_si256(
+              reinterpret_cast<const __m256i*>(kCompressToFront[std::size_t(mask)].data()));
+          _mm256_storeu_pd(out + kept, _mm256_castsi256_pd(_mm256_permutevar8x32_epi32(
+                                           _mm256_castpd_si256(x), front)));
+          kept += std::popcount(unsigned(mask));
+        }
+      }
+      for (int k = 0; k < kWindows; ++k) {
+        for (int c = 0; c < kCountKinds; ++c) counter.counts_[k][c] = counts[k][c];
+      }
+      counter.kept_ = kept;
+    }
+
+    // Per mask of four lanes: the 32-bit lanes that bring the masked doubles to the front.
+    alignas(32) static constexpr auto kCompressToFront = [] {
+      std::array<std::array<std::int32_t, 8>, 16> table{};
+      for (int mask = 0; mask < 16; ++mask) {
+        int slot = 0;
+        for (int lane = 0; lane < 4; ++lane) {
+          if ((mask >> lane) & 1) {
+            table[std::size_t(mask)][std::size_t(2 * slot)] = 2 * lane;
+            table[std::size_t(mask)][std::size_t(2 * slot + 1)] = 2 * lane + 1;
+            ++slot;
+          }
+        }
+      }
+      return table;
+    }();
+
+    using Loop = void (*)(VectorCounter&, const double*, std::int64_t);
+    WindowSelector& selector_;
+    __m256d lo_[kWindows], hi_[kWindows];
+    __m256i counts_[kWindows][kCountKinds];
+    int kinds_[kWindows];
+    double* out_;
+    std::int64_t kept_ = 0;
+  };
 #endif
 
   // Takes another worker's counts and kept values (moved, not copied: the sweeps read every part).
