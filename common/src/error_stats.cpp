@@ -443,9 +443,11 @@ class ErrorStatsRun {
     // 6 to 10 % slower over the pass).
     constexpr std::int64_t kPart = 128;
     static_assert(kBlock % kPart == 0 && kPart % kLanes == 0);
+    // The vectors of a lane group one after the other (each lane's values still in order): with
+    // AVX2's two vectors per eight lanes, one loop's sums and maxima fit the sixteen registers.
     for (std::int64_t part = 0; part < kBlock; part += kPart) {
-      for (std::int64_t i = part; i < part + kPart; i += kLanes) {
-        for (int v = 0; v < kVectors; ++v) {
+      for (int v = 0; v < kVectors; ++v) {
+        for (std::int64_t i = part; i < part + kPart; i += kLanes) {
           const std::int64_t at = i + v * kVectorLanes;
           const auto p = metrics(y + at, ref + at);
 #if defined(__AVX512F__) && defined(__AVX512VL__) && defined(__F16C__)

@@ -1,5 +1,5 @@
 // The metrics of error_stats' pairs (internal to the toolkit library): abs, rel and ULP error of one
-// pair, of eight pairs in AVX-512 registers, and of a block of pairs stored for the passes that need
+// pair, of a vector of pairs in registers (AVX-512 or AVX2), and of a block of pairs stored for the passes that need
 // each element; and the compensated sum their means are accumulated in.
 #pragma once
 
