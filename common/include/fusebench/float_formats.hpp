@@ -176,7 +176,12 @@ constexpr float fp16_bits_to_fp32(std::uint16_t h) {
       std::bit_cast<float>(rebiased + (1u << 23)) - std::bit_cast<float>(113u << 23);
   std::uint32_t out = rebiased;
   out = exponent == (0x7c00u << 13) ? inf_nan : out;
-  out = exponent == 0 ? std::bit_cast<std::uint32_t>(subnormal) : out;
+  // A mask, not a select: GCC moves the subtraction into the arm of a select that uses it, where
+  // under its default -ftrapping-math it may not be executed unconditionally, and without
+  // AVX-512's masked instructions the loop then stays scalar (LayerNorm's fused kernel widened its
+  // weights and biases one element at a time on AVX2).
+  const std::uint32_t is_subnormal = 0u - std::uint32_t(exponent == 0);
+  out = (out & ~is_subnormal) | (std::bit_cast<std::uint32_t>(subnormal) & is_subnormal);
   return std::bit_cast<float>(out | (std::uint32_t(h & 0x8000u) << 16));
 }
 
