@@ -441,9 +441,13 @@ TEST(Xla, EagerIsOneJaxJitPerOp) {
   write_npy(dir / "eager.npy", eager.outputs[0]);
   const std::string script =
       (fs::path(FUSEBENCH_BRIDGE_DIR) / "tests" / "xla_eager_is_jit_per_op.py").string();
-  EXPECT_EQ(run_process({python_executable().string(), script, dir.string()}), 0)
-      << "device xla's eager is not one jax.jit per op (printed above)";
+  const int status = run_process({python_executable().string(), script, dir.string()});
   fs::remove_all(dir);
+  if (status == 77) {
+    GTEST_SKIP() << "on this processor jax.jit(gelu) and gelu primitive by primitive give the same "
+                    "bits for every f16 in [-8, 8]: nothing tells one jit per op from the other";
+  }
+  EXPECT_EQ(status, 0) << "device xla's eager is not one jax.jit per op (printed above)";
 }
 
 TEST(Bridge, CompilerSwitchesAreTheFrameworksOptionsOnItsFusedPathOnly) {
