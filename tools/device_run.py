@@ -980,21 +980,23 @@ def merge_alignment(units: pathlib.Path, out: pathlib.Path) -> int:
     return len(runs)
 
 
-def fusebench_python(runner: Runner, timeout: float) -> tuple[dict | None, str]:
-    """(the environment that imports the fusebench package, why not): the package installed from
-    python/ with the image's build tools (no network) into the run's work folder, once a run (the
-    judge steps share it; a call that resumes installs it again, from the tree it runs)."""
+def fusebench_python(runner: Runner, timeout: float) -> tuple[dict | None, Outcome | None]:
+    """(the environment that imports the fusebench package, the step's outcome where there is none):
+    the package installed from python/ with the image's build tools (no network) into the run's work
+    folder, once a run (the judge steps share it; a call that resumes installs it again, from the
+    tree it runs). An install that the budget cuts is timed out, to be resumed, not failed."""
     target = runner.work / "fusebench-python"
     if runner.facts.get("fusebench_python") != str(target):
         status, text = runner.command(
             [runner.env["FUSEBENCH_PYTHON"], "-m", "pip", "install", "--no-index", "--no-build-isolation", "--no-deps",
              "--upgrade", "--target", str(target), str(ROOT / "python")], timeout, log_name="judge-install.log",
             echo=False)  # fmt: skip
+        if status is None:
+            return None, Outcome("timed_out", f"pip install ./python offline ran past {timeout:.0f} s")
         if status != 0:
-            why = "timed out" if status is None else f"exit {status}: {last_error(text)}"
-            return None, f"pip install ./python offline: {why}"
+            return None, Outcome("failed", f"pip install ./python offline: exit {status}: {last_error(text)}")
         runner.facts["fusebench_python"] = str(target)
-    return dict(runner.env, PYTHONPATH=os.pathsep.join(filter(None, [str(target), runner.env.get("PYTHONPATH")]))), ""
+    return dict(runner.env, PYTHONPATH=os.pathsep.join(filter(None, [str(target), runner.env.get("PYTHONPATH")]))), None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1016,9 +1018,9 @@ def judge_step(stand_in: bool, judged: Judged) -> Callable[[Runner, float], Outc
 
     def action(runner: Runner, timeout: float) -> Outcome:
         t0 = time.monotonic()
-        env, problem = fusebench_python(runner, timeout)
+        env, not_installed = fusebench_python(runner, timeout)
         if env is None:
-            return Outcome("failed", problem)
+            return not_installed
         device = "cpu" if stand_in else "cuda"
         out = runner.extras / f"judge-{judged.factory}@{device}"
         argv = [runner.env["FUSEBENCH_PYTHON"], "-m", "fusebench", "judge",

@@ -386,3 +386,21 @@ def test_the_gpu_plan_judges_a_small_model_before_the_build_and_gpt2():
     assert names.index("E/eager-3") < names.index("judge-mlp@cuda") < names.index("configure")
     assert names.index("judge-mlp@cuda") < names.index("judge@cuda")
     assert by_name["judge-mlp@cuda"].needs == ("environment",) and by_name["judge-mlp@cuda"].estimate_s > 0
+
+
+@pytest.mark.parametrize("install,status,reason", [
+    ("sleep 5", "timed_out", "pip install ./python offline ran past 1 s"),
+    ("echo 'error: no compiler' >&2; exit 1", "failed", "pip install ./python offline: exit 1: error: no compiler"),
+])  # fmt: skip
+def test_an_install_cut_by_the_budget_is_resumed_and_a_broken_one_fails(tmp_path, install, status, reason):
+    """The judge step's offline install of python/: where the call's budget ends during it, the step
+    is timed out (partial in the plan, resumed by the next loan), not failed; an install that exits
+    non-zero fails the step with its error."""
+    runner = Runner(tmp_path / "out", tmp_path / "work", budget_s=100)
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\n{install}\n")
+    fake.chmod(0o755)
+    runner.env["FUSEBENCH_PYTHON"] = str(fake)
+    outcome = device_run.judge_step(True, device_run.Judged("mlp", "f32", 8, 5))(runner, 1)
+    assert (outcome.status, outcome.reason) == (status, reason)
+    assert "fusebench_python" not in runner.facts
