@@ -379,10 +379,9 @@ class WindowSelector {
 #elif defined(__AVX2__) && defined(__F16C__)
   // The same counting four values at a time, for processors without AVX-512: a comparison's mask
   // (all ones, -1) is subtracted from a count register of its own per window and kind (one more
-  // where it holds), and kept
-  // values move to the front of the vector by a permutation that their mask picks, then the whole
-  // vector is stored (the next store overwrites what lies past them). As there, each pair of the
-  // windows' kinds has a loop of its own.
+  // where it holds), and kept values move to the front of the vector by a permutation that their
+  // mask picks, then the whole vector is stored (the next store overwrites what lies past them).
+  // As there, each pair of the windows' kinds has a loop of its own.
   class VectorCounter {
    public:
     explicit VectorCounter(WindowSelector& selector) : selector_(selector) {
