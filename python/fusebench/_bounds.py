@@ -597,7 +597,11 @@ ACCUMULATION_LAMBDA = 3.0
 
 def _accumulation(length: int, vd: torch.dtype) -> float:
     """c(K) u_acc for a sum of `length` terms whose result has dtype vd (see above)."""
-    u_acc = unit_roundoff(_opmath(vd))
+    return _accumulation_at(length, unit_roundoff(_opmath(vd)))
+
+
+def _accumulation_at(length: int, u_acc: float) -> float:
+    """c(K) u_acc for a sum of `length` terms, each addition rounded at u_acc."""
     if length <= 1 or u_acc == 0.0:
         return 0.0
     deterministic = length * u_acc / (1 - length * u_acc) if length * u_acc < 1 else math.inf
@@ -698,6 +702,19 @@ def _rule_convolution_backward(mode: BoundMode, func, args, kwargs, explicit_vdt
     )
     magnitudes = func(grad_out.abs(), x.abs(), w.abs(), *rest, **kwargs)
     total = [None if m is None else (u + _accumulation(k, vd)) * m for m, k in zip(magnitudes, lengths)]
+    names = ("stride", "padding", "dilation", "transposed", "output_padding", "groups")
+    params = [args[4 + i] if len(args) > 4 + i else kwargs[n] for i, n in enumerate(names)]
+    if _convolution_backend(x, w, vd, params) in _SLOW_CONVOLUTIONS:
+        # ATen's slow CPU convolutions (im2col and a GEMM a sample) store partial results in vd:
+        # grad_input's columns (each a sum over the output channels) rounded to vd, then added
+        # into the image window by window in vd (col2im, unless transposed); grad_weight's
+        # sample-by-sample GEMMs added into it in vd (beta = 1). Those later sums add c_vd(terms)
+        # times what they add, at most (1 + u + c(K)) m.
+        later_sums = (1 if transposed else kernel_size, batch, 1)
+        total = [
+            None if t is None else t + _accumulation_at(n, u) * (1 + u + _accumulation(k, vd)) * m
+            for t, m, n, k in zip(total, magnitudes, later_sums, lengths)
+        ]
     if e_grad is not None:
         carried = func(e_grad, x.abs(), w.abs(), *rest, **kwargs)
         total = [t if c is None else t + c for t, c in zip(total, carried)]
@@ -710,6 +727,33 @@ def _rule_convolution_backward(mode: BoundMode, func, args, kwargs, explicit_vdt
         if value is not None:
             mode._set(value, bound, vd)
     return out
+
+
+# The convolution backends whose backward keeps partial results in the tensors' own dtype
+# (torch._C._select_conv_backend's names): on the CPU wherever oneDNN does not run the dtype, as
+# bf16 and f16 on processors without AVX-512 (docs/conditioned-error.md, "Convolutions").
+_SLOW_CONVOLUTIONS = frozenset(
+    {"Slow2d", "Slow3d", "SlowDilated2d", "SlowDilated3d", "SlowTranspose2d", "SlowTranspose3d"}
+)
+
+
+def _convolution_backend(x: torch.Tensor, w: torch.Tensor, vd: torch.dtype, params) -> str:
+    """The backend torch dispatches a convolution of x's and w's shapes, device and dtype vd to;
+    "Slow2d" where this torch cannot say (the bound that assumes the most roundings)."""
+    stride, padding, dilation, transposed, output_padding, groups = params
+    select = getattr(torch._C, "_select_conv_backend", None)
+    if select is None:
+        return "Slow2d"
+    try:
+        backend = select(
+            torch.empty(x.shape, dtype=vd, device=x.device),
+            torch.empty(w.shape, dtype=vd, device=w.device),
+            None, list(stride), list(padding), list(dilation), bool(transposed), list(output_padding), int(groups),
+            None,
+        )  # fmt: skip
+    except (RuntimeError, TypeError):
+        return "Slow2d"
+    return str(backend).rsplit(".", 1)[-1]
 
 
 def _rule_addmm(mode: BoundMode, func, args, kwargs, explicit_vdtype):
