@@ -123,8 +123,10 @@ def history_for(
     reference_file: pathlib.Path | None = None,
 ) -> dict:
     """run.json's "yardstick_history": per key of this run, the rates the machine's last EARLIER_RUNS runs
-    measured (`records`, oldest first), then those of its class's reference runs (marked "reference": true)."""
-    earlier = records[-EARLIER_RUNS:]
+    measured (`records`, oldest first), then those of its class's reference runs (marked "reference": true).
+    A run of this machine that is also a reference run counts once, as the reference run."""
+    reference_ids = {r.get("run_id") for r in reference}
+    earlier = [r for r in records[-EARLIER_RUNS:] if r.get("run_id") not in reference_ids]
     anchors = [(r, False) for r in earlier] + [(r, True) for r in reference]
     history = {
         "schema": SCHEMA,

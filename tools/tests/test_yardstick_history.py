@@ -206,6 +206,21 @@ def test_a_first_run_is_set_against_its_machine_class_reference(tmp_path, monkey
     assert "the 1 earlier run on this machine and the 1 reference run" in run_line(load_results(again))
 
 
+def test_a_run_that_became_a_reference_run_counts_once(tmp_path, monkeypatch):
+    """A run of this machine added to the reference file (tools/yardstick-reference) is both an earlier
+    run and a reference run of the next: its copy rate is one anchor, named once, as the reference run."""
+    reference = tmp_path / "reference.jsonl"
+    monkeypatch.setenv(yardsticks.REFERENCE_ENV, str(reference))
+    first = write_run(tmp_path / "out", "run1", [chain_row("e")])
+    assert yardstick_reference.main([str(first), "--reference", str(reference)]) == 0
+    second = write_run(tmp_path / "out", "run2", [chain_row("f")])
+    history = json.loads((second / "run.json").read_text())["yardstick_history"]
+    assert history["earlier_runs"] == [] and history["reference_runs"] == ["run1"]
+    assert chain_of(second)[EARLIER_COPY_RATES] == pytest.approx((chain_row("e")["copy_bytes_per_second"],))
+    line = run_line(load_results(second))
+    assert "the 1 reference run of this machine class" in line and "earlier run" not in line, line
+
+
 def test_a_damaged_reference_line_is_named_and_left_out(tmp_path, monkeypatch):
     reference = write_reference(tmp_path / "reference.jsonl", {"ref": MACHINE})
     with open(reference, "a") as f:
