@@ -81,4 +81,26 @@ class EventTimer {
   cudaEvent_t start_{}, stop_{};
 };
 
+// A device-to-device copy of `bytes` on the default stream (the executors' and cuBLAS's), timed by
+// events as their kernels are: the GPU's own bandwidth yardstick, its traffic twice the bytes
+// (each read once and written once).
+class DeviceCopy {
+ public:
+  explicit DeviceCopy(std::size_t bytes) : source_(bytes), destination_(bytes) {
+    check_cuda(cudaMemset(source_.data(), 1, bytes), "cudaMemset");
+  }
+  std::size_t bytes() const { return source_.bytes(); }
+  double run_seconds() {
+    timer_.start(nullptr);
+    check_cuda(cudaMemcpyAsync(destination_.data(), source_.data(), bytes(),
+                               cudaMemcpyDeviceToDevice, nullptr),
+               "cudaMemcpyAsync");
+    return timer_.stop_ms(nullptr) * 1e-3;
+  }
+
+ private:
+  DeviceBuffer source_, destination_;
+  EventTimer timer_;
+};
+
 }  // namespace fusebench::cuda

@@ -140,16 +140,17 @@ def decide_target(family: str, facts: Facts) -> Verdict | None:
     target = targets()[family]
     fam, copy = facts.paths, facts.copy
     b = fam.get(family, {}).get("fused")
-    if b is not None and not copy and facts.gpu:
+    # interleaved rounds hold their own copy (on a GPU, the GPU's device-to-device copy): a run whose filter
+    # left out the copy timed apart still decides
+    rounds = shares.rounds_of(b) if b is not None else None
+    if b is not None and not copy and not rounds and facts.gpu:
         return not_applicable(
             "Engine-target",
-            "this run measured no GPU copy (DeviceMemoryCopy), the yardstick a GPU kernel's share is taken of; "
-            "the host's memcpy is not one",
+            "this run measured no GPU copy (neither interleaved rounds nor DeviceMemoryCopy), the yardstick a GPU "
+            "kernel's share is taken of; the host's memcpy is not one",
             key_figure="no GPU copy measured",
             member=family,
         )
-    # interleaved rounds hold their own copy: a run whose filter left out the copy timed apart still decides
-    rounds = shares.rounds_of(b) if b is not None else None
     if b is None or "bytes_per_second" not in b or not (copy or rounds):
         return None
 

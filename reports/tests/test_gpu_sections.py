@@ -106,3 +106,23 @@ def test_training_with_one_eager_seed_is_not_judged():
     s = Recorder()
     gpu_mechanisms.render_alignment(s, {"runs": [run("eager", 1, [2.0]), run("compiled", 1, [2.5])]})
     assert s.verdicts[0][1].outcome.name == "NA"
+
+
+def test_a_gpu_kernels_share_is_decided_by_its_rounds_against_the_gpus_own_copy():
+    from reports.claims import engine
+
+    rounds = {"copy_share": 0.8, "copy_share_lo": 0.75, "copy_share_hi": 0.84, "copy_share_rounds": 31,
+              "copy_bytes_per_second": 3e12}  # fmt: skip
+    fused = {"name": "Chain/path:fused/dtype:f16/n:1/device:cuda/manual_time", "bytes_per_second": 2.4e12}
+
+    def target(benchmark):
+        facts = engine.Facts(False, {"Chain": {"fused": benchmark}}, {}, None, {}, None, gpu=True)
+        return engine.decide_target("Chain", facts)
+
+    # no DeviceMemoryCopy in the run (a filter left it out): the rounds' own copy decides
+    decided = target({**fused, **rounds})
+    assert decided.outcome.name == "SUPPORTED" and decided.figures.rounds.median == 0.8
+    below = target({**fused, **rounds, "copy_share": 0.55, "copy_share_lo": 0.5, "copy_share_hi": 0.6})
+    assert below.outcome.name == "CONTRADICTED"
+    # neither rounds nor a GPU copy: no yardstick, and the host's memcpy is not one
+    assert target(fused).outcome.name == "NA"

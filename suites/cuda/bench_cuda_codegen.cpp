@@ -4,24 +4,28 @@
 // compile_ms / hit_ms per iteration, cubin bytes, SASS instructions (cuobjdump), and the ratio
 // of a cold compile to a hit measured in the same run.
 // Where a GPU is usable (only there: they are not registered otherwise, and say why), the kernels'
-// speed: a device-to-device copy as the yardstick, then the chain, layernorm+gelu, layernorm and
+// speed: a device-to-device copy timed apart, then the chain, layernorm+gelu, layernorm and
 // softmax graphs (f16) eager and fused, timed by CUDA events around the kernels alone (manual
-// time), with their traffic as a share of the copy's bandwidth measured in the same run.
+// time), each with its traffic's share of the copy from interleaved rounds (copy_share* counters:
+// the graph's kernels and a copy of the same traffic alternating, round after round).
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 
 #include <cuda_runtime_api.h>
 
 #include "codegen.hpp"
 #include "cuda_device.hpp"
 #include "cuda_renderer.hpp"
+#include "cuda_runtime.hpp"
 #include "fusebench/engine/planner.hpp"
 #include "fusebench/rng.hpp"
 #include "nvrtc_compiler.hpp"
 #include "sass.hpp"
 #include "support/engine_support.hpp"
+#include "support/interleaved.hpp"
 
 namespace fusebench::suite {
 
@@ -118,43 +122,22 @@ void cache_hit(benchmark::State& state, const std::string& kernel, const std::st
 }
 
 // ---- on a GPU
-double g_copy_bytes_per_second = 0;  // measured by GPU/copy, registered before the kernels
-
+// The copy timed apart (its own benchmark, GPU/copy): the bandwidth figure of the run's GPU. Each
+// kernel's share of it comes from interleaved rounds with a copy of the kernel's own traffic (below).
 void gpu_copy(benchmark::State& state, std::int64_t bytes) {
-  void *src = nullptr, *dst = nullptr;
-  if (cudaMalloc(&src, std::size_t(bytes)) != cudaSuccess ||
-      cudaMalloc(&dst, std::size_t(bytes)) != cudaSuccess) {
-    state.SkipWithError("cudaMalloc failed");
-    cudaFree(src);
+  try {
+    cuda::DeviceCopy copy{std::size_t(bytes)};
+    copy.run_seconds();  // warm-up
+    for (auto _ : state) state.SetIterationTime(copy.run_seconds());
+  } catch (const cuda::CudaError& e) {
+    state.SkipWithError(e.what());
     return;
   }
-  cudaMemset(src, 1, std::size_t(bytes));
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  double seconds = 0;
-  for (auto _ : state) {
-    cudaEventRecord(start);
-    cudaMemcpy(dst, src, std::size_t(bytes), cudaMemcpyDeviceToDevice);
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    state.SetIterationTime(double(ms) / 1000);
-    seconds += double(ms) / 1000;
-  }
-  if (seconds > 0)
-    g_copy_bytes_per_second = double(2 * bytes) * double(state.iterations()) / seconds;
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaFree(src);
-  cudaFree(dst);
   state.SetBytesProcessed(std::int64_t(state.iterations()) * 2 * bytes);  // read + written
-  state.counters["copy_bytes_per_second"] =
-      benchmark::Counter(double(2 * bytes), benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void gpu_graph(benchmark::State& state, const std::string& kernel, bool fused, const Shape& shape) {
+void gpu_graph(benchmark::State& state, const SuiteConfig& config, const std::string& name,
+               const std::string& kernel, bool fused, const Shape& shape) {
   // the graphs of kernel_case at the profile's shape, with inputs
   engine::Graph g;
   engine::Inputs in;
@@ -194,9 +177,26 @@ void gpu_graph(benchmark::State& state, const std::string& kernel, bool fused, c
   }
   state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(bytes));
   state.counters["kernel_bytes"] = bytes;
-  state.counters["share_of_copy"] =
-      benchmark::Counter(g_copy_bytes_per_second > 0 ? bytes / g_copy_bytes_per_second : 0,
-                         benchmark::Counter::kIsIterationInvariantRate);
+  // The share of the copy from interleaved rounds (support/interleaved.hpp): each round the graph's
+  // kernels and a device-to-device copy of the same traffic, alternating, all timed by events;
+  // measured once per benchmark (Google Benchmark calls it more than once), the rounds in the dump.
+  static std::map<std::string, CopyShareRounds> measured;
+  auto found = measured.find(name);
+  if (found == measured.end()) {
+    cuda::DeviceCopy copy{std::size_t(bytes / 2)};
+    const auto kernels_seconds = [&] {
+      double ms = 0;
+      for (const auto& k : executor->run(g, in).trace) ms += k.run_ms;
+      return ms * 1e-3;
+    };
+    found = measured
+                .emplace(name, copy_share_rounds(
+                                   kernels_seconds, [&] { return copy.run_seconds(); }, bytes,
+                                   std::int64_t(copy.bytes())))
+                .first;
+    write_evidence(config, "copy_share_" + name, copy_share_evidence(found->second));
+  }
+  record_copy_share(state, found->second);
 }
 }  // namespace
 
@@ -229,10 +229,11 @@ void register_benchmarks(const SuiteConfig& config) {
       ->Unit(benchmark::kMicrosecond);
   for (const char* kernel : {"chain-f16", "layernorm-gelu-f16", "layernorm-f16", "softmax-f16"}) {
     for (bool fused : {false, true}) {
-      benchmark::RegisterBenchmark(fmt::format("GPU/{}/exec:{}/shape:{}", kernel,
-                                               fused ? "fused" : "eager", shape_string(shape))
-                                       .c_str(),
-                                   [=](benchmark::State& s) { gpu_graph(s, kernel, fused, shape); })
+      const std::string name = fmt::format("GPU/{}/exec:{}/shape:{}", kernel,
+                                           fused ? "fused" : "eager", shape_string(shape));
+      benchmark::RegisterBenchmark(
+          name.c_str(),
+          [=](benchmark::State& s) { gpu_graph(s, config, name, kernel, fused, shape); })
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
     }

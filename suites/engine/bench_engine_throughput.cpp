@@ -30,7 +30,7 @@
 // 95 % interval, not on two runs timed minutes apart. A path's share of the copy is timed the same
 // way (copy_share* counters, the rounds in the dump as copy_share_<name>.json): each round one run
 // of the path and a memcpy of the bytes it counts on the engine's threads, so that the yardstick is
-// measured under the kernel's own load (on the host; a GPU run's yardstick is DeviceMemoryCopy).
+// measured under the kernel's own load (a GPU run's: the GPU's device-to-device copy, by events).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -150,22 +150,34 @@ void interleaved_speedup(benchmark::State& state, const Workload& w, engine::Exe
   for (const auto& [name, value] : c) state.counters[name] = value;
 }
 
-// The path's share of the copy from interleaved rounds: each round one run of the path and a memcpy
-// of the bytes the path counts, on the engine's threads (support/interleaved.hpp). On the host only:
-// a GPU kernel's yardstick is the GPU's own copy, not the host's memcpy. Measured once per benchmark
-// (Google Benchmark calls it more than once); the rounds go to the dump as evidence.
+// The path's share of the copy from interleaved rounds: each round one run of the path and a copy
+// of the bytes the path counts (support/interleaved.hpp): on the host a memcpy on the engine's
+// threads; on a GPU the GPU's own device-to-device copy (the host's memcpy is two orders of
+// magnitude below it), both sides timed by events. Measured once per benchmark (Google Benchmark
+// calls it more than once); the rounds go to the dump as evidence.
 void interleaved_copy_share(benchmark::State& state, const std::string& name, const Workload& w,
                             engine::Executor& executor, double traffic_bytes,
                             const SuiteConfig& config, bool manual_time) {
-  if (config.device.find("cuda") != std::string::npos) return;
+  const bool on_gpu = config.device.find("cuda") != std::string::npos;
   static std::map<std::string, CopyShareRounds> measured;
   auto found = measured.find(name);
   if (found == measured.end()) {
     RunTimer timer(executor, w.graph, w.inputs, manual_time);
-    found = measured
-                .emplace(name, copy_share_rounds([&] { return timer.seconds(); }, traffic_bytes,
-                                                 engine::EngineOptions{}.threads))
-                .first;
+    const auto kernel_seconds = [&] { return timer.seconds(); };
+    CopyShareRounds rounds;
+    if (on_gpu) {
+#ifdef FUSEBENCH_HAVE_CUDA
+      cuda::DeviceCopy copy(std::size_t(traffic_bytes / 2));
+      rounds = copy_share_rounds(
+          kernel_seconds, [&] { return copy.run_seconds(); }, traffic_bytes,
+          std::int64_t(copy.bytes()));
+#else
+      return;  // no CUDA device in this build: its benchmarks report why
+#endif
+    } else {
+      rounds = copy_share_rounds(kernel_seconds, traffic_bytes, engine::EngineOptions{}.threads);
+    }
+    found = measured.emplace(name, std::move(rounds)).first;
     write_evidence(config, "copy_share_" + name, copy_share_evidence(found->second));
   }
   record_copy_share(state, found->second);
@@ -404,20 +416,9 @@ void register_device_memory_copy(const std::string& device, std::int64_t bytes) 
           state.SkipWithError(fmt::format("n/a: no usable CUDA GPU: {}", why).c_str());
           return;
         }
-        const auto size = static_cast<std::size_t>(bytes);
-        cuda::DeviceBuffer source(size), destination(size);
-        cuda::check_cuda(cudaMemset(source.data(), 1, size), "cudaMemset");
-        cuda::check_cuda(
-            cudaMemcpy(destination.data(), source.data(), size, cudaMemcpyDeviceToDevice),
-            "cudaMemcpy (warm-up)");
-        cuda::EventTimer timer;
-        for (auto _ : state) {
-          timer.start(nullptr);
-          cuda::check_cuda(cudaMemcpyAsync(destination.data(), source.data(), size,
-                                           cudaMemcpyDeviceToDevice, nullptr),
-                           "cudaMemcpyAsync");
-          state.SetIterationTime(timer.stop_ms(nullptr) / 1e3);
-        }
+        cuda::DeviceCopy copy(static_cast<std::size_t>(bytes));
+        copy.run_seconds();  // warm-up
+        for (auto _ : state) state.SetIterationTime(copy.run_seconds());
         state.SetBytesProcessed(std::int64_t(state.iterations()) * bytes * 2);
         state.counters["bytes_copied"] = double(bytes);
 #else

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include <unistd.h>
@@ -140,12 +141,35 @@ PairedRounds paired_rounds(const std::function<double()>& first,
   return out;
 }
 
-CopyShareRounds copy_share_rounds(const std::function<double()>& kernel_seconds,
-                                  double traffic_bytes, int threads, int rounds) {
+namespace {
+void check_rounds(int rounds, double traffic_bytes) {
   if (rounds <= 0 || traffic_bytes < 2)
     throw std::invalid_argument(fmt::format(
         "copy_share_rounds: rounds and traffic must be positive, got {} rounds and {} bytes",
         rounds, traffic_bytes));
+}
+
+// The rounds' figures into `out` (traffic and copied bytes set); `round_waits`: each round's copy
+// run-queue wait, or empty.
+void take_rounds(CopyShareRounds& out, const PairedRounds& paired,
+                 const std::vector<double>& round_waits) {
+  out.pairs_per_round = paired.pairs_per_round;
+  for (std::size_t r = 0; r < paired.first_seconds.size(); ++r) {
+    const double kernel = paired.first_seconds[r], copied = paired.second_seconds[r];
+    if (kernel <= 0 || copied <= 0) continue;  // a clock too coarse for the run: no figure
+    out.kernel_seconds.push_back(kernel);
+    out.copy_seconds.push_back(copied);
+    out.shares.push_back(round_share(out.traffic_bytes, kernel, out.copied_bytes, copied));
+    if (r < round_waits.size())
+      out.copy_waits.push_back(round_waits[r] / (copied * out.pairs_per_round * out.threads));
+  }
+  out.share = median_interval(out.shares);
+}
+}  // namespace
+
+CopyShareRounds copy_share_rounds(const std::function<double()>& kernel_seconds,
+                                  double traffic_bytes, int threads, int rounds) {
+  check_rounds(rounds, traffic_bytes);
   CopyShareRounds out;
   out.traffic_bytes = traffic_bytes;
   out.threads = threads;
@@ -167,17 +191,22 @@ CopyShareRounds copy_share_rounds(const std::function<double()>& kernel_seconds,
         return seconds;
       },
       rounds, [&] { waited = 0; }, [&] { round_waits.push_back(waited); });
-  out.pairs_per_round = paired.pairs_per_round;
-  for (std::size_t r = 0; r < paired.first_seconds.size(); ++r) {
-    const double kernel = paired.first_seconds[r], copied = paired.second_seconds[r];
-    if (kernel <= 0 || copied <= 0) continue;  // a clock too coarse for the run: no figure
-    out.kernel_seconds.push_back(kernel);
-    out.copy_seconds.push_back(copied);
-    out.shares.push_back(round_share(traffic_bytes, kernel, out.copied_bytes, copied));
-    if (waits_known && r < round_waits.size())
-      out.copy_waits.push_back(round_waits[r] / (copied * out.pairs_per_round * threads));
-  }
-  out.share = median_interval(out.shares);
+  if (!waits_known) round_waits.clear();
+  take_rounds(out, paired, round_waits);
+  return out;
+}
+
+CopyShareRounds copy_share_rounds(const std::function<double()>& kernel_seconds,
+                                  const std::function<double()>& copy_seconds, double traffic_bytes,
+                                  std::int64_t copied_bytes, int rounds) {
+  check_rounds(rounds, traffic_bytes);
+  if (copied_bytes <= 0)
+    throw std::invalid_argument(
+        fmt::format("copy_share_rounds: the copy must move bytes, got {}", copied_bytes));
+  CopyShareRounds out;
+  out.traffic_bytes = traffic_bytes;
+  out.copied_bytes = copied_bytes;
+  take_rounds(out, paired_rounds(kernel_seconds, copy_seconds, rounds), {});
   return out;
 }
 
@@ -195,15 +224,18 @@ void record_copy_share(benchmark::State& state, const CopyShareRounds& rounds) {
 }
 
 nlohmann::json copy_share_evidence(const CopyShareRounds& rounds) {
+  const std::string copy = rounds.threads > 0
+                               ? "a memcpy of the same traffic on the same threads"
+                               : "a device-to-device copy of the same traffic on the kernel's "
+                                 "stream, both timed by its events";
   return {
       {"schema", "fusebench.copy_share_rounds/1"},
       {"about",
-       "each round: the kernel once and a memcpy of the same traffic on the same threads, the "
-       "order "
-       "alternating; share = the kernel's traffic rate over the copy's; the median's 95 % interval "
-       "from sign-test order statistics; copy_waits: per round, the share of the copy threads' "
-       "time "
-       "spent runnable but waiting for a CPU (schedstat), the machine's load during the round"},
+       "each round: the kernel once and " + copy +
+           ", the order alternating; share = the kernel's traffic rate over the copy's; the "
+           "median's 95 % interval from sign-test order statistics; copy_waits: per round, the "
+           "share of the copy threads' time spent runnable but waiting for a CPU (schedstat), the "
+           "machine's load during the round (none for a device's copy)"},
       {"traffic_bytes", rounds.traffic_bytes},
       {"copied_bytes", rounds.copied_bytes},
       {"threads", rounds.threads},

@@ -91,7 +91,7 @@ PairedRounds paired_rounds(const std::function<double()>& first,
 struct CopyShareRounds {
   double traffic_bytes = 0;  // the kernel's counted traffic per run
   std::int64_t copied_bytes = 0;
-  int threads = 0;
+  int threads = 0;  // the host threads the copy ran on; 0 for a device's own copy
   int pairs_per_round = 1;
   std::vector<double> kernel_seconds, copy_seconds, shares;
   MedianInterval share;
@@ -104,6 +104,13 @@ struct CopyShareRounds {
 CopyShareRounds copy_share_rounds(const std::function<double()>& kernel_seconds,
                                   double traffic_bytes, int threads,
                                   int rounds = kInterleavedRounds);
+// The same rounds against a device's own copy: `copy_seconds` runs one copy of `copied_bytes` (its
+// traffic twice that) and returns its seconds, as `kernel_seconds` does the kernel's; on a GPU both
+// are timed by events on the stream the kernel runs on, so that the two figures of a round see the
+// same device, clocks and other work. No run-queue waits: the copy runs on no host thread.
+CopyShareRounds copy_share_rounds(const std::function<double()>& kernel_seconds,
+                                  const std::function<double()>& copy_seconds, double traffic_bytes,
+                                  std::int64_t copied_bytes, int rounds = kInterleavedRounds);
 // One round's share: the kernel's rate over the copy's, both as traffic.
 double round_share(double traffic_bytes, double kernel_seconds, std::int64_t copied_bytes,
                    double copy_seconds);

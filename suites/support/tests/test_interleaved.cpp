@@ -68,6 +68,39 @@ TEST(CopyShareRounds, EveryRoundTimesTheKernelAndTheCopy) {
     EXPECT_DOUBLE_EQ(r.shares[i], r.copy_seconds[i] / r.kernel_seconds[i]);
 }
 
+TEST(CopyShareRounds, ADevicesOwnCopyAlternatesWithTheKernelRunByRun) {
+  // A GPU's copy timed by events, here a function of known times: each round's share is the copy's
+  // time over the kernel's (same traffic), the kernel and the copy alternate, and the order of each
+  // pair alternates from round to round.
+  std::string order;
+  const CopyShareRounds r = copy_share_rounds(
+      [&] {
+        order += 'k';
+        return 1e-3;
+      },
+      [&] {
+        order += 'c';
+        return 0.4e-3;
+      },
+      2 << 20, 1 << 20, 5);
+  EXPECT_EQ(r.copied_bytes, 1 << 20);
+  EXPECT_EQ(r.threads, 0);  // no host threads copied
+  EXPECT_TRUE(r.copy_waits.empty());
+  ASSERT_EQ(r.shares.size(), 5u);
+  // (each side a mean over the round's 29 runs: equal up to the sums' rounding)
+  for (double share : r.shares) EXPECT_NEAR(share, 0.4, 1e-12);
+  EXPECT_NEAR(r.share.median, 0.4, 1e-12);
+  // 1.4 ms a pair: 29 pairs make a round of at least 40 ms; two untimed runs of each size it
+  ASSERT_EQ(r.pairs_per_round, 29);
+  EXPECT_EQ(order.substr(4, 4), "kcck");  // after the four sizing runs, round 0: pairs 0, 1
+  EXPECT_EQ(order.substr(4 + 2 * 29, 4), "ckkc");  // round 1 starts with the copy
+  EXPECT_EQ(order.size(), 4 + 2 * 29 * 5u);
+  EXPECT_THROW(copy_share_rounds([] { return 1.0; }, [] { return 1.0; }, 1024, 0),
+               std::invalid_argument);
+  EXPECT_THROW(copy_share_rounds([] { return 1.0; }, [] { return 1.0; }, 1024, 512, 0),
+               std::invalid_argument);
+}
+
 TEST(MemoryCopy, TheThreadsPartsCoverEveryByte) {
   // not a multiple of the thread counts: the last part is shorter
   const std::int64_t bytes = (std::int64_t(3) << 18) + 5;
