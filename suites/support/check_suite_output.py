@@ -97,10 +97,14 @@ args = parser.parse_args()
 work = pathlib.Path(args.work)
 work.mkdir(parents=True, exist_ok=True)
 out = work / "smoke.json"
+# Seven interleaved rounds, not the 31 of a run: the smoke run checks that the shares and their intervals
+# exist, not what they say (the copy shares' rounds were half the toolkit's smoke time).
+SMOKE_ROUNDS = 7
 cmd = [
     args.binary,
     "--profile=quick",
     "--benchmark_min_time=0.01",
+    f"--interleaved-rounds={SMOKE_ROUNDS}",
     f"--benchmark_out={out}",
     "--benchmark_out_format=json",
     "--benchmark_format=console",
@@ -116,6 +120,8 @@ else:
     for key in ["fusebench_suite", "fusebench_profile", "compiler", "compile_flags", "cpu_isa", "git_revision"]:
         if key not in context:
             failures.append(f"context lacks {key}")
+    if context.get("fusebench_interleaved_rounds") != str(SMOKE_ROUNDS):
+        failures.append(f"context's fusebench_interleaved_rounds is {context.get('fusebench_interleaved_rounds')!r}")
     if not data["benchmarks"]:
         failures.append("no benchmarks ran")
     for bench in data["benchmarks"]:
@@ -126,18 +132,19 @@ else:
                 failures += [f"{bench['name']} lacks {c}" for c in counters if c not in bench]
         if "copy_share" in bench and not (
             0 < bench["copy_share_lo"] <= bench["copy_share"] <= bench["copy_share_hi"]
-            and bench["copy_share_rounds"] == 31
+            and bench["copy_share_rounds"] == SMOKE_ROUNDS
         ):
             failures.append(
                 f"{bench['name']}: copy share {bench['copy_share']} outside its interval "
-                f"[{bench['copy_share_lo']}, {bench['copy_share_hi']}] or not over 31 rounds"
+                f"[{bench['copy_share_lo']}, {bench['copy_share_hi']}] or not over {SMOKE_ROUNDS} rounds"
             )
     if data["benchmarks"] and all(b.get("error_occurred") for b in data["benchmarks"]):
         failures.append("every benchmark was skipped")
 # Bad flags are refused with exit 2.
-bad = subprocess.run([args.binary, "--profile=huge"], capture_output=True, text=True)
-if bad.returncode != 2 or "--profile=huge" not in bad.stderr:
-    failures.append(f"--profile=huge: exit {bad.returncode}, stderr {bad.stderr!r}")
+for flag in ["--profile=huge", "--interleaved-rounds=5", "--interleaved-rounds=7x"]:
+    bad = subprocess.run([args.binary, flag], capture_output=True, text=True)
+    if bad.returncode != 2 or flag not in bad.stderr:
+        failures.append(f"{flag}: exit {bad.returncode}, stderr {bad.stderr!r}")
 for f in failures:
     print("FAIL:", f)
 print(f"{args.suite} smoke: {len(failures)} failures")

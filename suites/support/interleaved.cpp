@@ -114,6 +114,19 @@ double round_share(double traffic_bytes, double kernel_seconds, std::int64_t cop
   return (traffic_bytes / kernel_seconds) / (2.0 * double(copied_bytes) / copy_seconds);
 }
 
+namespace {
+int configured_rounds = kInterleavedRounds;
+}  // namespace
+
+int interleaved_rounds() { return configured_rounds; }
+
+void set_interleaved_rounds(int rounds) {
+  if (rounds < 6)
+    throw std::invalid_argument(fmt::format(
+        "interleaved rounds: at least 6 (below, no order statistic reaches 95 %), got {}", rounds));
+  configured_rounds = rounds;
+}
+
 PairedRounds paired_rounds(const std::function<double()>& first,
                            const std::function<double()>& second, int rounds,
                            const std::function<void()>& round_begins,

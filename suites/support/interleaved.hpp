@@ -32,6 +32,10 @@ MedianInterval median_interval(std::vector<double> values);
 // The rounds the interleaved comparisons run: 31 give an interval between the 10th and the 22nd
 // figure, in seconds per comparison on this machine's kernels.
 constexpr int kInterleavedRounds = 31;
+// The rounds this process runs: kInterleavedRounds unless a suite's --interleaved-rounds=N set
+// others (the smoke tests run 7: they check that the figures exist, not what they say).
+int interleaved_rounds();
+void set_interleaved_rounds(int rounds);
 
 // memcpy of `bytes` split over `threads` threads, each thread its own contiguous part: the bandwidth
 // yardstick. Its traffic is 2 * bytes (each byte read once and written once, as STREAM counts it).
@@ -77,7 +81,7 @@ struct PairedRounds {
 };
 // round_begins and round_ends, where given, run around each timed round (not the sizing runs).
 PairedRounds paired_rounds(const std::function<double()>& first,
-                           const std::function<double()>& second, int rounds = kInterleavedRounds,
+                           const std::function<double()>& second, int rounds = interleaved_rounds(),
                            const std::function<void()>& round_begins = {},
                            const std::function<void()>& round_ends = {});
 
@@ -103,14 +107,14 @@ struct CopyShareRounds {
 // kernel_seconds and copy_seconds of the result are per run, each the mean over its round's pairs.
 CopyShareRounds copy_share_rounds(const std::function<double()>& kernel_seconds,
                                   double traffic_bytes, int threads,
-                                  int rounds = kInterleavedRounds);
+                                  int rounds = interleaved_rounds());
 // The same rounds against a device's own copy: `copy_seconds` runs one copy of `copied_bytes` (its
 // traffic twice that) and returns its seconds, as `kernel_seconds` does the kernel's; on a GPU both
 // are timed by events on the stream the kernel runs on, so that the two figures of a round see the
 // same device, clocks and other work. No run-queue waits: the copy runs on no host thread.
 CopyShareRounds copy_share_rounds(const std::function<double()>& kernel_seconds,
                                   const std::function<double()>& copy_seconds, double traffic_bytes,
-                                  std::int64_t copied_bytes, int rounds = kInterleavedRounds);
+                                  std::int64_t copied_bytes, int rounds = interleaved_rounds());
 // One round's share: the kernel's rate over the copy's, both as traffic.
 double round_share(double traffic_bytes, double kernel_seconds, std::int64_t copied_bytes,
                    double copy_seconds);

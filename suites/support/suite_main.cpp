@@ -1,6 +1,7 @@
 #include "support/suite_main.hpp"
 
 #include "support/cases.hpp"
+#include "support/interleaved.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -277,6 +279,15 @@ int run_suite(int argc, char** argv, const char* suite_name) {
           fmt::print(stderr, "{}: unavailable: {}\n", name, why);
       }
       std::exit(0);
+    } else if (auto v = value_of("--interleaved-rounds")) {
+      int rounds = 0;
+      const auto [end, error] = std::from_chars(v->data(), v->data() + v->size(), rounds);
+      if (error != std::errc{} || end != v->data() + v->size() || rounds < 6 || rounds > 1001)
+        usage_error(fmt::format(
+            "--interleaved-rounds={}: expected a whole number from 6 (below, no order statistic "
+            "reaches a 95 % interval) to 1001",
+            *v));
+      set_interleaved_rounds(rounds);
     } else if (auto dir = value_of("--dump-dir")) {
       config.dump_dir = std::string(*dir);
     } else if (auto out = value_of("--benchmark_out")) {
@@ -327,6 +338,9 @@ int run_suite(int argc, char** argv, const char* suite_name) {
   benchmark::AddCustomContext("fusebench_suite", suite_name);
   benchmark::AddCustomContext("fusebench_profile", config.profile_name());
   benchmark::AddCustomContext("fusebench_device", config.device);
+  if (interleaved_rounds() != kInterleavedRounds)
+    benchmark::AddCustomContext("fusebench_interleaved_rounds",
+                                std::to_string(interleaved_rounds()));
   // what the framework device's eager path is (xla: one jax.jit per op), for the report's run line
   if (const std::string eager = framework::framework_eager_description(config.device);
       !eager.empty())

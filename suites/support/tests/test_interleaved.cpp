@@ -145,6 +145,18 @@ TEST(PairedRounds, RoundHooksRunAroundEachTimedRoundOnly) {
   EXPECT_EQ(r.first_seconds.size(), 3u);
 }
 
+TEST(PairedRounds, ASuitesRoundsSettingIsEveryComparisonsDefault) {
+  EXPECT_EQ(interleaved_rounds(), kInterleavedRounds);
+  EXPECT_THROW(set_interleaved_rounds(5), std::invalid_argument);  // no 95 % interval below 6
+  EXPECT_EQ(interleaved_rounds(), kInterleavedRounds);
+  set_interleaved_rounds(7);
+  const PairedRounds r = paired_rounds([] { return 1e-3; }, [] { return 1e-3; });
+  const CopyShareRounds share = copy_share_rounds([] { return 1e-3; }, 4096, 1);
+  set_interleaved_rounds(kInterleavedRounds);
+  EXPECT_EQ(r.first_seconds.size(), 7u);
+  EXPECT_EQ(share.share.n, 7);
+}
+
 TEST(PairedRounds, AlternateRunByRunAndSwapWhoGoesFirstEachRound) {
   std::string order;
   const PairedRounds r = paired_rounds(
