@@ -121,9 +121,11 @@ int configured_rounds = kInterleavedRounds;
 int interleaved_rounds() { return configured_rounds; }
 
 void set_interleaved_rounds(int rounds) {
-  if (rounds < 6)
+  if (rounds < 6 || rounds > 1001)
     throw std::invalid_argument(fmt::format(
-        "interleaved rounds: at least 6 (below, no order statistic reaches 95 %), got {}", rounds));
+        "expected a whole number from 6 (below, no order statistic reaches a 95 % interval) to "
+        "1001, got {}",
+        rounds));
   configured_rounds = rounds;
 }
 
